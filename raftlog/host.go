@@ -1,0 +1,686 @@
+package raftlog
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+var (
+	// ErrStopped is returned once the host has stopped (Close, or a fatal
+	// storage error, which Err reports).
+	ErrStopped = errors.New("raftlog: host stopped")
+	// ErrCorrupt marks state on disk that contradicts itself. The host refuses
+	// to run a group on it.
+	ErrCorrupt = errors.New("raftlog: corrupt state")
+	// ErrNoGroup is returned for a group the host does not run.
+	ErrNoGroup = errors.New("raftlog: no such group")
+	// ErrGroupExists is returned by AddGroup for a group already running.
+	ErrGroupExists = errors.New("raftlog: group already running")
+	// ErrProposalDropped is passed to StateMachine.Dropped when raft refused
+	// a proposal: no leader is known, this node is not the leader, or too
+	// many uncommitted bytes are in flight.
+	ErrProposalDropped = raft.ErrProposalDropped
+)
+
+// StateMachine is the application side of one raft group. The host calls
+// every method from its loop goroutine, one group at a time, so an
+// implementation needs no lock for state only these methods touch. None of
+// the methods may call back into the Host synchronously (AddGroup,
+// RemoveGroup); Wake is fine.
+type StateMachine interface {
+	// TakeProposals appends the group's queued proposals to dst and returns
+	// it. It is called after Wake, at the start of the next pass.
+	TakeProposals(dst [][]byte) [][]byte
+	// Dropped hands back proposals raft refused, with the reason.
+	Dropped(data [][]byte, err error)
+	// Apply applies committed entries in index order. ents are the normal
+	// entries that carry data (raft's empty entries and configuration changes
+	// are not passed). Apply adds every write it needs to w, the batch that
+	// also records the new applied index, so a crash either keeps both or
+	// neither: apply is exactly-once. Apply must be deterministic: every
+	// replica applies the same entries with the same result. An error stops
+	// the group.
+	Apply(w *pebble.Batch, ents []*pb.Entry) error
+	// Durable is called after the writes of every Apply since the last call
+	// are committed to Pebble and the entries they came from are durable.
+	// This is where results become visible and proposers are answered.
+	Durable()
+	// LeaderChanged reports a new leader (0: none known) and term.
+	LeaderChanged(leader, term uint64)
+	// Stopped is called once when the group stops: with ErrStopped when the
+	// host closes, or with the error that stopped the group.
+	Stopped(err error)
+}
+
+// Transport delivers raft messages to other nodes. Send must not block; it
+// may drop messages (raft retries). A nil Transport drops every message,
+// which is correct for groups whose only voter is this node.
+type Transport interface {
+	Send(msgs []*pb.Message)
+}
+
+// Config configures a Host. The zero value of every field but NodeID and DB
+// selects the default.
+type Config struct {
+	// NodeID is this node's raft id. Required, non-zero.
+	NodeID uint64
+	// DB is the node's store. Required. The host owns the keys starting with
+	// 'r'; the caller must not write them.
+	DB *pebble.DB
+	// Logger; default: a null logger.
+	Logger hclog.Logger
+	// Transport; default nil (single-node groups only).
+	Transport Transport
+	// TickInterval is the raft tick. Default 100 ms.
+	TickInterval time.Duration
+	// ElectionTicks and HeartbeatTicks are in ticks. Defaults 10 and 1.
+	ElectionTicks, HeartbeatTicks int
+	// MaxSizePerMsg bounds one MsgApp. Default 1 MiB.
+	MaxSizePerMsg uint64
+	// MaxInflightMsgs bounds MsgApps in flight per follower. Default 256.
+	MaxInflightMsgs int
+	// MaxUncommittedBytes bounds a leader's uncommitted log tail; proposals
+	// beyond it are dropped. Default 256 MiB.
+	MaxUncommittedBytes uint64
+	// MaxCommittedBytesPerReady bounds what one pass applies per group.
+	// Default 64 MiB.
+	MaxCommittedBytesPerReady uint64
+	// EntryCacheBytes bounds each group's in-memory log tail. Default 32 MiB.
+	EntryCacheBytes int64
+}
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeID == 0 {
+		errs = append(errs, errors.New("raftlog: NodeID is required"))
+	}
+	if c.DB == nil {
+		errs = append(errs, errors.New("raftlog: DB is required"))
+	}
+	if c.TickInterval < 0 {
+		errs = append(errs, fmt.Errorf("raftlog: negative TickInterval %s", c.TickInterval))
+	}
+	if c.ElectionTicks < 0 || c.HeartbeatTicks < 0 {
+		errs = append(errs, errors.New("raftlog: negative tick counts"))
+	}
+	if c.ElectionTicks != 0 && c.HeartbeatTicks != 0 && c.HeartbeatTicks >= c.ElectionTicks {
+		errs = append(errs, fmt.Errorf("raftlog: HeartbeatTicks %d must be below ElectionTicks %d", c.HeartbeatTicks, c.ElectionTicks))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.MaxSizePerMsg == 0 {
+		c.MaxSizePerMsg = 1 << 20
+	}
+	if c.MaxInflightMsgs == 0 {
+		c.MaxInflightMsgs = 256
+	}
+	if c.MaxUncommittedBytes == 0 {
+		c.MaxUncommittedBytes = 256 << 20
+	}
+	if c.MaxCommittedBytesPerReady == 0 {
+		c.MaxCommittedBytesPerReady = 64 << 20
+	}
+	if c.EntryCacheBytes == 0 {
+		c.EntryCacheBytes = 32 << 20
+	}
+	return c
+}
+
+// GroupConfig names a group to run.
+type GroupConfig struct {
+	ID uint64
+	// Voters is the initial configuration of a group that has no state yet.
+	// It is ignored when the group already has state on disk.
+	Voters []uint64
+	SM     StateMachine
+}
+
+// Status is a snapshot of one group, refreshed after every pass that
+// touched it.
+type Status struct {
+	ID      uint64
+	Leader  uint64 // 0 if unknown
+	Term    uint64
+	Commit  uint64
+	Applied uint64
+	Last    uint64
+	// Err is set when the group stopped because of an error.
+	Err error
+}
+
+// Host runs many raft groups on one node over one Pebble store. One loop
+// goroutine drives every group: each pass gathers the Ready of all groups,
+// writes all of them to Pebble, syncs the WAL once, then sends messages and
+// acknowledges. Host methods are safe for concurrent use.
+type Host struct {
+	cfg Config
+	db  *pebble.DB
+	log hclog.Logger
+
+	mu struct {
+		sync.Mutex
+		ops    []func()
+		wakes  map[uint64]struct{}
+		status map[uint64]Status
+		err    error // why the host stopped, if it did
+		closed bool
+	}
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	// Owned by the loop goroutine.
+	groups   map[uint64]*group
+	proposed [][]byte
+}
+
+type group struct {
+	id     uint64
+	rn     *raft.RawNode
+	st     *storage
+	sm     StateMachine
+	batch  *pebble.Batch
+	leader uint64
+	// applied is set when the last pass applied entries (Durable is due).
+	applied bool
+	// wantPropose is set by Wake and cleared when proposals are taken.
+	wantPropose bool
+	stopped bool
+}
+
+// Open returns a host over cfg.DB with no groups running. Call Start to run
+// its loop, then AddGroup.
+func Open(cfg Config) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	h := &Host{
+		cfg:    cfg,
+		db:     cfg.DB,
+		log:    cfg.Logger,
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		groups: make(map[uint64]*group),
+	}
+	h.mu.wakes = make(map[uint64]struct{})
+	h.mu.status = make(map[uint64]Status)
+	return h, nil
+}
+
+// Start runs the host loop until Close.
+func (h *Host) Start() { go h.run() }
+
+// Close stops the loop, tells every group's state machine it stopped, and
+// waits. It returns the error that had stopped the host, if any.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if !h.mu.closed {
+		h.mu.closed = true
+		close(h.stop)
+	}
+	h.mu.Unlock()
+	<-h.done
+	return h.Err()
+}
+
+// Err returns the fatal error that stopped the host, or nil.
+func (h *Host) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.err
+}
+
+// Wake tells the host that group id has proposals to take. It never blocks.
+func (h *Host) Wake(id uint64) {
+	h.mu.Lock()
+	h.mu.wakes[id] = struct{}{}
+	h.mu.Unlock()
+	h.poke()
+}
+
+func (h *Host) poke() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns the latest snapshot of group id.
+func (h *Host) Status(id uint64) (Status, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.mu.status[id]
+	return s, ok
+}
+
+// do runs fn on the loop goroutine and waits for it.
+func (h *Host) do(fn func() error) error {
+	res := make(chan error, 1)
+	h.mu.Lock()
+	if h.mu.closed || h.mu.err != nil {
+		err := h.mu.err
+		h.mu.Unlock()
+		return errors.Join(ErrStopped, err)
+	}
+	h.mu.ops = append(h.mu.ops, func() { res <- fn() })
+	h.mu.Unlock()
+	h.poke()
+	select {
+	case err := <-res:
+		return err
+	case <-h.done:
+		select {
+		case err := <-res:
+			return err
+		default:
+			return errors.Join(ErrStopped, h.Err())
+		}
+	}
+}
+
+// AddGroup starts running a group: it loads its state, or bootstraps it with
+// gc.Voters if it has none. A group whose only voter is this node campaigns
+// at once, so it can take proposals after its first pass.
+func (h *Host) AddGroup(gc GroupConfig) error {
+	if gc.ID == 0 || gc.SM == nil {
+		return errors.New("raftlog: AddGroup needs an ID and a state machine")
+	}
+	return h.do(func() error { return h.addGroup(gc) })
+}
+
+func (h *Host) addGroup(gc GroupConfig) error {
+	if _, ok := h.groups[gc.ID]; ok {
+		return fmt.Errorf("%w: %d", ErrGroupExists, gc.ID)
+	}
+	st, exists, err := openStorage(h.db, gc.ID)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if len(gc.Voters) == 0 {
+			return fmt.Errorf("raftlog: group %d has no state and no voters to bootstrap", gc.ID)
+		}
+		b := h.db.NewBatch()
+		if err := st.bootstrap(b, gc.Voters); err != nil {
+			b.Close()
+			return err
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			b.Close()
+			return fmt.Errorf("raftlog: bootstrap group %d: %w", gc.ID, err)
+		}
+		b.Close()
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        h.cfg.NodeID,
+		ElectionTick:              h.cfg.ElectionTicks,
+		HeartbeatTick:             h.cfg.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   st.applied,
+		MaxSizePerMsg:             h.cfg.MaxSizePerMsg,
+		MaxCommittedSizePerReady:  h.cfg.MaxCommittedBytesPerReady,
+		MaxUncommittedEntriesSize: h.cfg.MaxUncommittedBytes,
+		MaxInflightMsgs:           h.cfg.MaxInflightMsgs,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    newRaftLogger(h.log.Named("raft").With("group", gc.ID)),
+	})
+	if err != nil {
+		return fmt.Errorf("raftlog: group %d: %w", gc.ID, err)
+	}
+	g := &group{id: gc.ID, rn: rn, st: st, sm: gc.SM, batch: h.db.NewBatch()}
+	h.groups[gc.ID] = g
+	if v := st.conf.GetVoters(); len(v) == 1 && v[0] == h.cfg.NodeID {
+		if err := rn.Campaign(); err != nil {
+			return fmt.Errorf("raftlog: group %d campaign: %w", gc.ID, err)
+		}
+	}
+	h.setStatus(g, nil)
+	h.log.Debug("group added", "group", gc.ID, "applied", st.applied, "last", st.last, "new", !exists)
+	return nil
+}
+
+// RemoveGroup stops group id and deletes all of its raft state (its log
+// included) with one range deletion. The state machine's own keys are the
+// caller's to delete.
+func (h *Host) RemoveGroup(id uint64) error {
+	return h.do(func() error {
+		g, ok := h.groups[id]
+		if !ok {
+			return fmt.Errorf("%w: %d", ErrNoGroup, id)
+		}
+		delete(h.groups, id)
+		g.batch.Close()
+		h.mu.Lock()
+		delete(h.mu.status, id)
+		h.mu.Unlock()
+		start, end := groupSpan(id)
+		if err := h.db.DeleteRange(start, end, pebble.Sync); err != nil {
+			return fmt.Errorf("raftlog: remove group %d: %w", id, err)
+		}
+		if !g.stopped {
+			g.sm.Stopped(ErrStopped)
+		}
+		return nil
+	})
+}
+
+func (h *Host) run() {
+	defer close(h.done)
+	ticker := time.NewTicker(h.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-h.stop:
+			h.shutdown(nil)
+			return
+		case <-ticker.C:
+			for _, g := range h.groups {
+				if !g.stopped {
+					g.rn.Tick()
+				}
+			}
+		case <-h.kick:
+		}
+		for {
+			h.runOps()
+			h.takeProposals()
+			more, err := h.pass()
+			if err != nil {
+				h.log.Error("host stopped", "error", err)
+				h.shutdown(err)
+				return
+			}
+			if !more && !h.pending() {
+				break
+			}
+		}
+	}
+}
+
+// pending reports whether ops or wakes arrived while the last pass ran.
+func (h *Host) pending() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.mu.ops) > 0 || len(h.mu.wakes) > 0
+}
+
+func (h *Host) runOps() {
+	h.mu.Lock()
+	ops := h.mu.ops
+	h.mu.ops = nil
+	h.mu.Unlock()
+	for _, op := range ops {
+		op()
+	}
+}
+
+func (h *Host) takeProposals() {
+	h.mu.Lock()
+	for id := range h.mu.wakes {
+		if g, ok := h.groups[id]; ok {
+			g.wantPropose = true
+		}
+	}
+	clear(h.mu.wakes)
+	h.mu.Unlock()
+	for _, g := range h.groups {
+		// A group without a known leader keeps its proposals queued in its
+		// state machine until one is elected, rather than having raft drop
+		// them.
+		if !g.wantPropose || g.stopped || g.leader == 0 {
+			continue
+		}
+		g.wantPropose = false
+		h.guard(g, func() error {
+			h.proposed = g.sm.TakeProposals(h.proposed[:0])
+			var dropped [][]byte
+			var dropErr error
+			for _, data := range h.proposed {
+				if err := g.rn.Propose(data); err != nil {
+					dropped, dropErr = append(dropped, data), err
+				}
+			}
+			clear(h.proposed)
+			if len(dropped) > 0 {
+				g.sm.Dropped(dropped, dropErr)
+			}
+			return nil
+		})
+	}
+}
+
+// guard runs fn for group g; an error or a panic (raft panics on storage
+// errors it cannot handle) stops that group alone.
+func (h *Host) guard(g *group, fn func() error) {
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("raftlog: group %d: panic: %v", g.id, r)
+			}
+		}()
+		return fn()
+	}()
+	if err != nil {
+		h.stopGroup(g, err)
+	}
+}
+
+func (h *Host) stopGroup(g *group, err error) {
+	if g.stopped {
+		return
+	}
+	g.stopped = true
+	h.log.Error("group stopped", "group", g.id, "error", err)
+	h.setStatus(g, err)
+	g.sm.Stopped(err)
+}
+
+// pass persists and applies the Ready of every group that has one, with one
+// WAL sync for all of them. It reports whether some group has more to do.
+// An error means the store failed and the host must stop.
+func (h *Host) pass() (more bool, err error) {
+	var readies []*group
+	var rds []raft.Ready
+	mustSync := false
+	for _, g := range h.groups {
+		if g.stopped || !g.rn.HasReady() {
+			continue
+		}
+		var rd raft.Ready
+		var storeErr error
+		h.guard(g, func() error {
+			rd = g.rn.Ready()
+			if err := h.persist(g, rd); err != nil {
+				return err
+			}
+			if err := g.batch.Commit(pebble.NoSync); err != nil {
+				// A failed write to the store is not the group's fault;
+				// stop the whole host (no retry of a failed write).
+				storeErr = err
+				return nil
+			}
+			return nil
+		})
+		g.batch.Reset()
+		if storeErr != nil {
+			return false, fmt.Errorf("raftlog: group %d commit: %w", g.id, storeErr)
+		}
+		if g.stopped {
+			continue
+		}
+		mustSync = mustSync || rd.MustSync || g.applied
+		readies = append(readies, g)
+		rds = append(rds, rd)
+	}
+	if len(readies) == 0 {
+		return false, nil
+	}
+	if mustSync {
+		if err := h.db.LogData(nil, pebble.Sync); err != nil {
+			return false, fmt.Errorf("raftlog: sync: %w", err)
+		}
+	}
+	for i, g := range readies {
+		rd := rds[i]
+		h.guard(g, func() error {
+			if g.applied {
+				g.applied = false
+				g.sm.Durable()
+			}
+			if len(rd.Messages) > 0 && h.cfg.Transport != nil {
+				h.cfg.Transport.Send(rd.Messages)
+			}
+			if rd.SoftState != nil && rd.SoftState.Lead != g.leader {
+				g.leader = rd.SoftState.Lead
+				g.sm.LeaderChanged(g.leader, g.rn.BasicStatus().GetTerm())
+				if g.leader != 0 && g.wantPropose {
+					more = true
+				}
+			}
+			g.rn.Advance(rd)
+			g.st.trimCacheTo(h.cacheFloor(g), h.cfg.EntryCacheBytes)
+			h.setStatus(g, nil)
+			if g.rn.HasReady() {
+				more = true
+			}
+			return nil
+		})
+	}
+	return more, nil
+}
+
+// persist writes one Ready into g.batch and applies its committed entries.
+func (h *Host) persist(g *group, rd raft.Ready) error {
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		return errors.New("raftlog: snapshots are not supported by this node yet")
+	}
+	if err := g.st.append(g.batch, rd.Entries); err != nil {
+		return err
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := g.st.setHardState(g.batch, rd.HardState); err != nil {
+			return err
+		}
+	}
+	if len(rd.CommittedEntries) == 0 {
+		return nil
+	}
+	var normal []*pb.Entry
+	for _, e := range rd.CommittedEntries {
+		switch e.GetType() {
+		case pb.EntryNormal:
+			if len(e.GetData()) > 0 {
+				normal = append(normal, e)
+			}
+		case pb.EntryConfChange, pb.EntryConfChangeV2:
+			cc, err := decodeConfChange(e)
+			if err != nil {
+				return err
+			}
+			if err := g.st.setConf(g.batch, g.rn.ApplyConfChange(cc)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(normal) > 0 {
+		if err := g.sm.Apply(g.batch, normal); err != nil {
+			return fmt.Errorf("raftlog: group %d apply: %w", g.id, err)
+		}
+	}
+	g.applied = true
+	return g.st.setApplied(g.batch, rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex())
+}
+
+func decodeConfChange(e *pb.Entry) (pb.ConfChangeI, error) {
+	if e.GetType() == pb.EntryConfChange {
+		var cc pb.ConfChange
+		if err := unmarshal(e.GetData(), &cc); err != nil {
+			return nil, err
+		}
+		return &cc, nil
+	}
+	var cc pb.ConfChangeV2
+	if err := unmarshal(e.GetData(), &cc); err != nil {
+		return nil, err
+	}
+	return &cc, nil
+}
+
+// cacheFloor is the highest index the group's entry cache may drop: applied
+// entries that no follower still needs.
+func (h *Host) cacheFloor(g *group) uint64 {
+	floor := g.st.applied
+	if g.rn.BasicStatus().RaftState == raft.StateLeader {
+		g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id != h.cfg.NodeID && pr.Match < floor {
+				floor = pr.Match
+			}
+		})
+	}
+	return floor
+}
+
+func (h *Host) setStatus(g *group, err error) {
+	bs := g.rn.BasicStatus()
+	s := Status{
+		ID: g.id, Leader: bs.Lead, Term: bs.GetTerm(), Commit: bs.GetCommit(),
+		Applied: g.st.applied, Last: g.st.last, Err: err,
+	}
+	h.mu.Lock()
+	if old, ok := h.mu.status[g.id]; ok && old.Err != nil {
+		s.Err = old.Err
+	}
+	h.mu.status[g.id] = s
+	h.mu.Unlock()
+}
+
+// shutdown stops every group; err is the fatal error, if any.
+func (h *Host) shutdown(err error) {
+	h.mu.Lock()
+	if err != nil && h.mu.err == nil {
+		h.mu.err = err
+	}
+	h.mu.closed = true
+	ops := h.mu.ops
+	h.mu.ops = nil
+	h.mu.Unlock()
+	// Ops still queued get the stop error through do's done path.
+	_ = ops
+	stopErr := ErrStopped
+	if err != nil {
+		stopErr = errors.Join(ErrStopped, err)
+	}
+	for _, g := range h.groups {
+		if !g.stopped {
+			g.stopped = true
+			g.sm.Stopped(stopErr)
+		}
+		g.batch.Close()
+	}
+}
