@@ -208,7 +208,7 @@ type group struct {
 	applied bool
 	// wantPropose is set by Wake and cleared when proposals are taken.
 	wantPropose bool
-	stopped bool
+	stopped     bool
 }
 
 // Open returns a host over cfg.DB with no groups running. Call Start to run
@@ -365,26 +365,26 @@ func (h *Host) addGroup(gc GroupConfig) error {
 	return nil
 }
 
-// RemoveGroup stops group id and deletes all of its raft state (its log
-// included) with one range deletion. The state machine's own keys are the
-// caller's to delete.
+// RemoveGroup stops group id if it runs and deletes all of its raft state
+// (its log included) with one range deletion. It is not an error for the
+// group to be stopped already or not to exist. The state machine's own keys
+// are the caller's to delete.
 func (h *Host) RemoveGroup(id uint64) error {
 	return h.do(func() error {
-		g, ok := h.groups[id]
-		if !ok {
-			return fmt.Errorf("%w: %d", ErrNoGroup, id)
+		if g, ok := h.groups[id]; ok {
+			delete(h.groups, id)
+			g.batch.Close()
+			h.mu.Lock()
+			delete(h.mu.status, id)
+			h.mu.Unlock()
+			if !g.stopped {
+				g.stopped = true
+				g.sm.Stopped(ErrStopped)
+			}
 		}
-		delete(h.groups, id)
-		g.batch.Close()
-		h.mu.Lock()
-		delete(h.mu.status, id)
-		h.mu.Unlock()
 		start, end := groupSpan(id)
 		if err := h.db.DeleteRange(start, end, pebble.Sync); err != nil {
 			return fmt.Errorf("raftlog: remove group %d: %w", id, err)
-		}
-		if !g.stopped {
-			g.sm.Stopped(ErrStopped)
 		}
 		return nil
 	})

@@ -233,8 +233,11 @@ func TestHostRemoveGroupDeletesState(t *testing.T) {
 	if err := h.RemoveGroup(7); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.RemoveGroup(7); !errors.Is(err, ErrNoGroup) {
-		t.Fatalf("second RemoveGroup: %v, want ErrNoGroup", err)
+	if err := h.RemoveGroup(7); err != nil {
+		t.Fatalf("second RemoveGroup: %v", err)
+	}
+	if !errors.Is(sm.mu.stopped, ErrStopped) {
+		t.Fatalf("Stopped(%v), want ErrStopped", sm.mu.stopped)
 	}
 	start, end := groupSpan(7)
 	it, _ := db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})

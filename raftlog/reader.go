@@ -14,6 +14,8 @@ import (
 // machine has applied: entries past the commit index may still be replaced.
 type LogIterator struct {
 	it    *pebble.Iterator
+	group uint64
+	valid bool
 	index uint64
 	term  uint64
 	typ   pb.EntryType
@@ -31,7 +33,7 @@ func NewLogIterator(r pebble.Reader, group, lo, hi uint64) (*LogIterator, error)
 	if err != nil {
 		return nil, err
 	}
-	return &LogIterator{it: it, first: true}, nil
+	return &LogIterator{it: it, group: group, first: true}, nil
 }
 
 // Next moves to the next entry and reports whether there is one.
@@ -45,6 +47,21 @@ func (li *LogIterator) Next() bool {
 	} else {
 		valid = li.it.Next()
 	}
+	return li.load(valid)
+}
+
+// SeekGE moves to the first entry with index >= index and reports whether
+// there is one.
+func (li *LogIterator) SeekGE(index uint64) bool {
+	if li.err != nil {
+		return false
+	}
+	li.first = false
+	return li.load(li.it.SeekGE(entryKey(li.group, index)))
+}
+
+func (li *LogIterator) load(valid bool) bool {
+	li.valid = false
 	if !valid {
 		li.err = li.it.Error()
 		return false
@@ -65,6 +82,7 @@ func (li *LogIterator) Next() bool {
 		return false
 	}
 	li.index, li.term, li.typ, li.data = idx, term, typ, data
+	li.valid = true
 	return true
 }
 
@@ -75,6 +93,9 @@ func (li *LogIterator) Term() uint64       { return li.term }
 func (li *LogIterator) Type() pb.EntryType { return li.typ }
 func (li *LogIterator) Data() []byte       { return li.data }
 func (li *LogIterator) Err() error         { return li.err }
+
+// Valid reports whether the iterator is positioned at an entry.
+func (li *LogIterator) Valid() bool { return li.valid }
 
 // Close releases the iterator.
 func (li *LogIterator) Close() error { return errors.Join(li.err, li.it.Close()) }

@@ -1,0 +1,72 @@
+// Package engine is a Rewind node as a library: Open a data directory, serve
+// Handler on an HTTP server that speaks HTTP/1.1 and h2c, Close on shutdown.
+// cmd/rewind's `serve` is a thin wrapper around it; `demo` and the tests
+// embed it directly.
+//
+// Inside, the node is a broker (engine/internal/broker) running one raft
+// group per partition plus a metadata group on a multi-raft host
+// (raftlog), over one Pebble store, with the Connect edge in
+// engine/internal/api. docs/design.md walks through the whole path.
+package engine
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rewind-io/rewind/engine/internal/api"
+	"github.com/rewind-io/rewind/engine/internal/broker"
+)
+
+// Config configures a node. The zero value of every field but Dir selects
+// its default.
+type Config struct {
+	// Dir is the data directory; created if missing. Required.
+	Dir string
+	// NodeID is this node's id. Default 1.
+	NodeID uint64
+	// Logger is the root logger; default: none.
+	Logger hclog.Logger
+	// TailCacheBytes bounds the in-memory cache of recent batches that live
+	// subscribers read from. Default 256 MiB.
+	TailCacheBytes int64
+	// StoreCacheBytes sizes Pebble's block cache. Default 256 MiB.
+	StoreCacheBytes int64
+	// FS replaces the operating system's filesystem (tests: in-memory or
+	// crash-simulating). Default: the OS.
+	FS vfs.FS
+	// Clock replaces the broker clock (tests). Default time.Now.
+	Clock func() time.Time
+}
+
+// Node is a running Rewind node.
+type Node struct {
+	b   *broker.Broker
+	api *api.Server
+}
+
+// Open opens cfg.Dir and starts the node. It returns once every partition
+// stored there is serving.
+func Open(cfg Config) (*Node, error) {
+	b, err := broker.Open(broker.Config{
+		Dir: cfg.Dir, FS: cfg.FS, NodeID: cfg.NodeID, Logger: cfg.Logger,
+		TailCacheBytes: cfg.TailCacheBytes, StoreCacheBytes: cfg.StoreCacheBytes, Clock: cfg.Clock,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Node{b: b, api: api.New(b, log.Named("api"))}, nil
+}
+
+// Handler serves the public API (Connect, gRPC and gRPC-web), gRPC health
+// and reflection.
+func (n *Node) Handler() http.Handler { return n.api.Handler() }
+
+// Close stops the node. Streams end with Unavailable; the store is closed.
+func (n *Node) Close() error { return n.b.Close() }

@@ -1,0 +1,66 @@
+// Package api is the Connect edge of a node: the handlers of the public
+// services, the conversion between protobuf messages and the broker's Go
+// types, and the one table that maps errors to Connect codes (errors.go).
+// Every handler serves Connect, gRPC and gRPC-web alike.
+package api
+
+import (
+	"net/http"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
+)
+
+// MaxRequestBytes bounds a request message (a publish of many records).
+const MaxRequestBytes = 64 << 20
+
+// MaxResponseBytes bounds a response message.
+const MaxResponseBytes = 64 << 20
+
+// Server implements the public services over a broker.
+type Server struct {
+	b   *broker.Broker
+	log hclog.Logger
+}
+
+// New returns the handlers for b.
+func New(b *broker.Broker, log hclog.Logger) *Server {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Server{b: b, log: log}
+}
+
+// Handler returns an http.Handler serving every service, plus gRPC health
+// and reflection.
+func (s *Server) Handler() http.Handler {
+	opts := []connect.HandlerOption{
+		connect.WithReadMaxBytes(MaxRequestBytes),
+		connect.WithSendMaxBytes(MaxResponseBytes),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(rewindv1connect.NewTopicServiceHandler(s, opts...))
+	mux.Handle(rewindv1connect.NewPublishServiceHandler(s, opts...))
+	mux.Handle(rewindv1connect.NewSubscribeServiceHandler(s, opts...))
+	services := []string{
+		rewindv1connect.TopicServiceName,
+		rewindv1connect.PublishServiceName,
+		rewindv1connect.SubscribeServiceName,
+	}
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	reflector := grpcreflect.NewStaticReflector(services...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	return mux
+}
+
+var (
+	_ rewindv1connect.TopicServiceHandler     = (*Server)(nil)
+	_ rewindv1connect.PublishServiceHandler   = (*Server)(nil)
+	_ rewindv1connect.SubscribeServiceHandler = (*Server)(nil)
+)

@@ -1,0 +1,107 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/msgid"
+	"github.com/rewind-io/rewind/engine/internal/resume"
+	"github.com/rewind-io/rewind/engine/internal/stream"
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+)
+
+// MinProgressInterval is the shortest progress interval a request may ask.
+const MinProgressInterval = 50 * time.Millisecond
+
+// Subscribe implements rewindv1connect.SubscribeServiceHandler.
+func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, out *connect.ServerStream[rewindv1.SubscribeResponse]) error {
+	start, err := startOf(req.GetStart())
+	if err != nil {
+		return err
+	}
+	stop, err := stopOf(req.GetStop())
+	if err != nil {
+		return err
+	}
+	opts := stream.Options{MaxRecordsPerEvent: int(min(req.GetMaxRecordsPerEvent(), 1<<16))}
+	if d := req.GetProgressInterval(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return invalidf("progress_interval: %v", err)
+		}
+		if d.AsDuration() < MinProgressInterval {
+			return invalidf("progress_interval %s is below the minimum of %s", d.AsDuration(), MinProgressInterval)
+		}
+		opts.ProgressInterval = d.AsDuration()
+	}
+	err = s.b.Subscribe(ctx, broker.SubscribeParams{
+		Topic: req.GetTopic(), Partitions: req.GetPartitions(), Start: start, Stop: stop, Options: opts,
+	}, out)
+	if err != nil && ctx.Err() != nil {
+		// The client went away: nothing to tell it.
+		return connect.NewError(connect.CodeCanceled, ctx.Err())
+	}
+	return toConnect(s.log, err)
+}
+
+func startOf(p *rewindv1.StartPosition) (cursor.Start, error) {
+	switch v := p.GetPosition().(type) {
+	case nil, *rewindv1.StartPosition_Earliest:
+		return cursor.Start{Kind: cursor.Earliest}, nil
+	case *rewindv1.StartPosition_Latest:
+		return cursor.Start{Kind: cursor.Latest}, nil
+	case *rewindv1.StartPosition_Offset:
+		return cursor.Start{Kind: cursor.AtOffset, Offset: v.Offset}, nil
+	case *rewindv1.StartPosition_Time:
+		if err := v.Time.CheckValid(); err != nil {
+			return cursor.Start{}, invalidf("start time: %v", err)
+		}
+		return cursor.Start{Kind: cursor.AtTime, Time: v.Time.AsTime().UnixNano()}, nil
+	case *rewindv1.StartPosition_MessageId:
+		id, err := msgid.Parse(v.MessageId)
+		if err != nil {
+			return cursor.Start{}, invalidf("start message ID %q: %v", v.MessageId, err)
+		}
+		return cursor.Start{Kind: cursor.AtMessageID, ID: id}, nil
+	case *rewindv1.StartPosition_RecordsBack:
+		return cursor.Start{Kind: cursor.RecordsBack, N: v.RecordsBack}, nil
+	case *rewindv1.StartPosition_TimeBack:
+		if err := v.TimeBack.CheckValid(); err != nil || v.TimeBack.AsDuration() < 0 {
+			return cursor.Start{}, invalidf("start time_back must be a positive duration")
+		}
+		return cursor.Start{Kind: cursor.TimeBack, Back: v.TimeBack.AsDuration()}, nil
+	case *rewindv1.StartPosition_ResumeToken:
+		t, err := resume.Parse(v.ResumeToken)
+		if err != nil {
+			return cursor.Start{}, invalidf("resume token: %v", err)
+		}
+		return cursor.Start{Kind: cursor.FromToken, Token: t}, nil
+	}
+	return cursor.Start{}, invalidf("unknown start position")
+}
+
+func stopOf(p *rewindv1.StopPosition) (cursor.Stop, error) {
+	switch v := p.GetPosition().(type) {
+	case nil:
+		return cursor.Stop{Kind: cursor.Follow}, nil
+	case *rewindv1.StopPosition_Offset:
+		return cursor.Stop{Kind: cursor.BeforeOffset, Offset: v.Offset}, nil
+	case *rewindv1.StopPosition_Time:
+		if err := v.Time.CheckValid(); err != nil {
+			return cursor.Stop{}, invalidf("stop time: %v", err)
+		}
+		return cursor.Stop{Kind: cursor.BeforeTime, Time: v.Time.AsTime().UnixNano()}, nil
+	case *rewindv1.StopPosition_MessageId:
+		id, err := msgid.Parse(v.MessageId)
+		if err != nil {
+			return cursor.Stop{}, invalidf("stop message ID %q: %v", v.MessageId, err)
+		}
+		return cursor.Stop{Kind: cursor.BeforeMessageID, ID: id}, nil
+	case *rewindv1.StopPosition_End:
+		return cursor.Stop{Kind: cursor.AtEnd}, nil
+	}
+	return cursor.Stop{}, invalidf("unknown stop position")
+}

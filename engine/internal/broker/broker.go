@@ -1,0 +1,375 @@
+// Package broker is a Rewind node's core: it opens the store, runs the raft
+// host with the metadata group and one group per partition, and offers the
+// operations the API edge serves (topics, publish, subscribe). It speaks Go
+// types and sentinel errors; the api package maps them to Connect.
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/engine/internal/meta"
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/store"
+	"github.com/rewind-io/rewind/raftlog"
+)
+
+var (
+	// ErrNoTopic is returned for an unknown topic name or id.
+	ErrNoTopic = errors.New("no such topic")
+	// ErrTopicExists is returned when creating a topic whose name is taken.
+	ErrTopicExists = errors.New("topic already exists")
+	// ErrInvalid marks a request that can never succeed as given.
+	ErrInvalid = errors.New("invalid request")
+	// ErrTopicDeleted is what streams and publishes of a topic see once it
+	// is deleted.
+	ErrTopicDeleted = errors.New("topic was deleted")
+	// ErrClosed is returned once the broker is closing.
+	ErrClosed = errors.New("broker is shutting down")
+	// ErrUnavailable marks a request that may succeed if retried later.
+	ErrUnavailable = errors.New("temporarily unavailable")
+)
+
+// Limits.
+const (
+	MaxPartitions         = 1024
+	DefaultMaxRecordBytes = 1 << 20
+	MaxMaxRecordBytes     = 16 << 20
+	MaxRecordsPerPublish  = 100_000
+	MaxIdempotencyKey     = 256
+	MaxTopicName          = 249
+)
+
+// Config configures a broker. The zero value of every field but Dir selects
+// its default.
+type Config struct {
+	// Dir is the data directory. Required.
+	Dir string
+	// FS is the filesystem under Dir. Default: the OS.
+	FS vfs.FS
+	// NodeID is this node's id. Default 1.
+	NodeID uint64
+	Logger hclog.Logger
+	// TailCacheBytes bounds the in-memory tail cache. Default 256 MiB.
+	TailCacheBytes int64
+	// StoreCacheBytes sizes Pebble's block cache. Default 256 MiB.
+	StoreCacheBytes int64
+	// Clock is the broker clock (append times). Default time.Now.
+	Clock func() time.Time
+	// PublishTimeout bounds a publish whose request carries no deadline.
+	// Default 30 s.
+	PublishTimeout time.Duration
+	// TickInterval is the raft tick. Default 100 ms.
+	TickInterval time.Duration
+}
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("broker: Dir is required"))
+	}
+	if c.TailCacheBytes < 0 || c.StoreCacheBytes < 0 {
+		errs = append(errs, errors.New("broker: negative cache size"))
+	}
+	if c.PublishTimeout < 0 || c.TickInterval < 0 {
+		errs = append(errs, errors.New("broker: negative duration"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.NodeID == 0 {
+		c.NodeID = 1
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.TailCacheBytes == 0 {
+		c.TailCacheBytes = 256 << 20
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// Broker is one node. Its methods are safe for concurrent use.
+type Broker struct {
+	cfg   Config
+	log   hclog.Logger
+	db    *pebble.DB
+	host  *raftlog.Host
+	meta  *meta.Meta
+	cache *partition.Cache
+
+	mu struct {
+		sync.Mutex
+		topics map[uint64]*liveTopic // by topic id
+		closed bool
+	}
+	changes struct {
+		sync.Mutex
+		list []meta.Change
+	}
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+	// streams counts running Subscribe calls; Close waits for them so no
+	// reader holds a store iterator when the store closes.
+	streams sync.WaitGroup
+}
+
+// liveTopic is a topic whose partitions run on this node.
+type liveTopic struct {
+	meta  *meta.Topic
+	parts []*partition.Partition
+	rr    roundRobin
+}
+
+// Open opens the store in cfg.Dir and starts the node.
+func Open(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	b := &Broker{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		cache: partition.NewCache(cfg.TailCacheBytes),
+		wake:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+	}
+	b.mu.topics = make(map[uint64]*liveTopic)
+	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.StoreCacheBytes, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	b.db = db
+	host, err := raftlog.Open(raftlog.Config{NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.TickInterval})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	b.host = host
+	host.Start()
+	fail := func(err error) (*Broker, error) {
+		host.Close()
+		db.Close()
+		return nil, err
+	}
+	m, err := meta.Open(meta.Config{DB: db, Host: host, OnChange: b.onMetaChange, Logger: cfg.Logger.Named("meta")})
+	if err != nil {
+		return fail(err)
+	}
+	b.meta = m
+	if err := host.AddGroup(raftlog.GroupConfig{ID: meta.GroupID, Voters: []uint64{cfg.NodeID}, SM: m}); err != nil {
+		return fail(fmt.Errorf("broker: start metadata group: %w", err))
+	}
+	for _, t := range m.Topics() {
+		if err := b.startTopic(t); err != nil {
+			return fail(err)
+		}
+	}
+	if err := b.finishDeletions(); err != nil {
+		return fail(err)
+	}
+	b.wg.Add(1)
+	go b.reconcile()
+	b.log.Info("broker open", "dir", cfg.Dir, "topics", len(m.Topics()))
+	return b, nil
+}
+
+// Close stops the node: streams and publishes in flight fail with
+// ErrClosed-like errors, then the store is closed.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.mu.closed = true
+	topics := b.mu.topics
+	b.mu.Unlock()
+	close(b.stop)
+	b.wg.Wait()
+	for _, lt := range topics {
+		for _, p := range lt.parts {
+			p.Fail(ErrClosed)
+		}
+	}
+	done := make(chan struct{})
+	go func() { b.streams.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		b.log.Warn("streams still running at shutdown (clients not reading?)")
+	}
+	return errors.Join(b.host.Close(), b.db.Close())
+}
+
+// Now returns the broker clock in Unix nanoseconds.
+func (b *Broker) Now() int64 { return b.cfg.Clock().UnixNano() }
+
+// onMetaChange runs on the raft loop: queue the change for reconcile.
+func (b *Broker) onMetaChange(cs []meta.Change) {
+	b.changes.Lock()
+	b.changes.list = append(b.changes.list, cs...)
+	b.changes.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reconcile makes the partitions running on this node follow the catalog.
+func (b *Broker) reconcile() {
+	defer b.wg.Done()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-b.wake:
+		}
+		b.changes.Lock()
+		list := b.changes.list
+		b.changes.list = nil
+		b.changes.Unlock()
+		for _, c := range list {
+			var err error
+			switch {
+			case c.Created != nil:
+				err = b.startTopic(c.Created)
+			case c.Deleted != nil:
+				err = b.removeTopic(c.Deleted)
+			}
+			if err != nil {
+				b.log.Error("reconcile topic", "error", err)
+			}
+		}
+	}
+}
+
+// startTopic opens and starts the partitions of t, if they do not run yet.
+func (b *Broker) startTopic(t *meta.Topic) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.mu.topics[t.ID]; ok {
+		return nil
+	}
+	lt := &liveTopic{meta: t}
+	for i, g := range t.Groups {
+		p, err := partition.Open(partition.Config{
+			Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
+			Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
+		})
+		if err != nil {
+			return fmt.Errorf("broker: topic %q: %w", t.Name, err)
+		}
+		err = b.host.AddGroup(raftlog.GroupConfig{ID: g, Voters: []uint64{b.cfg.NodeID}, SM: p})
+		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
+			return fmt.Errorf("broker: topic %q partition %d: %w", t.Name, i, err)
+		}
+		lt.parts = append(lt.parts, p)
+	}
+	b.mu.topics[t.ID] = lt
+	return nil
+}
+
+// removeTopic stops t's partitions and deletes their data.
+func (b *Broker) removeTopic(t *meta.Topic) error {
+	b.mu.Lock()
+	lt := b.mu.topics[t.ID]
+	delete(b.mu.topics, t.ID)
+	b.mu.Unlock()
+	if lt != nil {
+		for _, p := range lt.parts {
+			p.Fail(fmt.Errorf("%w: %q", ErrTopicDeleted, t.Name))
+		}
+	}
+	var errs []error
+	for _, g := range t.Groups {
+		errs = append(errs, b.deleteGroup(g))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteGroup removes a partition group's raft state, its rows and its
+// deletion marker.
+func (b *Broker) deleteGroup(g uint64) error {
+	if err := b.host.RemoveGroup(g); err != nil {
+		return err
+	}
+	b.cache.Drop(g)
+	batch := b.db.NewBatch()
+	defer batch.Close()
+	for _, prefix := range []byte{keys.Offset, keys.Time} {
+		s, e := keys.GroupSpan(prefix, g)
+		if err := batch.DeleteRange(s, e, nil); err != nil {
+			return err
+		}
+	}
+	if err := batch.Delete(keys.PartitionStateKey(g), nil); err != nil {
+		return err
+	}
+	if err := batch.Delete(keys.DeletionKey(g), nil); err != nil {
+		return err
+	}
+	return batch.Commit(pebble.Sync)
+}
+
+// finishDeletions completes deletions a crash interrupted.
+func (b *Broker) finishDeletions() error {
+	s, e := keys.DeletionSpan()
+	it, err := b.db.NewIter(&pebble.IterOptions{LowerBound: s, UpperBound: e})
+	if err != nil {
+		return err
+	}
+	var groups []uint64
+	for valid := it.First(); valid; valid = it.Next() {
+		if g, ok := keys.DeletionGroup(it.Key()); ok {
+			groups = append(groups, g)
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if err := b.deleteGroup(g); err != nil {
+			return fmt.Errorf("broker: finish deleting group %d: %w", g, err)
+		}
+	}
+	return nil
+}
+
+// topic returns the live topic named name.
+func (b *Broker) topic(name string) (*liveTopic, error) {
+	t, ok := b.meta.Topic(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoTopic, name)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return nil, ErrClosed
+	}
+	lt, ok := b.mu.topics[t.ID]
+	if !ok {
+		// Created but its partitions are still starting (reconcile).
+		return nil, fmt.Errorf("%w: topic %q is starting", ErrUnavailable, name)
+	}
+	return lt, nil
+}

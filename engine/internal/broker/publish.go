@@ -1,0 +1,154 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/record"
+)
+
+// PublishRecord is one record to publish.
+type PublishRecord struct {
+	record.Record
+	// Partition is used when HasPartition is set; otherwise the key hash or
+	// round-robin decides.
+	Partition    uint32
+	HasPartition bool
+}
+
+// PublishResult says where a record landed.
+type PublishResult struct {
+	Partition  uint32
+	Offset     uint64
+	AppendTime int64
+}
+
+// RecordTooLargeError says which record of a publish exceeds the topic's
+// limit.
+type RecordTooLargeError struct {
+	Index int
+	Size  int
+	Max   uint32
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("record %d is %d bytes, over the topic's limit of %d bytes", e.Index, e.Size, e.Max)
+}
+
+// Is makes a RecordTooLargeError an ErrInvalid.
+func (e *RecordTooLargeError) Is(target error) bool { return target == ErrInvalid }
+
+type roundRobin struct{ n atomic.Uint64 }
+
+// PartitionForKey is the partition a key maps to: FNV-1a (32-bit) of the key
+// modulo the partition count.
+func PartitionForKey(key []byte, partitions uint32) uint32 {
+	h := fnv.New32a()
+	h.Write(key)
+	return h.Sum32() % partitions
+}
+
+// Publish validates every record, then appends them: records bound for the
+// same partition land contiguously in request order. It returns once all
+// are durable, with the topic's id and one result per record in request
+// order. Validation failures store nothing.
+func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord) (topicID uint64, _ []PublishResult, err error) {
+	lt, err := b.topic(topic)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(recs) == 0 || len(recs) > MaxRecordsPerPublish {
+		return 0, nil, fmt.Errorf("%w: %d records: publish 1 to %d per request", ErrInvalid, len(recs), MaxRecordsPerPublish)
+	}
+	n := lt.meta.Partitions
+	dest := make([]uint32, len(recs))
+	counts := make([]int, n)
+	for i := range recs {
+		r := &recs[i]
+		if size := r.EncodedSize(); size > int(lt.meta.MaxRecordBytes) {
+			return 0, nil, &RecordTooLargeError{Index: i, Size: size, Max: lt.meta.MaxRecordBytes}
+		}
+		if len(r.IdempotencyKey) > MaxIdempotencyKey {
+			return 0, nil, fmt.Errorf("%w: record %d: idempotency key of %d bytes (at most %d)", ErrInvalid, i, len(r.IdempotencyKey), MaxIdempotencyKey)
+		}
+		if !utf8.Valid(r.IdempotencyKey) {
+			return 0, nil, fmt.Errorf("%w: record %d: idempotency key is not UTF-8", ErrInvalid, i)
+		}
+		switch {
+		case r.HasPartition:
+			if r.Partition >= n {
+				return 0, nil, fmt.Errorf("%w: record %d: partition %d does not exist (topic %q has %d)", ErrInvalid, i, r.Partition, topic, n)
+			}
+			dest[i] = r.Partition
+		case len(r.Key) > 0:
+			dest[i] = PartitionForKey(r.Key, n)
+		default:
+			dest[i] = uint32((lt.rr.n.Add(1) - 1) % uint64(n))
+		}
+		counts[dest[i]]++
+	}
+	// Gather each partition's records, keeping their request indexes.
+	byPart := make([][]record.Record, n)
+	idx := make([][]int, n)
+	for p, c := range counts {
+		if c > 0 {
+			byPart[p] = make([]record.Record, 0, c)
+			idx[p] = make([]int, 0, c)
+		}
+	}
+	for i := range recs {
+		p := dest[i]
+		byPart[p] = append(byPart[p], recs[i].Record)
+		idx[p] = append(idx[p], i)
+	}
+	ctx, cancel := b.publishContext(ctx)
+	defer cancel()
+	type pending struct {
+		p int
+		a *partition.Append
+	}
+	var waits []pending
+	for p := range byPart {
+		if len(byPart[p]) == 0 {
+			continue
+		}
+		a, err := lt.parts[p].Enqueue(ctx, byPart[p])
+		if err != nil {
+			return 0, nil, b.publishError(topic, err)
+		}
+		waits = append(waits, pending{p, a})
+	}
+	out := make([]PublishResult, len(recs))
+	for _, w := range waits {
+		if err := w.a.Wait(ctx); err != nil {
+			return 0, nil, b.publishError(topic, err)
+		}
+		for _, seg := range w.a.Segments {
+			for k := range seg.Count {
+				out[idx[w.p][seg.First+k]] = PublishResult{
+					Partition: uint32(w.p), Offset: seg.Base + uint64(k), AppendTime: seg.AppendTime,
+				}
+			}
+		}
+	}
+	return lt.meta.ID, out, nil
+}
+
+func (b *Broker) publishError(topic string, err error) error {
+	return fmt.Errorf("publish to %q: %w", topic, unavailableUnlessTyped(err))
+}
+
+// unavailableUnlessTyped leaves errors the edge maps on their own (deleted
+// topic, timeouts, busy) alone and marks the rest retryable.
+func unavailableUnlessTyped(err error) error {
+	for _, e := range []error{ErrTopicDeleted, partition.ErrBusy, partition.ErrOutcomeUnknown} {
+		if errorsIs(err, e) {
+			return err
+		}
+	}
+	return unavailable(err)
+}

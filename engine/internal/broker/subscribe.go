@@ -1,0 +1,84 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/stream"
+)
+
+// SubscribeParams is a resolved subscribe request.
+type SubscribeParams struct {
+	Topic string
+	// Partitions to read; empty means all.
+	Partitions []uint32
+	Start      cursor.Start
+	Stop       cursor.Stop
+	Options    stream.Options
+}
+
+// Subscribe serves one stream until it ends (nil after its end event), ctx
+// ends, or it fails.
+func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.Sink) error {
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	b.streams.Add(1)
+	b.mu.Unlock()
+	defer b.streams.Done()
+	lt, err := b.topic(sp.Topic)
+	if err != nil {
+		return err
+	}
+	n := uint32(len(lt.parts))
+	sel := slices.Clone(sp.Partitions)
+	if len(sel) == 0 {
+		if sp.Start.Kind == cursor.FromToken {
+			for _, p := range sp.Start.Token.Positions {
+				sel = append(sel, p.Partition)
+			}
+		} else {
+			for p := range n {
+				sel = append(sel, p)
+			}
+		}
+	}
+	slices.Sort(sel)
+	sel = slices.Compact(sel)
+	for _, p := range sel {
+		if p >= n {
+			return fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, sp.Topic, n)
+		}
+	}
+	logs := make([]cursor.Log, n)
+	for i, p := range lt.parts {
+		logs[i] = p
+	}
+	cursors, err := cursor.Resolve(lt.meta.ID, logs, sel, sp.Start, sp.Stop, b.Now())
+	if err != nil {
+		return err
+	}
+	parts := make([]*partition.Partition, len(sel))
+	for i, p := range sel {
+		parts[i] = lt.parts[p]
+	}
+	if sp.Options.Now == nil {
+		sp.Options.Now = b.cfg.Clock
+	}
+	err = stream.Run(ctx, lt.meta.ID, parts, cursors, sp.Options, sink)
+	if errors.Is(err, ErrTopicDeleted) {
+		return fmt.Errorf("%w: %w", ErrNoTopic, err)
+	}
+	if errors.Is(err, stream.ErrStalled) && !errors.Is(err, partition.ErrCorrupt) {
+		return unavailable(err)
+	}
+	return err
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -1,0 +1,133 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/rewind-io/rewind/engine/internal/meta"
+	"github.com/rewind-io/rewind/engine/internal/partition"
+)
+
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// ValidateTopicName reports why name cannot be a topic name, or nil.
+func ValidateTopicName(name string) error {
+	if !topicName.MatchString(name) || name == "." || name == ".." {
+		return fmt.Errorf("%w: topic name %q: use 1 to %d characters of a-z, A-Z, 0-9, '.', '_' and '-' (not \".\" or \"..\")",
+			ErrInvalid, name, MaxTopicName)
+	}
+	return nil
+}
+
+// TopicSpec is what CreateTopic takes.
+type TopicSpec struct {
+	Name              string
+	Partitions        uint32
+	ReplicationFactor uint32 // 0: default (1)
+	MaxRecordBytes    uint32 // 0: DefaultMaxRecordBytes
+	Retention         meta.Retention
+}
+
+// TopicInfo describes a topic.
+type TopicInfo = meta.Topic
+
+// PartitionInfo is one partition's state.
+type PartitionInfo struct {
+	Partition uint32
+	State     partition.State
+	Leader    uint64
+}
+
+// CreateTopic creates a topic and returns once its partitions accept
+// publishes.
+func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, error) {
+	var errs []error
+	if err := ValidateTopicName(s.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Partitions == 0 || s.Partitions > MaxPartitions {
+		errs = append(errs, fmt.Errorf("%w: %d partitions: use 1 to %d", ErrInvalid, s.Partitions, MaxPartitions))
+	}
+	if s.ReplicationFactor == 0 {
+		s.ReplicationFactor = 1
+	}
+	if s.ReplicationFactor != 1 {
+		errs = append(errs, fmt.Errorf("%w: replication factor %d: this node runs alone, so only 1 is possible", ErrInvalid, s.ReplicationFactor))
+	}
+	if s.MaxRecordBytes == 0 {
+		s.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if s.MaxRecordBytes > MaxMaxRecordBytes {
+		errs = append(errs, fmt.Errorf("%w: max record size %d bytes: at most %d", ErrInvalid, s.MaxRecordBytes, MaxMaxRecordBytes))
+	}
+	if s.Retention.MaxAgeNanos < 0 {
+		errs = append(errs, fmt.Errorf("%w: negative retention age", ErrInvalid))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	t, err := b.meta.Create(ctx, meta.Spec{
+		Name: s.Name, Partitions: s.Partitions, ReplicationFactor: s.ReplicationFactor,
+		MaxRecordBytes: s.MaxRecordBytes, Retention: s.Retention, CreateTime: b.Now(),
+	})
+	if errors.Is(err, meta.ErrTopicExists) {
+		return nil, fmt.Errorf("%w: %q", ErrTopicExists, s.Name)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if err := b.startTopic(t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// DeleteTopic deletes a topic and all its records.
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if err := ValidateTopicName(name); err != nil {
+		return err
+	}
+	t, err := b.meta.Delete(ctx, name)
+	if errors.Is(err, meta.ErrNoTopic) {
+		return fmt.Errorf("%w: %q", ErrNoTopic, name)
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	return b.removeTopic(t)
+}
+
+// ListTopics returns every topic, ordered by name.
+func (b *Broker) ListTopics() []*TopicInfo { return b.meta.Topics() }
+
+// DescribeTopic returns a topic and the state of its partitions.
+func (b *Broker) DescribeTopic(name string) (*TopicInfo, []PartitionInfo, error) {
+	lt, err := b.topic(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]PartitionInfo, len(lt.parts))
+	for i, p := range lt.parts {
+		out[i] = PartitionInfo{Partition: uint32(i), State: p.Bounds(), Leader: p.Leader()}
+	}
+	return lt.meta, out, nil
+}
+
+// unavailable marks infrastructure failures (a stopped group, a wait that
+// timed out) as retryable, keeping the cause.
+func unavailable(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// publishContext bounds a publish without a deadline.
+func (b *Broker) publishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, b.cfg.PublishTimeout)
+}

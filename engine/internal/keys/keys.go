@@ -1,0 +1,105 @@
+// Package keys is the engine's key layout in the node's Pebble store. Every
+// key starts with a one-byte prefix; ids and offsets follow big-endian so
+// that ordered iteration is numeric iteration. The raft host owns prefix
+// 'r' (see raftlog); the engine owns the rest:
+//
+//	'm' 'f'                               store format marker (version)
+//	'm' 't' <topic id:8>                  topic record
+//	'm' 's'                               metadata state (id counters)
+//	'm' 'x' <group:8>                     partition group awaiting deletion
+//	'o' <group:8> <base offset:8>         offset index: one row per batch
+//	't' <group:8> <append time:8> <base offset:8>   time index: one row per batch
+//	'p' <group:8>                         partition applied state
+//
+// Append times are stored with the sign bit flipped so that negative times
+// (before 1970) still sort first.
+package keys
+
+import "encoding/binary"
+
+// Prefixes.
+const (
+	Meta      = 'm'
+	Offset    = 'o'
+	Time      = 't'
+	Partition = 'p'
+)
+
+// FormatKey holds the store format version.
+var FormatKey = []byte{Meta, 'f'}
+
+// MetaStateKey holds the metadata state machine's counters.
+var MetaStateKey = []byte{Meta, 's'}
+
+// TopicKey is the key of a topic record.
+func TopicKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte{Meta, 't'}, id) }
+
+// TopicSpan is the range of all topic records.
+func TopicSpan() (start, end []byte) { return []byte{Meta, 't'}, []byte{Meta, 't' + 1} }
+
+// DeletionKey marks a partition group whose data must still be deleted.
+func DeletionKey(group uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{Meta, 'x'}, group)
+}
+
+// DeletionSpan is the range of all deletion markers.
+func DeletionSpan() (start, end []byte) { return []byte{Meta, 'x'}, []byte{Meta, 'x' + 1} }
+
+// DeletionGroup decodes a deletion marker key.
+func DeletionGroup(k []byte) (uint64, bool) {
+	if len(k) != 10 || k[0] != Meta || k[1] != 'x' {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[2:]), true
+}
+
+func groupKey(prefix byte, group uint64) []byte {
+	k := make([]byte, 9, 25)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], group)
+	return k
+}
+
+// OffsetKey is the offset index row of the batch starting at base.
+func OffsetKey(group, base uint64) []byte {
+	return binary.BigEndian.AppendUint64(groupKey(Offset, group), base)
+}
+
+// OffsetKeyBase decodes the base offset of an offset index key.
+func OffsetKeyBase(k []byte) (uint64, bool) {
+	if len(k) != 17 || k[0] != Offset {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[9:]), true
+}
+
+// TimeKey is the time index row of the batch starting at base.
+func TimeKey(group uint64, appendTime int64, base uint64) []byte {
+	k := binary.BigEndian.AppendUint64(groupKey(Time, group), uint64(appendTime)^1<<63)
+	return binary.BigEndian.AppendUint64(k, base)
+}
+
+// TimeSeekKey is the smallest time index key with append time >= t.
+func TimeSeekKey(group uint64, t int64) []byte {
+	return binary.BigEndian.AppendUint64(groupKey(Time, group), uint64(t)^1<<63)
+}
+
+// TimeKeyBase decodes the base offset of a time index key.
+func TimeKeyBase(k []byte) (uint64, bool) {
+	if len(k) != 25 || k[0] != Time {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[17:]), true
+}
+
+// PartitionStateKey holds a partition's applied state.
+func PartitionStateKey(group uint64) []byte { return groupKey(Partition, group) }
+
+// GroupSpan returns the [start, end) range of group's rows under prefix.
+func GroupSpan(prefix byte, group uint64) (start, end []byte) {
+	start = groupKey(prefix, group)
+	if group == ^uint64(0) {
+		return start, []byte{prefix + 1}
+	}
+	return start, groupKey(prefix, group+1)
+}

@@ -1,0 +1,399 @@
+// Package meta is the metadata state machine: the catalog of topics, kept in
+// its own raft group (the same code path that will hold membership and
+// placement once nodes replicate). Topic ids and partition group ids come
+// from counters advanced at apply, so they are never reused: a re-created
+// topic never aliases the old one's message IDs or resume tokens.
+package meta
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/go-hclog"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/raftlog"
+)
+
+var (
+	// ErrTopicExists is the result of creating a topic whose name is taken.
+	ErrTopicExists = errors.New("meta: topic already exists")
+	// ErrNoTopic is the result of deleting a topic that does not exist.
+	ErrNoTopic = errors.New("meta: no such topic")
+	// ErrStopped is returned once the metadata group stopped.
+	ErrStopped = errors.New("meta: stopped")
+	// ErrOutcomeUnknown is returned when a wait ended before the command's
+	// fate was known.
+	ErrOutcomeUnknown = errors.New("meta: outcome unknown")
+)
+
+// GroupID is the raft group of the metadata state machine.
+const GroupID = 1
+
+// FirstPartitionGroup is the first group id given to a partition.
+const FirstPartitionGroup = 2
+
+// Retention is a topic's retention policy. Zero means no limit.
+type Retention struct {
+	MaxAgeNanos int64  `json:"max_age_ns,omitempty"`
+	MaxBytes    uint64 `json:"max_bytes,omitempty"`
+	MaxRecords  uint64 `json:"max_records,omitempty"`
+}
+
+// Topic is one topic's catalog record.
+type Topic struct {
+	ID                uint64    `json:"id"`
+	Name              string    `json:"name"`
+	Partitions        uint32    `json:"partitions"`
+	ReplicationFactor uint32    `json:"replication_factor"`
+	MaxRecordBytes    uint32    `json:"max_record_bytes"`
+	Retention         Retention `json:"retention"`
+	// Groups holds the raft group id of each partition, by partition number.
+	Groups     []uint64 `json:"groups"`
+	CreateTime int64    `json:"create_time_ns"`
+}
+
+// Spec is what a topic is created with.
+type Spec struct {
+	Name              string
+	Partitions        uint32
+	ReplicationFactor uint32
+	MaxRecordBytes    uint32
+	Retention         Retention
+	CreateTime        int64
+}
+
+// command is one metadata entry. Encoded as JSON: metadata changes are rare
+// and small, and a readable log helps operators.
+type command struct {
+	ID     uint64 `json:"id"` // proposal id
+	Create *Spec  `json:"create,omitempty"`
+	Delete string `json:"delete,omitempty"`
+}
+
+// state holds the id counters.
+type state struct {
+	NextTopicID uint64 `json:"next_topic_id"`
+	NextGroupID uint64 `json:"next_group_id"`
+}
+
+// Change reports what one applied command did.
+type Change struct {
+	Created *Topic
+	Deleted *Topic
+}
+
+// Config configures the state machine.
+type Config struct {
+	DB   *pebble.DB
+	Host interface{ Wake(group uint64) }
+	// OnChange is called from the raft loop (in Durable) with the changes
+	// that became durable. It must not block or call the host synchronously.
+	OnChange func([]Change)
+	Logger   hclog.Logger
+}
+
+// Meta is the metadata state machine. It implements raftlog.StateMachine.
+type Meta struct {
+	cfg Config
+
+	// Loop-owned.
+	st      state
+	topics  map[string]*Topic // applied
+	changes []Change
+	results []result
+
+	mu struct {
+		sync.Mutex
+		topics  map[string]*Topic // durable: what readers see
+		byID    map[uint64]*Topic
+		queue   [][]byte
+		waiters map[uint64]chan result
+		nextID  uint64
+		err     error
+	}
+}
+
+type result struct {
+	id    uint64
+	topic *Topic
+	err   error
+}
+
+// Open loads the catalog from the store.
+func Open(cfg Config) (*Meta, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	m := &Meta{cfg: cfg, topics: make(map[string]*Topic)}
+	m.st = state{NextTopicID: 1, NextGroupID: FirstPartitionGroup}
+	v, closer, err := cfg.DB.Get(keys.MetaStateKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		err = json.Unmarshal(v, &m.st)
+		closer.Close()
+		if err != nil {
+			return nil, fmt.Errorf("meta: state: %w", err)
+		}
+	}
+	start, end := keys.TopicSpan()
+	it, err := cfg.DB.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		var t Topic
+		if err := json.Unmarshal(it.Value(), &t); err != nil {
+			return nil, fmt.Errorf("meta: topic record %x: %w", it.Key(), err)
+		}
+		if int(t.Partitions) != len(t.Groups) {
+			return nil, fmt.Errorf("meta: topic %q has %d partitions but %d groups", t.Name, t.Partitions, len(t.Groups))
+		}
+		m.topics[t.Name] = &t
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	var seed [8]byte
+	_, _ = rand.Read(seed[:])
+	m.mu.nextID = binary.LittleEndian.Uint64(seed[:]) &^ (1<<32 - 1)
+	m.mu.waiters = make(map[uint64]chan result)
+	m.publishLocked()
+	return m, nil
+}
+
+// publishLocked makes the applied catalog the visible one.
+func (m *Meta) publishLocked() {
+	m.mu.topics = make(map[string]*Topic, len(m.topics))
+	m.mu.byID = make(map[uint64]*Topic, len(m.topics))
+	for n, t := range m.topics {
+		m.mu.topics[n] = t
+		m.mu.byID[t.ID] = t
+	}
+}
+
+// Topics returns every durable topic, ordered by name. The topics are shared:
+// do not modify them.
+func (m *Meta) Topics() []*Topic {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Topic, 0, len(m.mu.topics))
+	for _, t := range m.mu.topics {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *Topic) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Topic returns the topic named name.
+func (m *Meta) Topic(name string) (*Topic, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.mu.topics[name]
+	return t, ok
+}
+
+// TopicByID returns the topic with id.
+func (m *Meta) TopicByID(id uint64) (*Topic, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.mu.byID[id]
+	return t, ok
+}
+
+// Create proposes a new topic and waits until it is durable.
+func (m *Meta) Create(ctx context.Context, spec Spec) (*Topic, error) {
+	return m.propose(ctx, command{Create: &spec})
+}
+
+// Delete proposes deleting a topic and waits until it is durable. It
+// returns the deleted topic.
+func (m *Meta) Delete(ctx context.Context, name string) (*Topic, error) {
+	return m.propose(ctx, command{Delete: name})
+}
+
+func (m *Meta) propose(ctx context.Context, cmd command) (*Topic, error) {
+	ch := make(chan result, 1)
+	m.mu.Lock()
+	if m.mu.err != nil {
+		err := m.mu.err
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.mu.nextID++
+	cmd.ID = m.mu.nextID
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.mu.queue = append(m.mu.queue, data)
+	m.mu.waiters[cmd.ID] = ch
+	m.mu.Unlock()
+	m.cfg.Host.Wake(GroupID)
+	select {
+	case r := <-ch:
+		return r.topic, r.err
+	case <-ctx.Done():
+		m.mu.Lock()
+		delete(m.mu.waiters, cmd.ID)
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// TakeProposals implements raftlog.StateMachine.
+func (m *Meta) TakeProposals(dst [][]byte) [][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dst = append(dst, m.mu.queue...)
+	m.mu.queue = nil
+	return dst
+}
+
+// Dropped implements raftlog.StateMachine.
+func (m *Meta) Dropped(data [][]byte, err error) {
+	for _, d := range data {
+		var cmd command
+		if json.Unmarshal(d, &cmd) == nil {
+			m.answer(result{id: cmd.ID, err: fmt.Errorf("meta: proposal dropped: %w", err)})
+		}
+	}
+}
+
+func (m *Meta) answer(r result) {
+	m.mu.Lock()
+	ch, ok := m.mu.waiters[r.id]
+	delete(m.mu.waiters, r.id)
+	m.mu.Unlock()
+	if ok {
+		ch <- r
+	}
+}
+
+// Apply implements raftlog.StateMachine.
+func (m *Meta) Apply(w *pebble.Batch, ents []*pb.Entry) error {
+	for _, e := range ents {
+		var cmd command
+		if err := json.Unmarshal(e.GetData(), &cmd); err != nil {
+			return fmt.Errorf("meta: entry %d: %w", e.GetIndex(), err)
+		}
+		r := result{id: cmd.ID}
+		switch {
+		case cmd.Create != nil:
+			r.topic, r.err = m.applyCreate(w, cmd.Create)
+		case cmd.Delete != "":
+			r.topic, r.err = m.applyDelete(w, cmd.Delete)
+		default:
+			return fmt.Errorf("meta: entry %d: empty command", e.GetIndex())
+		}
+		m.results = append(m.results, r)
+	}
+	v, err := json.Marshal(m.st)
+	if err != nil {
+		return err
+	}
+	return w.Set(keys.MetaStateKey, v, nil)
+}
+
+func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
+	if _, ok := m.topics[s.Name]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrTopicExists, s.Name)
+	}
+	t := &Topic{
+		ID: m.st.NextTopicID, Name: s.Name, Partitions: s.Partitions,
+		ReplicationFactor: s.ReplicationFactor, MaxRecordBytes: s.MaxRecordBytes,
+		Retention: s.Retention, CreateTime: s.CreateTime,
+	}
+	m.st.NextTopicID++
+	for range s.Partitions {
+		t.Groups = append(t.Groups, m.st.NextGroupID)
+		m.st.NextGroupID++
+	}
+	v, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Set(keys.TopicKey(t.ID), v, nil); err != nil {
+		return nil, err
+	}
+	m.topics[t.Name] = t
+	m.changes = append(m.changes, Change{Created: t})
+	return t, nil
+}
+
+func (m *Meta) applyDelete(w *pebble.Batch, name string) (*Topic, error) {
+	t, ok := m.topics[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoTopic, name)
+	}
+	if err := w.Delete(keys.TopicKey(t.ID), nil); err != nil {
+		return nil, err
+	}
+	// The partitions' data is deleted after this is durable; the markers
+	// make sure that also happens after a crash in between.
+	for _, g := range t.Groups {
+		if err := w.Set(keys.DeletionKey(g), nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	delete(m.topics, name)
+	m.changes = append(m.changes, Change{Deleted: t})
+	return t, nil
+}
+
+// Durable implements raftlog.StateMachine.
+func (m *Meta) Durable() {
+	m.mu.Lock()
+	m.publishLocked()
+	m.mu.Unlock()
+	changes, results := m.changes, m.results
+	m.changes, m.results = nil, nil
+	if len(changes) > 0 && m.cfg.OnChange != nil {
+		m.cfg.OnChange(changes)
+	}
+	for _, r := range results {
+		m.answer(r)
+	}
+}
+
+// LeaderChanged implements raftlog.StateMachine.
+func (m *Meta) LeaderChanged(leader, term uint64) {}
+
+// Stopped implements raftlog.StateMachine.
+func (m *Meta) Stopped(err error) {
+	m.mu.Lock()
+	if m.mu.err == nil {
+		m.mu.err = errors.Join(ErrStopped, err)
+	}
+	stopErr := m.mu.err
+	waiters := m.mu.waiters
+	m.mu.waiters = make(map[uint64]chan result)
+	m.mu.queue = nil
+	m.mu.Unlock()
+	for id, ch := range waiters {
+		ch <- result{id: id, err: stopErr}
+	}
+}
+
+var _ raftlog.StateMachine = (*Meta)(nil)

@@ -1,0 +1,231 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/raftlog"
+)
+
+// Batch is an applied batch: its records and where they sit.
+type Batch struct {
+	Base       uint64 // offset of the record with delta 0
+	AppendTime int64  // effective append time of every record in it
+	Span       uint32
+	RaftIndex  uint64
+	Records    record.Batch
+}
+
+// End returns the offset after the batch.
+func (b *Batch) End() uint64 { return b.Base + uint64(b.Span) }
+
+func (b *Batch) size() int64 { return int64(len(b.Records.Bytes())) + 96 }
+
+// SeekTime returns the offset of the first record with append time >= t, or
+// the end offset if there is none yet.
+func (p *Partition) SeekTime(t int64) (uint64, error) {
+	vis := p.Bounds()
+	if vis.Empty() || t > vis.LastTime {
+		return vis.Next, nil
+	}
+	if t <= vis.FirstTime {
+		return vis.LogStart, nil
+	}
+	_, end := keys.GroupSpan(keys.Time, p.cfg.Group)
+	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: keys.TimeSeekKey(p.cfg.Group, t), UpperBound: end})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	if !it.First() {
+		if err := it.Error(); err != nil {
+			return 0, err
+		}
+		return vis.Next, nil
+	}
+	base, ok := keys.TimeKeyBase(it.Key())
+	if !ok {
+		return 0, fmt.Errorf("partition %d: %w: bad time index key %x", p.cfg.Index, ErrCorrupt, it.Key())
+	}
+	return min(max(base, vis.LogStart), vis.Next), nil
+}
+
+// TimeOf returns the append time of the record at offset, which must be
+// stored (within [log start, end)).
+func (p *Partition) TimeOf(offset uint64) (int64, error) {
+	vis := p.Bounds()
+	if offset < vis.LogStart || offset >= vis.Next {
+		return 0, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrBelowStart, offset, vis.LogStart, vis.Next)
+	}
+	if b := p.cfg.Cache.Get(p.cfg.Group, offset); b != nil {
+		return b.AppendTime, nil
+	}
+	row, _, err := p.lookup(offset, vis)
+	if err != nil {
+		return 0, err
+	}
+	return row.appendTime, nil
+}
+
+// lookup finds the offset index row of the batch containing offset.
+func (p *Partition) lookup(offset uint64, vis State) (indexRow, uint64, error) {
+	start, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: keys.OffsetKey(p.cfg.Group, offset+1)})
+	if err != nil {
+		return indexRow{}, 0, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		if err := it.Error(); err != nil {
+			return indexRow{}, 0, err
+		}
+		return indexRow{}, 0, fmt.Errorf("partition %d: %w: no index row at or below offset %d", p.cfg.Index, ErrCorrupt, offset)
+	}
+	base, ok := keys.OffsetKeyBase(it.Key())
+	if !ok {
+		return indexRow{}, 0, fmt.Errorf("partition %d: %w: bad offset index key %x", p.cfg.Index, ErrCorrupt, it.Key())
+	}
+	row, err := decodeIndexRow(it.Value())
+	if err != nil {
+		return indexRow{}, 0, err
+	}
+	if offset >= base+uint64(row.span) {
+		return indexRow{}, 0, fmt.Errorf("partition %d: %w: offset %d not in the batch at %d", p.cfg.Index, ErrCorrupt, offset, base)
+	}
+	return row, base, nil
+}
+
+// Reader reads a partition's batches in offset order: from the tail cache
+// when it has them, otherwise from Pebble through two iterators moving in
+// step (the offset index and the raft log). A Reader is not safe for
+// concurrent use; Close it when done.
+type Reader struct {
+	p *Partition
+	// Pebble state, opened lazily and reopened when the caller jumps or
+	// reaches the bound the iterators were opened with.
+	oit    *pebble.Iterator
+	lit    *raftlog.LogIterator
+	upper  uint64 // visible end when the iterators were opened
+	expect uint64 // base of the batch the next sequential Read wants
+	cur    Batch
+}
+
+// NewReader returns a reader over p.
+func (p *Partition) NewReader() *Reader { return &Reader{p: p} }
+
+// Read returns the batch containing offset from, which must be below the
+// visible end. A batch read from disk is valid only until the next Read or
+// Close; one from the cache stays valid. fromCache says which.
+func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
+	p := r.p
+	if cb := p.cfg.Cache.Get(p.cfg.Group, from); cb != nil {
+		r.closeIters()
+		return cb, true, nil
+	}
+	vis := p.Bounds()
+	if from < vis.LogStart {
+		return nil, false, fmt.Errorf("%w: offset %d, log start %d", ErrBelowStart, from, vis.LogStart)
+	}
+	if from >= vis.Next {
+		return nil, false, fmt.Errorf("partition %d: read at %d past the end %d", p.cfg.Index, from, vis.Next)
+	}
+	if r.oit != nil && from == r.expect && from < r.upper {
+		if !r.oit.Next() {
+			r.closeIters()
+		}
+	} else {
+		r.closeIters()
+	}
+	if r.oit == nil {
+		if err := r.open(from, vis); err != nil {
+			r.closeIters()
+			return nil, false, err
+		}
+	}
+	if err := r.load(from); err != nil {
+		r.closeIters()
+		return nil, false, err
+	}
+	r.expect = r.cur.End()
+	return &r.cur, false, nil
+}
+
+func (r *Reader) open(from uint64, vis State) error {
+	p := r.p
+	start, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	oit, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: keys.OffsetKey(p.cfg.Group, vis.Next)})
+	if err != nil {
+		return err
+	}
+	r.oit, r.upper = oit, vis.Next
+	if !oit.SeekLT(keys.OffsetKey(p.cfg.Group, from+1)) {
+		return errors.Join(fmt.Errorf("partition %d: %w: no index row at or below offset %d", p.cfg.Index, ErrCorrupt, from), oit.Error())
+	}
+	row, err := decodeIndexRow(oit.Value())
+	if err != nil {
+		return err
+	}
+	lit, err := raftlog.NewLogIterator(p.cfg.DB, p.cfg.Group, row.raftIndex, vis.LastIndex+1)
+	if err != nil {
+		return err
+	}
+	r.lit = lit
+	return nil
+}
+
+// load decodes the batch at the offset iterator's position.
+func (r *Reader) load(from uint64) error {
+	p := r.p
+	base, ok := keys.OffsetKeyBase(r.oit.Key())
+	if !ok {
+		return fmt.Errorf("partition %d: %w: bad offset index key %x", p.cfg.Index, ErrCorrupt, r.oit.Key())
+	}
+	row, err := decodeIndexRow(r.oit.Value())
+	if err != nil {
+		return err
+	}
+	if from < base || from >= base+uint64(row.span) {
+		return fmt.Errorf("partition %d: %w: offset %d not in the batch at %d", p.cfg.Index, ErrCorrupt, from, base)
+	}
+	// Step the log iterator to the batch's entry; entries in between are
+	// raft's own or skipped batches.
+	for !r.lit.Valid() || r.lit.Index() < row.raftIndex {
+		if !r.lit.Next() {
+			return errors.Join(fmt.Errorf("partition %d: %w: raft entry %d of offset %d missing", p.cfg.Index, ErrCorrupt, row.raftIndex, base), r.lit.Err())
+		}
+	}
+	if r.lit.Index() != row.raftIndex {
+		return fmt.Errorf("partition %d: %w: raft entry %d of offset %d missing", p.cfg.Index, ErrCorrupt, row.raftIndex, base)
+	}
+	data := r.lit.Data()
+	if len(data) == 0 || data[0] != kindBatch {
+		return fmt.Errorf("partition %d: %w: raft entry %d is not a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
+	}
+	rb, err := record.Parse(data[1:])
+	if err != nil {
+		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
+	}
+	if rb.Span() != row.span {
+		return fmt.Errorf("partition %d offset %d: %w: batch span %d, index says %d", p.cfg.Index, base, ErrCorrupt, rb.Span(), row.span)
+	}
+	r.cur = Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: rb}
+	return nil
+}
+
+func (r *Reader) closeIters() {
+	if r.oit != nil {
+		r.oit.Close()
+		r.oit = nil
+	}
+	if r.lit != nil {
+		r.lit.Close()
+		r.lit = nil
+	}
+}
+
+// Close releases the reader's iterators.
+func (r *Reader) Close() { r.closeIters() }

@@ -1,0 +1,86 @@
+package partition
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// State is a partition's applied state. It is persisted in the same batch
+// as the index rows and the raft applied index, so it always agrees with
+// them after a crash.
+type State struct {
+	// LogStart is the first offset still stored.
+	// Invariant: LogStart <= Next.
+	LogStart uint64
+	// Next is the offset the next applied record gets (the end offset).
+	Next uint64
+	// FirstTime and LastTime are the append times of the first stored and
+	// the last applied batch; meaningful only when Next > LogStart.
+	FirstTime, LastTime int64
+	// Bytes counts stored batch bytes.
+	Bytes uint64
+	// LastIndex is the raft index of the last applied batch: readers of the
+	// raft log stop there.
+	LastIndex uint64
+}
+
+// Empty reports whether the partition holds no records.
+func (s State) Empty() bool { return s.Next == s.LogStart }
+
+const stateVersion = 1
+const stateSize = 1 + 6*8
+
+func (s State) encode() []byte {
+	b := make([]byte, 1, stateSize)
+	b[0] = stateVersion
+	b = binary.BigEndian.AppendUint64(b, s.LogStart)
+	b = binary.BigEndian.AppendUint64(b, s.Next)
+	b = binary.BigEndian.AppendUint64(b, uint64(s.FirstTime))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.LastTime))
+	b = binary.BigEndian.AppendUint64(b, s.Bytes)
+	return binary.BigEndian.AppendUint64(b, s.LastIndex)
+}
+
+func decodeState(b []byte) (State, error) {
+	if len(b) != stateSize || b[0] != stateVersion {
+		return State{}, fmt.Errorf("%w: partition state of %d bytes, version %v", ErrCorrupt, len(b), b[:min(1, len(b))])
+	}
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[1+8*i:]) }
+	s := State{LogStart: u(0), Next: u(1), FirstTime: int64(u(2)), LastTime: int64(u(3)), Bytes: u(4), LastIndex: u(5)}
+	if s.LogStart > s.Next {
+		return State{}, fmt.Errorf("%w: log start %d after end %d", ErrCorrupt, s.LogStart, s.Next)
+	}
+	return s, nil
+}
+
+// indexRow is the value of an offset index row: where a batch lives in the
+// raft log, its effective append time and its offset span.
+type indexRow struct {
+	raftIndex  uint64
+	appendTime int64
+	span       uint32
+}
+
+const indexRowSize = 20
+
+func (r indexRow) encode() []byte {
+	b := make([]byte, 0, indexRowSize)
+	b = binary.BigEndian.AppendUint64(b, r.raftIndex)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.appendTime))
+	return binary.BigEndian.AppendUint32(b, r.span)
+}
+
+func decodeIndexRow(b []byte) (indexRow, error) {
+	if len(b) != indexRowSize {
+		return indexRow{}, fmt.Errorf("%w: offset index row of %d bytes", ErrCorrupt, len(b))
+	}
+	r := indexRow{
+		raftIndex:  binary.BigEndian.Uint64(b),
+		appendTime: int64(binary.BigEndian.Uint64(b[8:])),
+		span:       binary.BigEndian.Uint32(b[16:]),
+	}
+	if r.span == 0 {
+		return indexRow{}, fmt.Errorf("%w: offset index row with an empty span", ErrCorrupt)
+	}
+	return r, nil
+}

@@ -1,0 +1,322 @@
+// Package record is the record-batch codec: the unit Rewind stores,
+// replicates, caches and delivers. One raft entry carries one batch.
+//
+// A batch is a fixed header followed by the records:
+//
+//	off  size  field
+//	  0     1  version (1)
+//	  1     1  attributes (0; reserved for compression)
+//	  2     4  CRC-32C (Castagnoli) of bytes [6, end), little-endian
+//	  6     8  proposal id, little-endian (who proposed it; not part of the data model)
+//	 14     8  append time, Unix nanoseconds, little-endian (the leader's clock)
+//	 22     4  record count, little-endian
+//	 26     4  offset span, little-endian (last offset delta + 1)
+//	 30        records
+//
+// and each record is
+//
+//	uvarint  length of the rest of the record
+//	uvarint  offset delta (strictly increasing within a batch; dense when written)
+//	varint   event time (Unix nanoseconds; 0 = none)
+//	uvarint  key length, key
+//	uvarint  value length, value
+//	uvarint  idempotency key length, idempotency key
+//	uvarint  header count, then per header: uvarint key length, key, uvarint value length, value
+//
+// The base offset is not stored: offsets are assigned when the batch is
+// applied (base = the partition's next offset), so every replica agrees.
+// The decoder never panics on any input: every length is checked.
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// HeaderSize is the size of the fixed batch header.
+const HeaderSize = 30
+
+// Version is the batch format written by this code.
+const Version = 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is returned for bytes that are not a valid batch.
+var ErrCorrupt = errors.New("record: corrupt batch")
+
+// Header is one record header. Slices alias the batch.
+type Header struct {
+	Key, Value []byte
+}
+
+// Record is one decoded record. Its slices alias the batch bytes.
+type Record struct {
+	OffsetDelta    uint32
+	EventTime      int64
+	Key            []byte
+	Value          []byte
+	IdempotencyKey []byte
+	Headers        []Header
+}
+
+// EncodedSize is the size of r's encoding inside a batch, close enough for
+// size limits (exact for the payload, within a few bytes for varints).
+func (r *Record) EncodedSize() int {
+	n := len(r.Key) + len(r.Value) + len(r.IdempotencyKey) + 16
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 4
+	}
+	return n
+}
+
+// Builder encodes a batch. The zero value is not usable; call Reset.
+type Builder struct {
+	buf   []byte
+	count uint32
+	delta uint32
+}
+
+// Reset starts a new batch with the given proposal id and append time,
+// reusing the builder's buffer.
+func (b *Builder) Reset(proposalID uint64, appendTime int64) {
+	b.buf = append(b.buf[:0], make([]byte, HeaderSize)...)
+	b.buf[0] = Version
+	binary.LittleEndian.PutUint64(b.buf[6:], proposalID)
+	binary.LittleEndian.PutUint64(b.buf[14:], uint64(appendTime))
+	b.count, b.delta = 0, 0
+}
+
+// Len returns the encoded size so far.
+func (b *Builder) Len() int { return len(b.buf) }
+
+// Count returns the number of records added.
+func (b *Builder) Count() int { return int(b.count) }
+
+// Add appends r with the next offset delta (r.OffsetDelta is ignored).
+func (b *Builder) Add(r *Record) {
+	var scratch [binary.MaxVarintLen64]byte
+	body := 0
+	uv := func(v uint64) int { return binary.PutUvarint(scratch[:], v) }
+	body += uv(uint64(b.delta))
+	body += binary.PutVarint(scratch[:], r.EventTime)
+	body += uv(uint64(len(r.Key))) + len(r.Key)
+	body += uv(uint64(len(r.Value))) + len(r.Value)
+	body += uv(uint64(len(r.IdempotencyKey))) + len(r.IdempotencyKey)
+	body += uv(uint64(len(r.Headers)))
+	for _, h := range r.Headers {
+		body += uv(uint64(len(h.Key))) + len(h.Key) + uv(uint64(len(h.Value))) + len(h.Value)
+	}
+	b.buf = binary.AppendUvarint(b.buf, uint64(body))
+	b.buf = binary.AppendUvarint(b.buf, uint64(b.delta))
+	b.buf = binary.AppendVarint(b.buf, r.EventTime)
+	b.buf = appendBytes(b.buf, r.Key)
+	b.buf = appendBytes(b.buf, r.Value)
+	b.buf = appendBytes(b.buf, r.IdempotencyKey)
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(r.Headers)))
+	for _, h := range r.Headers {
+		b.buf = appendBytes(b.buf, h.Key)
+		b.buf = appendBytes(b.buf, h.Value)
+	}
+	b.count++
+	b.delta++
+}
+
+func appendBytes(buf, v []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(v)))
+	return append(buf, v...)
+}
+
+// Finish completes the header and returns the batch. The returned slice is
+// the builder's buffer: it stays valid until the next Reset only if the
+// caller copies it; pass it on and allocate a new Builder otherwise.
+func (b *Builder) Finish() []byte {
+	binary.LittleEndian.PutUint32(b.buf[22:], b.count)
+	binary.LittleEndian.PutUint32(b.buf[26:], b.delta)
+	binary.LittleEndian.PutUint32(b.buf[2:], crc32.Checksum(b.buf[6:], castagnoli))
+	out := b.buf
+	b.buf = nil
+	return out
+}
+
+// Batch is a parsed view of encoded batch bytes. It does not copy them.
+type Batch struct {
+	data []byte
+}
+
+// Parse checks the header and the checksum of data and returns a view of it.
+// It does not decode the records; Iter does, lazily.
+func Parse(data []byte) (Batch, error) {
+	if len(data) < HeaderSize {
+		return Batch{}, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(data))
+	}
+	if data[0] != Version {
+		return Batch{}, fmt.Errorf("%w: unknown version %d", ErrCorrupt, data[0])
+	}
+	if data[1] != 0 {
+		return Batch{}, fmt.Errorf("%w: unknown attributes %#x", ErrCorrupt, data[1])
+	}
+	if want, got := binary.LittleEndian.Uint32(data[2:]), crc32.Checksum(data[6:], castagnoli); want != got {
+		return Batch{}, fmt.Errorf("%w: checksum %#08x, want %#08x", ErrCorrupt, got, want)
+	}
+	b := Batch{data: data}
+	if b.Count() > b.Span() || (b.Count() == 0) != (b.Span() == 0) {
+		return Batch{}, fmt.Errorf("%w: %d records over a span of %d", ErrCorrupt, b.Count(), b.Span())
+	}
+	return b, nil
+}
+
+// Bytes returns the encoded batch.
+func (b Batch) Bytes() []byte { return b.data }
+
+// ProposalID returns the id the proposer gave the batch.
+func (b Batch) ProposalID() uint64 { return binary.LittleEndian.Uint64(b.data[6:]) }
+
+// AppendTime returns the leader's clock when the batch was proposed.
+func (b Batch) AppendTime() int64 { return int64(binary.LittleEndian.Uint64(b.data[14:])) }
+
+// Count returns the number of records.
+func (b Batch) Count() uint32 { return binary.LittleEndian.Uint32(b.data[22:]) }
+
+// Span returns how many offsets the batch covers.
+func (b Batch) Span() uint32 { return binary.LittleEndian.Uint32(b.data[26:]) }
+
+// Validate decodes every record once, checking the structure the iterator
+// relies on (lengths, strictly increasing deltas below the span, the record
+// count).
+func (b Batch) Validate() error {
+	it := b.Iter()
+	var r Record
+	n := uint32(0)
+	for it.Next(&r) {
+		n++
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if n != b.Count() {
+		return fmt.Errorf("%w: header says %d records, body has %d", ErrCorrupt, b.Count(), n)
+	}
+	return nil
+}
+
+// Iter returns an iterator over the records.
+func (b Batch) Iter() Iter {
+	return Iter{rest: b.data[HeaderSize:], span: b.Span(), first: true}
+}
+
+// Iter decodes records one at a time.
+type Iter struct {
+	rest  []byte
+	span  uint32
+	last  uint32
+	first bool
+	err   error
+}
+
+// Next decodes the next record into r (reusing r.Headers' storage) and
+// reports whether there was one. After false, Err says why.
+func (it *Iter) Next(r *Record) bool {
+	if it.err != nil || len(it.rest) == 0 {
+		return false
+	}
+	n, k := binary.Uvarint(it.rest)
+	if k <= 0 || n > uint64(len(it.rest)-k) {
+		it.err = fmt.Errorf("%w: record length", ErrCorrupt)
+		return false
+	}
+	body := it.rest[k : k+int(n)]
+	it.rest = it.rest[k+int(n):]
+	if err := decodeRecord(body, r); err != nil {
+		it.err = err
+		return false
+	}
+	if r.OffsetDelta >= it.span || (!it.first && r.OffsetDelta <= it.last) {
+		it.err = fmt.Errorf("%w: offset delta %d out of order or past span %d", ErrCorrupt, r.OffsetDelta, it.span)
+		return false
+	}
+	it.first, it.last = false, r.OffsetDelta
+	return true
+}
+
+// Err returns the decoding error that stopped the iterator, if any.
+func (it *Iter) Err() error { return it.err }
+
+func decodeRecord(p []byte, r *Record) error {
+	d := decoder{p: p}
+	delta := d.uvarint()
+	if delta > 1<<32-1 {
+		return fmt.Errorf("%w: offset delta %d", ErrCorrupt, delta)
+	}
+	r.OffsetDelta = uint32(delta)
+	r.EventTime = d.varint()
+	r.Key = d.bytes()
+	r.Value = d.bytes()
+	r.IdempotencyKey = d.bytes()
+	nh := d.uvarint()
+	if nh > uint64(len(d.p)) { // every header takes at least 2 bytes
+		return fmt.Errorf("%w: %d headers", ErrCorrupt, nh)
+	}
+	r.Headers = r.Headers[:0]
+	for range nh {
+		k := d.bytes()
+		v := d.bytes()
+		r.Headers = append(r.Headers, Header{Key: k, Value: v})
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.p) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes in record", ErrCorrupt, len(d.p))
+	}
+	return nil
+}
+
+type decoder struct {
+	p   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.p)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: truncated varint", ErrCorrupt)
+		return 0
+	}
+	d.p = d.p[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.p)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: truncated varint", ErrCorrupt)
+		return 0
+	}
+	d.p = d.p[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.p)) {
+		d.err = fmt.Errorf("%w: length %d past the end", ErrCorrupt, n)
+		return nil
+	}
+	v := d.p[:n:n]
+	d.p = d.p[n:]
+	if n == 0 {
+		return nil
+	}
+	return v
+}

@@ -1,0 +1,126 @@
+// Package store opens the node's one Pebble database with the options Rewind
+// depends on, and checks that what it opens is a Rewind store it can serve.
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rewind-io/rewind/engine/internal/keys"
+)
+
+// FormatMajorVersion is the Pebble on-disk format Rewind writes. It is pinned
+// so that upgrading the Pebble library never silently ratchets the format of
+// existing data directories (a ratchet cannot be undone by a downgrade).
+const FormatMajorVersion = pebble.FormatValueSeparation
+
+// formatVersion is Rewind's own layout version, stored under keys.FormatKey.
+// A store written by a newer layout is refused rather than misread.
+const formatVersion = 1
+
+// ErrIncompatible is returned for a data directory this build cannot serve.
+var ErrIncompatible = errors.New("store: incompatible data directory")
+
+// Config configures Open. The zero value of each field selects its default.
+type Config struct {
+	// Dir is the data directory. Required.
+	Dir string
+	// FS is the filesystem; default: the OS. Tests pass vfs.NewMem or a
+	// crashable filesystem.
+	FS vfs.FS
+	// CacheBytes sizes Pebble's block cache. Default 256 MiB.
+	CacheBytes int64
+	// MemTableBytes sizes each memtable. Default 64 MiB.
+	MemTableBytes uint64
+	Logger        hclog.Logger
+}
+
+// Open opens (or creates) the store in cfg.Dir.
+func Open(cfg Config) (*pebble.DB, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("store: Dir is required")
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 256 << 20
+	}
+	if cfg.MemTableBytes == 0 {
+		cfg.MemTableBytes = 64 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	cache := pebble.NewCache(cfg.CacheBytes)
+	defer cache.Unref()
+	opts := &pebble.Options{
+		FS:                          cfg.FS,
+		Cache:                       cache,
+		FormatMajorVersion:          FormatMajorVersion,
+		MemTableSize:                cfg.MemTableBytes,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		LBaseMaxBytes:               256 << 20,
+		// Two cores: one compaction at a time leaves a core for the broker.
+		CompactionConcurrencyRange: func() (int, int) { return 1, 1 },
+		BytesPerSync:               1 << 20,
+		Logger:                     pebbleLogger{cfg.Logger.Named("pebble")},
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
+	}
+	if err := checkFormat(db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func checkFormat(db *pebble.DB) error {
+	v, closer, err := db.Get(keys.FormatKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		// A new store, or one that holds no Rewind data: mark it. A store
+		// with data but no marker is not ours.
+		it, err := db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		nonEmpty := it.First()
+		it.Close()
+		if nonEmpty {
+			return fmt.Errorf("%w: it has data but no Rewind format marker", ErrIncompatible)
+		}
+		return db.Set(keys.FormatKey, []byte{formatVersion}, pebble.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("store: read format marker: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 1 || v[0] != formatVersion {
+		return fmt.Errorf("%w: layout version %v, this build reads %d", ErrIncompatible, v, formatVersion)
+	}
+	return nil
+}
+
+// pebbleLogger adapts hclog to Pebble's Logger. Pebble's Fatalf must not
+// return; it panics, which stops the process with Pebble's reason.
+type pebbleLogger struct{ l hclog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l.IsDebug() {
+		p.l.Debug(fmt.Sprintf(format, args...))
+	}
+}
+func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Error(fmt.Sprintf(format, args...)) }
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error("pebble fatal error", "error", msg)
+	panic("pebble: " + msg)
+}
