@@ -68,5 +68,10 @@ func Open(cfg Config) (*Node, error) {
 // and reflection.
 func (n *Node) Handler() http.Handler { return n.api.Handler() }
 
-// Close stops the node. Streams end with Unavailable; the store is closed.
+// Drain starts shutting down without waiting: new requests are refused and
+// streams end with Unavailable. Call it before shutting the HTTP server
+// down, then Close.
+func (n *Node) Drain() { n.b.Drain() }
+
+// Close drains the node, waits for streams to end, and closes the store.
 func (n *Node) Close() error { return n.b.Close() }

@@ -130,7 +130,9 @@ type Broker struct {
 	wg   sync.WaitGroup
 	// streams counts running Subscribe calls; Close waits for them so no
 	// reader holds a store iterator when the store closes.
-	streams sync.WaitGroup
+	streams   sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // liveTopic is a topic whose partitions run on this node.
@@ -193,32 +195,42 @@ func Open(cfg Config) (*Broker, error) {
 	return b, nil
 }
 
-// Close stops the node: streams and publishes in flight fail with
-// ErrClosed-like errors, then the store is closed.
-func (b *Broker) Close() error {
+// Drain starts shutting down: new requests are refused and running streams
+// end (with Unavailable) at their next step. It does not wait.
+func (b *Broker) Drain() {
 	b.mu.Lock()
 	if b.mu.closed {
 		b.mu.Unlock()
-		return nil
+		return
 	}
 	b.mu.closed = true
 	topics := b.mu.topics
 	b.mu.Unlock()
-	close(b.stop)
-	b.wg.Wait()
 	for _, lt := range topics {
 		for _, p := range lt.parts {
 			p.Fail(ErrClosed)
 		}
 	}
-	done := make(chan struct{})
-	go func() { b.streams.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		b.log.Warn("streams still running at shutdown (clients not reading?)")
-	}
-	return errors.Join(b.host.Close(), b.db.Close())
+}
+
+// Close drains the node, waits (up to 10 s) for streams to let go of the
+// store, stops the raft host (failing publishes in flight) and closes the
+// store.
+func (b *Broker) Close() error {
+	b.Drain()
+	b.closeOnce.Do(func() {
+		close(b.stop)
+		b.wg.Wait()
+		done := make(chan struct{})
+		go func() { b.streams.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			b.log.Warn("streams still running at shutdown (clients not reading?)")
+		}
+		b.closeErr = errors.Join(b.host.Close(), b.db.Close())
+	})
+	return b.closeErr
 }
 
 // Now returns the broker clock in Unix nanoseconds.

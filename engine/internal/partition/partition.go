@@ -76,7 +76,9 @@ type Config struct {
 	// Now is the leader clock for append times, in Unix nanoseconds.
 	// Default: time.Now.
 	Now func() int64
-	// MaxBatchBytes bounds one proposed batch. Default 4 MiB.
+	// MaxBatchBytes bounds one proposed batch. Default 1 MiB: large enough
+	// to amortize per-entry costs, small enough that a seek into the middle
+	// of history reads little more than it delivers.
 	MaxBatchBytes int
 	// MaxPendingBytes bounds what publishers may have queued or in flight;
 	// Append waits for room beyond it. Default 64 MiB.
@@ -122,7 +124,6 @@ type appliedBatch struct {
 // it carries.
 type flight struct {
 	parts []flightPart
-	bytes int64
 	time  int64
 }
 
@@ -160,7 +161,7 @@ func Open(cfg Config) (*Partition, error) {
 		cfg.Now = func() int64 { return time.Now().UnixNano() }
 	}
 	if cfg.MaxBatchBytes == 0 {
-		cfg.MaxBatchBytes = 4 << 20
+		cfg.MaxBatchBytes = 1 << 20
 	}
 	if cfg.MaxPendingBytes == 0 {
 		cfg.MaxPendingBytes = 64 << 20
@@ -323,13 +324,6 @@ func (p *Partition) TimeWatermark() int64 {
 	return now
 }
 
-func (a *Append) finish(err error) {
-	if a.err == nil {
-		a.err = err
-	}
-	close(a.done)
-}
-
 // TakeProposals implements raftlog.StateMachine: it encodes every queued
 // append into as few batches as MaxBatchBytes allows.
 func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
@@ -352,7 +346,6 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 		entry := make([]byte, 1+len(data))
 		entry[0] = kindBatch
 		copy(entry[1:], data)
-		cur.bytes = int64(len(entry))
 		p.inflight[p.nextID] = cur
 		p.mu.Lock()
 		p.mu.flightTimes[p.nextID] = cur.time
@@ -392,24 +385,8 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 // Dropped implements raftlog.StateMachine.
 func (p *Partition) Dropped(data [][]byte, err error) {
 	for _, d := range data {
-		id, ok := proposalID(d)
-		if !ok {
-			continue
-		}
-		f := p.inflight[id]
-		delete(p.inflight, id)
-		if f == nil {
-			continue
-		}
-		p.release(f.bytes, id)
-		for _, part := range f.parts {
-			part.a.pending--
-			if part.a.err == nil {
-				part.a.err = fmt.Errorf("%w: %w", ErrNotLeader, err)
-			}
-			if part.a.pending == 0 {
-				close(part.a.done)
-			}
+		if id, ok := proposalID(d); ok {
+			p.failFlight(id, fmt.Errorf("%w: %w", ErrNotLeader, err))
 		}
 	}
 }
@@ -421,19 +398,36 @@ func proposalID(entry []byte) (uint64, bool) {
 	return binary.LittleEndian.Uint64(entry[1+6:]), true
 }
 
-// release gives back publish room and forgets the flights' times.
-func (p *Partition) release(n int64, ids ...uint64) {
+// forget drops the append times of flights that are no longer in flight.
+func (p *Partition) forget(ids ...uint64) {
 	p.mu.Lock()
 	for _, id := range ids {
 		delete(p.mu.flightTimes, id)
 	}
-	p.mu.pending -= n
-	if p.mu.pending < 0 {
-		p.mu.pending = 0
-	}
+	p.mu.Unlock()
+}
+
+// complete answers a's waiter and gives its bytes back to publishers. It is
+// called exactly once per append, when its last batch is settled.
+func (p *Partition) complete(a *Append) {
+	close(a.done)
+	p.mu.Lock()
+	p.mu.pending = max(0, p.mu.pending-a.size)
 	close(p.mu.room)
 	p.mu.room = make(chan struct{})
 	p.mu.Unlock()
+}
+
+// settle records that one of a's batches is settled (applied, dropped or
+// failed) and completes a after the last.
+func (p *Partition) settle(a *Append, err error) {
+	a.pending--
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+	if a.pending == 0 {
+		p.complete(a)
+	}
 }
 
 // Apply implements raftlog.StateMachine.
@@ -487,15 +481,9 @@ func (p *Partition) failFlight(id uint64, err error) {
 		return
 	}
 	delete(p.inflight, id)
-	p.release(f.bytes, id)
+	p.forget(id)
 	for _, part := range f.parts {
-		part.a.pending--
-		if part.a.err == nil {
-			part.a.err = err
-		}
-		if part.a.pending == 0 {
-			close(part.a.done)
-		}
+		p.settle(part.a, err)
 	}
 }
 
@@ -511,30 +499,21 @@ func (p *Partition) Durable() {
 	p.mu.visible = p.st
 	p.notifyLocked()
 	p.mu.Unlock()
-	var freed int64
-	var ids []uint64
 	for _, ab := range applied {
 		f := p.inflight[ab.id]
 		if f == nil {
 			continue // proposed by another node or an earlier run
 		}
 		delete(p.inflight, ab.id)
-		freed += f.bytes
-		ids = append(ids, ab.id)
+		p.forget(ab.id)
 		off := ab.batch.Base
 		for _, part := range f.parts {
 			part.a.Segments = append(part.a.Segments, Segment{
 				First: part.first, Count: part.n, Base: off, AppendTime: ab.batch.AppendTime,
 			})
 			off += uint64(part.n)
-			part.a.pending--
-			if part.a.pending == 0 {
-				close(part.a.done)
-			}
+			p.settle(part.a, nil)
 		}
-	}
-	if freed > 0 {
-		p.release(freed, ids...)
 	}
 }
 
@@ -560,19 +539,14 @@ func (p *Partition) Stopped(err error) {
 	p.mu.room = make(chan struct{})
 	p.mu.Unlock()
 	for _, a := range queue {
-		a.finish(stopErr)
+		a.err = stopErr
+		p.complete(a)
 	}
 	for id, f := range p.inflight {
 		delete(p.inflight, id)
-		p.release(0, id)
+		p.forget(id)
 		for _, part := range f.parts {
-			part.a.pending--
-			if part.a.err == nil {
-				part.a.err = stopErr
-			}
-			if part.a.pending == 0 {
-				close(part.a.done)
-			}
+			p.settle(part.a, stopErr)
 		}
 	}
 }

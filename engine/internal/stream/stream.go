@@ -57,6 +57,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// firstEventRecords bounds a partition's first records event.
+const firstEventRecords = 32
+
 // ErrStalled is returned when the partitions of a stream stop underneath it.
 var ErrStalled = errors.New("stream: partition stopped")
 
@@ -72,6 +75,7 @@ func Run(ctx context.Context, topicID uint64, parts []*partition.Partition, curs
 		sink:    sink,
 		readers: make([]*partition.Reader, len(parts)),
 		pending: make([]pendingBatch, len(parts)),
+		limits:  make([]int, len(parts)),
 		notify:  make(chan struct{}, 1),
 	}
 	for i, p := range parts {
@@ -91,7 +95,12 @@ type streamer struct {
 	sink    Sink
 	readers []*partition.Reader
 	pending []pendingBatch
-	notify  chan struct{}
+	// limits is each partition's current records-per-event bound. It
+	// starts small and doubles with every event up to MaxRecordsPerEvent,
+	// so the first records of a replay arrive fast (a small first event to
+	// encode, send and decode) and bulk reads still move full events.
+	limits []int
+	notify chan struct{}
 
 	// Reused for every event (Sink.Send does not retain).
 	resp  rewindv1.SubscribeResponse
@@ -212,6 +221,11 @@ func (s *streamer) nextStopTime() (int64, bool) {
 // one records event.
 func (s *streamer) readEvent(i int, end uint64) error {
 	c := &s.cursors[i]
+	if s.limits[i] == 0 {
+		s.limits[i] = min(firstEventRecords, s.opts.MaxRecordsPerEvent)
+	}
+	maxRecords := s.limits[i]
+	maxBytes := min(s.opts.MaxEventBytes, maxRecords*1024)
 	s.slab, s.ptrs, s.hslab, s.hptrs = s.slab[:0], s.ptrs[:0], s.hslab[:0], s.hptrs[:0]
 	bytes := 0
 	full := false
@@ -242,7 +256,7 @@ func (s *streamer) readEvent(i int, end uint64) error {
 				bytes += len(r.Key) + len(r.Value) + len(r.IdempotencyKey)
 			}
 			c.Advance(off)
-			if len(s.ptrs) >= s.opts.MaxRecordsPerEvent || bytes >= s.opts.MaxEventBytes {
+			if len(s.ptrs) >= maxRecords || bytes >= maxBytes {
 				full, exhausted = true, false
 				break
 			}
@@ -260,6 +274,7 @@ func (s *streamer) readEvent(i int, end uint64) error {
 	if len(s.ptrs) == 0 {
 		return nil
 	}
+	s.limits[i] = min(2*s.limits[i], s.opts.MaxRecordsPerEvent)
 	s.recEv.Partition = c.Partition
 	s.recEv.Records = s.ptrs
 	s.recEv.ResumeToken = s.token()

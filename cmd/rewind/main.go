@@ -1,0 +1,77 @@
+// Command rewind is the Rewind broker and its command-line client.
+//
+//	rewind serve                      run a node (embedded defaults)
+//	rewind topic create|list|describe|delete
+//	rewind publish TOPIC [VALUE]
+//	rewind replay TOPIC --from POS [--to POS]
+//	rewind demo                       see it work in one command
+//	rewind bench publish|replay|ttfm  measure
+//
+// This package turns flags into configuration and calls; the logic lives in
+// engine (the server) and sdk/client (the client).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-io/rewind/sdk/client"
+)
+
+// defaultServer is where clients connect unless --server or REWIND_SERVER
+// say otherwise.
+const defaultServer = "http://127.0.0.1:7070"
+
+type globals struct {
+	server string
+}
+
+func (g *globals) client() *client.Client { return client.New(g.server) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rewind:", describe(err))
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "rewind",
+		Short:         "Rewind: a replay-first event log",
+		Long:          "Rewind is a publish/subscribe log whose first-class feature is replay: read any topic from an offset, a timestamp or a message ID, in order within each partition.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	server := os.Getenv("REWIND_SERVER")
+	if server == "" {
+		server = defaultServer
+	}
+	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
+	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newDemo(), newBench(g))
+	return root
+}
+
+// describe renders an error for a human: Connect errors by code and
+// message, without the Go wrapping.
+func describe(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		if ce.Code() == connect.CodeUnavailable {
+			return fmt.Sprintf("%s: %s (is `rewind serve` running at this address?)", ce.Code(), ce.Message())
+		}
+		return fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
+	}
+	return err.Error()
+}

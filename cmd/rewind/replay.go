@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-io/rewind/sdk/client"
+)
+
+func newReplay(g *globals) *cobra.Command {
+	var (
+		from, to, format string
+		parts            []uint
+		follow           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "replay TOPIC --from POS [--to POS]",
+		Short: "Read a topic from a position: history, live, or both",
+		Long: `Read a topic from a start position, in offset order within each partition.
+
+POS is one of:
+  earliest | latest          the first stored record | only new records
+  N                          an offset (use with --partition)
+  @2026-11-30T10:00:00Z      the first record appended at or after a time
+  @1764496800000             the same, as Unix milliseconds
+  -1h | -15m | -7d           a duration ago
+  -N                         N records back from the end of each partition
+  id:<message-id>            a record by message ID (other partitions: its time)
+  token:<resume-token>       continue where a previous replay stopped
+
+Without --follow or --to the replay stops at the end as of its start. --to
+takes N, @time, -duration, id:<message-id> or end; the stop itself is not
+printed. --follow keeps reading live records after the history.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			start, err := client.ParsePosition(from)
+			if err != nil {
+				return fmt.Errorf("--from: %w", err)
+			}
+			ps := make([]uint32, len(parts))
+			for i, p := range parts {
+				ps[i] = uint32(p)
+			}
+			opts := []client.SubscribeOption{client.From(start), client.Partitions(ps...)}
+			switch {
+			case to != "" && follow:
+				return fmt.Errorf("--to and --follow exclude each other")
+			case to != "":
+				stop, err := client.ParsePosition(to)
+				if err != nil {
+					return fmt.Errorf("--to: %w", err)
+				}
+				opts = append(opts, client.Until(stop))
+			case !follow:
+				opts = append(opts, client.Until(client.End()))
+			}
+			return replay(cmd, g.client(), args[0], format, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&from, "from", "", "start position (required)")
+	f.StringVar(&to, "to", "", "stop position (exclusive)")
+	f.UintSliceVar(&parts, "partition", nil, "partition to read (repeatable; default all)")
+	f.BoolVar(&follow, "follow", false, "keep reading live records")
+	addFormat(cmd, &format)
+	_ = cmd.MarkFlagRequired("from")
+	return cmd
+}
+
+func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []client.SubscribeOption) error {
+	ctx := cmd.Context()
+	sub, err := c.Subscribe(ctx, topic, opts...)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	out := newRecordWriter(os.Stdout, format)
+	defer out.flush()
+	progress := isTerminal(os.Stderr)
+	var n uint64
+	lastShown := time.Now()
+	for sub.Next() {
+		switch e := sub.Event().(type) {
+		case *client.Records:
+			for i := range e.Records {
+				if err := out.write(&e.Records[i]); err != nil {
+					return err
+				}
+			}
+			n += uint64(len(e.Records))
+			out.flush()
+		case *client.CaughtUp:
+			if progress && e.LaggingPartitions == 0 {
+				fmt.Fprintf(os.Stderr, "\r\033[K-- caught up after %d records; following live records --\n", n)
+			}
+		case *client.Progress:
+			if progress && time.Since(lastShown) > time.Second {
+				var lag uint64
+				for _, p := range e.Partitions {
+					lag += p.EndOffset - min(p.NextOffset, p.EndOffset)
+				}
+				fmt.Fprintf(os.Stderr, "\r\033[K%d records, lag %d", n, lag)
+				lastShown = time.Now()
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return nil // interrupted by the user
+	}
+	if err := sub.Err(); err != nil {
+		return err
+	}
+	if progress {
+		fmt.Fprintf(os.Stderr, "\r\033[K%d records; resume with --from token:%s\n", n, sub.ResumeToken())
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-io/rewind/engine"
+)
+
+func newServe() *cobra.Command {
+	var (
+		listen, data, level, format, origins string
+		tailCache, storeCache                int64
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a Rewind node",
+		Long: `Run a single Rewind node. With no flags it listens on 127.0.0.1:7070
+(HTTP/1.1 and h2c: Connect, gRPC and gRPC-web) and keeps its data in
+./rewind-data. SIGINT or SIGTERM shut it down gracefully.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(level, format)
+			if err != nil {
+				return err
+			}
+			node, err := engine.Open(engine.Config{
+				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
+			})
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), log, node, listen, origins)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on")
+	f.StringVar(&data, "data", "./rewind-data", "data directory")
+	f.StringVar(&level, "log-level", "info", "log level: trace, debug, info, warn, error")
+	f.StringVar(&format, "log-format", "text", "log format: text or json")
+	f.StringVar(&origins, "allow-origin", "", "comma-separated origins browsers may call from (CORS), or * for any; default none")
+	f.Int64Var(&tailCache, "tail-cache-mib", 256, "memory for the tail cache that serves live subscribers, MiB")
+	f.Int64Var(&storeCache, "store-cache-mib", 256, "memory for the storage block cache, MiB")
+	return cmd
+}
+
+func newLogger(level, format string) (hclog.Logger, error) {
+	lvl := hclog.LevelFromString(level)
+	if lvl == hclog.NoLevel {
+		return nil, fmt.Errorf("unknown log level %q", level)
+	}
+	if format != "text" && format != "json" {
+		return nil, fmt.Errorf("unknown log format %q (text or json)", format)
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name: "rewind", Level: lvl, JSONFormat: format == "json", Output: os.Stderr,
+	}), nil
+}
+
+// serve runs the HTTP server until ctx ends, then shuts down: the node
+// drains (streams end), the server finishes in-flight requests, the node
+// closes its store.
+func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, origins string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		node.Close()
+		return err
+	}
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           withCORS(node.Handler(), origins),
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          1000,
+			MaxReceiveBufferPerConnection: 64 << 20,
+			MaxReceiveBufferPerStream:     16 << 20,
+		},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("serving", "address", ln.Addr().String())
+	select {
+	case err := <-errc:
+		node.Close()
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	node.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	err = node.Close()
+	if err == nil {
+		log.Info("stopped")
+	}
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) {
+		err = errors.Join(err, e)
+	}
+	return err
+}
+
+// withCORS lets browsers on the given origins call the API (Connect and
+// gRPC-web over fetch).
+func withCORS(h http.Handler, origins string) http.Handler {
+	if origins == "" {
+		return h
+	}
+	allowed := map[string]bool{}
+	for _, o := range strings.Split(origins, ",") {
+		allowed[strings.TrimSpace(o)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin != "" && (allowed["*"] || allowed[origin]) {
+			hd := w.Header()
+			hd.Set("Access-Control-Allow-Origin", origin)
+			hd.Add("Vary", "Origin")
+			hd.Set("Access-Control-Expose-Headers", "Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Content-Encoding, Connect-Content-Encoding")
+			if r.Method == http.MethodOptions {
+				hd.Set("Access-Control-Allow-Methods", "GET, POST")
+				hd.Set("Access-Control-Allow-Headers", "Content-Type, Connect-Protocol-Version, Connect-Timeout-Ms, Connect-Accept-Encoding, Connect-Content-Encoding, Grpc-Timeout, X-Grpc-Web, X-User-Agent, Authorization")
+				hd.Set("Access-Control-Max-Age", "7200")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}

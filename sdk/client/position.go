@@ -1,0 +1,201 @@
+package client
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+)
+
+// Position is where a subscription starts (From) or stops (Until). Build
+// one with Earliest, Latest, Offset, Time, MessageID, RecordsBack, TimeBack,
+// ResumeToken or End, or parse the CLI syntax with ParsePosition.
+type Position struct {
+	kind   posKind
+	offset uint64
+	t      time.Time
+	s      string
+	d      time.Duration
+}
+
+type posKind int
+
+const (
+	posEarliest posKind = iota
+	posLatest
+	posOffset
+	posTime
+	posMessageID
+	posRecordsBack
+	posTimeBack
+	posToken
+	posEnd
+)
+
+// Earliest is the first stored record of each partition.
+func Earliest() Position { return Position{kind: posEarliest} }
+
+// Latest is the end of each partition: only new records.
+func Latest() Position { return Position{kind: posLatest} }
+
+// Offset is an offset in each selected partition.
+func Offset(n uint64) Position { return Position{kind: posOffset, offset: n} }
+
+// Time is the first record appended at or after t (exact).
+func Time(t time.Time) Position { return Position{kind: posTime, t: t} }
+
+// MessageID is the record with this ID (other partitions: the first record
+// at or after its append time).
+func MessageID(id string) Position { return Position{kind: posMessageID, s: id} }
+
+// RecordsBack is n records before the end of each partition.
+func RecordsBack(n uint64) Position { return Position{kind: posRecordsBack, offset: n} }
+
+// TimeBack is the first record appended at or after now minus d.
+func TimeBack(d time.Duration) Position { return Position{kind: posTimeBack, d: d} }
+
+// ResumeToken continues where an earlier stream's token says.
+func ResumeToken(tok string) Position { return Position{kind: posToken, s: tok} }
+
+// End, as a stop, is the end of each partition when the stream starts.
+func End() Position { return Position{kind: posEnd} }
+
+// String renders p in the CLI syntax.
+func (p Position) String() string {
+	switch p.kind {
+	case posEarliest:
+		return "earliest"
+	case posLatest:
+		return "latest"
+	case posOffset:
+		return strconv.FormatUint(p.offset, 10)
+	case posTime:
+		return "@" + p.t.UTC().Format(time.RFC3339Nano)
+	case posMessageID:
+		return "id:" + p.s
+	case posRecordsBack:
+		return "-" + strconv.FormatUint(p.offset, 10)
+	case posTimeBack:
+		return "-" + p.d.String()
+	case posToken:
+		return "token:" + p.s
+	case posEnd:
+		return "end"
+	}
+	return "?"
+}
+
+// ParsePosition parses the CLI syntax:
+//
+//	earliest | latest | end | now      (end and now: the end as of the start)
+//	N                                  an offset
+//	@2026-11-30T10:00:00Z | @<unix-ms> a time (RFC 3339, or Unix milliseconds)
+//	-1h | -15m | -7d                   a duration ago
+//	-N                                 N records back from the end
+//	id:<message-id>                    a message ID
+//	token:<resume-token>               a resume token
+func ParsePosition(s string) (Position, error) {
+	switch s {
+	case "earliest", "beginning", "first":
+		return Earliest(), nil
+	case "latest":
+		return Latest(), nil
+	case "end", "now":
+		return End(), nil
+	case "":
+		return Position{}, fmt.Errorf("empty position")
+	}
+	switch {
+	case strings.HasPrefix(s, "id:"):
+		return MessageID(s[3:]), nil
+	case strings.HasPrefix(s, "token:"):
+		return ResumeToken(s[6:]), nil
+	case strings.HasPrefix(s, "@"):
+		v := s[1:]
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return Time(time.UnixMilli(ms)), nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return Position{}, fmt.Errorf("position %q: a time is @RFC3339 (@2026-11-30T10:00:00Z) or @<unix-ms>", s)
+		}
+		return Time(t), nil
+	case strings.HasPrefix(s, "-"):
+		v := s[1:]
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			return RecordsBack(n), nil
+		}
+		d, err := ParseDuration(v)
+		if err != nil || d <= 0 {
+			return Position{}, fmt.Errorf("position %q: -N is records back, -1h/-15m/-7d a duration ago", s)
+		}
+		return TimeBack(d), nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return Position{}, fmt.Errorf("position %q: want earliest, latest, end, N, @time, -duration, -N, id:<message-id> or token:<resume-token>", s)
+	}
+	return Offset(n), nil
+}
+
+// ParseDuration is time.ParseDuration plus a "d" (24 h) unit: "7d",
+// "1.5d", "36h", "15m".
+func ParseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil {
+			return 0, err
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+func (p Position) startProto() (*rewindv1.StartPosition, error) {
+	sp := &rewindv1.StartPosition{}
+	switch p.kind {
+	case posEarliest:
+		sp.Position = &rewindv1.StartPosition_Earliest{Earliest: true}
+	case posLatest:
+		sp.Position = &rewindv1.StartPosition_Latest{Latest: true}
+	case posOffset:
+		sp.Position = &rewindv1.StartPosition_Offset{Offset: p.offset}
+	case posTime:
+		sp.Position = &rewindv1.StartPosition_Time{Time: timestamppb.New(p.t)}
+	case posMessageID:
+		sp.Position = &rewindv1.StartPosition_MessageId{MessageId: p.s}
+	case posRecordsBack:
+		sp.Position = &rewindv1.StartPosition_RecordsBack{RecordsBack: p.offset}
+	case posTimeBack:
+		sp.Position = &rewindv1.StartPosition_TimeBack{TimeBack: durationpb.New(p.d)}
+	case posToken:
+		sp.Position = &rewindv1.StartPosition_ResumeToken{ResumeToken: p.s}
+	default:
+		return nil, fmt.Errorf("%s is not a start position", p)
+	}
+	return sp, nil
+}
+
+func (p Position) stopProto(now time.Time) (*rewindv1.StopPosition, error) {
+	sp := &rewindv1.StopPosition{}
+	switch p.kind {
+	case posEnd, posLatest:
+		sp.Position = &rewindv1.StopPosition_End{End: true}
+	case posOffset:
+		sp.Position = &rewindv1.StopPosition_Offset{Offset: p.offset}
+	case posTime:
+		sp.Position = &rewindv1.StopPosition_Time{Time: timestamppb.New(p.t)}
+	case posTimeBack:
+		sp.Position = &rewindv1.StopPosition_Time{Time: timestamppb.New(now.Add(-p.d))}
+	case posMessageID:
+		sp.Position = &rewindv1.StopPosition_MessageId{MessageId: p.s}
+	default:
+		return nil, fmt.Errorf("%s is not a stop position (use end, N, @time, -duration or id:)", p)
+	}
+	return sp, nil
+}

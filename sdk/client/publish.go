@@ -1,0 +1,76 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+)
+
+// Header is one record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is a record to publish.
+type Message struct {
+	// Key decides the partition (hash of the key) unless Partition is set;
+	// without either, records are spread round-robin.
+	Key   []byte
+	Value []byte
+	// Headers are stored and delivered in order.
+	Headers []Header
+	// IdempotencyKey is stored and delivered with the record so consumers
+	// can drop duplicates (at most 256 bytes).
+	IdempotencyKey string
+	// EventTime is the producer's own timestamp (optional).
+	EventTime time.Time
+	// Partition, when set, picks the partition explicitly.
+	Partition *uint32
+}
+
+// Result says where a published record was stored.
+type Result struct {
+	Partition  uint32
+	Offset     uint64
+	MessageID  string
+	AppendTime time.Time
+	Duplicate  bool
+}
+
+// Publish appends msgs in one request and returns once they are durable,
+// with one result per message in order. Messages bound for the same
+// partition keep their order. A bad message (too large, unknown partition)
+// fails the whole request with InvalidArgument and stores nothing.
+func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]Result, error) {
+	req := &rewindv1.PublishRequest{Topic: topic, Records: make([]*rewindv1.PublishRecord, len(msgs))}
+	slab := make([]rewindv1.PublishRecord, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		r := &slab[i]
+		r.Key, r.Value, r.IdempotencyKey, r.Partition = m.Key, m.Value, m.IdempotencyKey, m.Partition
+		if !m.EventTime.IsZero() {
+			r.EventTimeUnixNanos = m.EventTime.UnixNano()
+		}
+		if len(m.Headers) > 0 {
+			r.Headers = make([]*rewindv1.Header, len(m.Headers))
+			for j, h := range m.Headers {
+				r.Headers[j] = &rewindv1.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+		req.Records[i] = r
+	}
+	resp, err := c.pub.Publish(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(resp.GetResults()))
+	for i, r := range resp.GetResults() {
+		out[i] = Result{
+			Partition: r.GetPartition(), Offset: r.GetOffset(), MessageID: r.GetMessageId(),
+			AppendTime: time.Unix(0, r.GetAppendTimeUnixNanos()), Duplicate: r.GetDuplicate(),
+		}
+	}
+	return out, nil
+}
