@@ -208,6 +208,10 @@ type group struct {
 	applied bool
 	// wantPropose is set by Wake and cleared when proposals are taken.
 	wantPropose bool
+	// recovered is closed once the group has applied every entry that was
+	// committed when it started (startCommit).
+	recovered   chan struct{}
+	startCommit uint64
 	stopped     bool
 }
 
@@ -305,34 +309,53 @@ func (h *Host) do(fn func() error) error {
 
 // AddGroup starts running a group: it loads its state, or bootstraps it with
 // gc.Voters if it has none. A group whose only voter is this node campaigns
-// at once, so it can take proposals after its first pass.
+// at once, so it can take proposals after its first pass. AddGroup returns
+// once the group has applied every entry that was committed before it
+// started, so what the state machine shows readers never grows history that
+// was already there.
 func (h *Host) AddGroup(gc GroupConfig) error {
 	if gc.ID == 0 || gc.SM == nil {
 		return errors.New("raftlog: AddGroup needs an ID and a state machine")
 	}
-	return h.do(func() error { return h.addGroup(gc) })
-}
-
-func (h *Host) addGroup(gc GroupConfig) error {
-	if _, ok := h.groups[gc.ID]; ok {
-		return fmt.Errorf("%w: %d", ErrGroupExists, gc.ID)
-	}
-	st, exists, err := openStorage(h.db, gc.ID)
+	var recovered chan struct{}
+	err := h.do(func() error {
+		g, err := h.addGroup(gc)
+		if g != nil {
+			recovered = g.recovered
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
+	select {
+	case <-recovered:
+		return nil
+	case <-h.done:
+		return errors.Join(ErrStopped, h.Err())
+	}
+}
+
+func (h *Host) addGroup(gc GroupConfig) (*group, error) {
+	if _, ok := h.groups[gc.ID]; ok {
+		return nil, fmt.Errorf("%w: %d", ErrGroupExists, gc.ID)
+	}
+	st, exists, err := openStorage(h.db, gc.ID)
+	if err != nil {
+		return nil, err
+	}
 	if !exists {
 		if len(gc.Voters) == 0 {
-			return fmt.Errorf("raftlog: group %d has no state and no voters to bootstrap", gc.ID)
+			return nil, fmt.Errorf("raftlog: group %d has no state and no voters to bootstrap", gc.ID)
 		}
 		b := h.db.NewBatch()
 		if err := st.bootstrap(b, gc.Voters); err != nil {
 			b.Close()
-			return err
+			return nil, err
 		}
 		if err := b.Commit(pebble.Sync); err != nil {
 			b.Close()
-			return fmt.Errorf("raftlog: bootstrap group %d: %w", gc.ID, err)
+			return nil, fmt.Errorf("raftlog: bootstrap group %d: %w", gc.ID, err)
 		}
 		b.Close()
 	}
@@ -351,18 +374,40 @@ func (h *Host) addGroup(gc GroupConfig) error {
 		Logger:                    newRaftLogger(h.log.Named("raft").With("group", gc.ID)),
 	})
 	if err != nil {
-		return fmt.Errorf("raftlog: group %d: %w", gc.ID, err)
+		return nil, fmt.Errorf("raftlog: group %d: %w", gc.ID, err)
 	}
-	g := &group{id: gc.ID, rn: rn, st: st, sm: gc.SM, batch: h.db.NewBatch()}
+	g := &group{
+		id: gc.ID, rn: rn, st: st, sm: gc.SM, batch: h.db.NewBatch(),
+		recovered: make(chan struct{}), startCommit: st.hard.GetCommit(),
+	}
 	h.groups[gc.ID] = g
 	if v := st.conf.GetVoters(); len(v) == 1 && v[0] == h.cfg.NodeID {
+		// A sole voter commits its whole log as soon as it wins (its
+		// election entry commits everything before it), so recovery waits
+		// for all of it: entries written but not yet committed at a crash
+		// (never acknowledged) are applied before readers look.
+		g.startCommit = st.last
 		if err := rn.Campaign(); err != nil {
-			return fmt.Errorf("raftlog: group %d campaign: %w", gc.ID, err)
+			return g, fmt.Errorf("raftlog: group %d campaign: %w", gc.ID, err)
 		}
 	}
 	h.setStatus(g, nil)
+	h.checkRecovered(g)
 	h.log.Debug("group added", "group", gc.ID, "applied", st.applied, "last", st.last, "new", !exists)
-	return nil
+	return g, nil
+}
+
+// checkRecovered closes g.recovered once its startup backlog is applied (or
+// the group stopped: then nothing more will be applied).
+func (h *Host) checkRecovered(g *group) {
+	select {
+	case <-g.recovered:
+		return
+	default:
+	}
+	if g.stopped || g.st.applied >= g.startCommit {
+		close(g.recovered)
+	}
 }
 
 // RemoveGroup stops group id if it runs and deletes all of its raft state
@@ -498,6 +543,7 @@ func (h *Host) stopGroup(g *group, err error) {
 	g.stopped = true
 	h.log.Error("group stopped", "group", g.id, "error", err)
 	h.setStatus(g, err)
+	h.checkRecovered(g)
 	g.sm.Stopped(err)
 }
 
@@ -549,6 +595,7 @@ func (h *Host) pass() (more bool, err error) {
 	for i, g := range readies {
 		rd := rds[i]
 		h.guard(g, func() error {
+			h.setStatus(g, nil)
 			if g.applied {
 				g.applied = false
 				g.sm.Durable()
@@ -566,6 +613,7 @@ func (h *Host) pass() (more bool, err error) {
 			g.rn.Advance(rd)
 			g.st.trimCacheTo(h.cacheFloor(g), h.cfg.EntryCacheBytes)
 			h.setStatus(g, nil)
+			h.checkRecovered(g)
 			if g.rn.HasReady() {
 				more = true
 			}

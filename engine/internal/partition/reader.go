@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -111,15 +112,15 @@ type Reader struct {
 	lit    *raftlog.LogIterator
 	upper  uint64 // visible end when the iterators were opened
 	expect uint64 // base of the batch the next sequential Read wants
-	cur    Batch
+	cur    *Batch
 }
 
 // NewReader returns a reader over p.
 func (p *Partition) NewReader() *Reader { return &Reader{p: p} }
 
 // Read returns the batch containing offset from, which must be below the
-// visible end. A batch read from disk is valid only until the next Read or
-// Close; one from the cache stays valid. fromCache says which.
+// visible end. The batch and its bytes stay valid and are never modified;
+// fromCache says whether it came from the tail cache (no disk read).
 func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 	p := r.p
 	if cb := p.cfg.Cache.Get(p.cfg.Group, from); cb != nil {
@@ -151,7 +152,7 @@ func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 		return nil, false, err
 	}
 	r.expect = r.cur.End()
-	return &r.cur, false, nil
+	return r.cur, false, nil
 }
 
 func (r *Reader) open(from uint64, vis State) error {
@@ -205,14 +206,17 @@ func (r *Reader) load(from uint64) error {
 	if len(data) == 0 || data[0] != kindBatch {
 		return fmt.Errorf("partition %d: %w: raft entry %d is not a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
 	}
-	rb, err := record.Parse(data[1:])
+	// Copy: the iterator's memory is reused as it moves (a block of the
+	// store's cache), and a stream may hold records of several batches in
+	// one event. The CRC is checked on the copy that will be delivered.
+	rb, err := record.Parse(bytes.Clone(data[1:]))
 	if err != nil {
 		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
 	}
 	if rb.Span() != row.span {
 		return fmt.Errorf("partition %d offset %d: %w: batch span %d, index says %d", p.cfg.Index, base, ErrCorrupt, rb.Span(), row.span)
 	}
-	r.cur = Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: rb}
+	r.cur = &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: rb}
 	return nil
 }
 

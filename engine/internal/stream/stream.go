@@ -132,6 +132,9 @@ func (s *streamer) run(ctx context.Context) error {
 	}
 	lastProgress := s.opts.Now()
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		progressed := false
 		done := 0
 		for i := range s.cursors {
