@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rewind-io/rewind/engine"
-	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/client"
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
 // server is a real node on a loopback port.

@@ -348,7 +348,9 @@ func TestFutureStopTimeEndsWhenTheClockPassesIt(t *testing.T) {
 	cs := e.resolve(cursor.Start{Kind: cursor.Earliest}, cursor.Stop{Kind: cursor.BeforeTime, Time: base + 500})
 	s := newSink()
 	done := make(chan error, 1)
-	go func() { done <- Run(context.Background(), topicID, e.parts, cs, Options{ProgressInterval: 20 * time.Millisecond}, s) }()
+	go func() {
+		done <- Run(context.Background(), topicID, e.parts, cs, Options{ProgressInterval: 20 * time.Millisecond}, s)
+	}()
 	s.waitRecords(t, 1, done)
 	e.clock.Store(base + 499)
 	e.append(0, "b", 1)
