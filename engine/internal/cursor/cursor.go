@@ -195,11 +195,17 @@ func resolveStart(topicID uint64, topic, logs []Log, s Start, now int64, cs []Cu
 		if err != nil {
 			return err
 		}
-		if err := atTime(t); err != nil {
-			return err
-		}
-		if own := find(logs, s.ID.Partition); own >= 0 {
-			cs[own].Next, cs[own].MinTime = s.ID.Offset, math.MinInt64
+		for i, l := range logs {
+			if l.Index() == s.ID.Partition {
+				cs[i].Next = s.ID.Offset
+				continue
+			}
+			bound := tieBreak(t, l.Index(), s.ID.Partition)
+			off, err := l.SeekTime(bound)
+			if err != nil {
+				return err
+			}
+			cs[i].Next, cs[i].MinTime = off, bound
 		}
 	case FromToken:
 		if s.Token.TopicID != topicID {
@@ -250,16 +256,32 @@ func resolveStop(topicID uint64, topic, logs []Log, s Stop, cs []Cursor) error {
 		if err != nil {
 			return err
 		}
-		for i := range cs {
-			cs[i].StopTime = t
-		}
-		if own := find(logs, s.ID.Partition); own >= 0 {
-			cs[own].StopOffset, cs[own].StopTime = s.ID.Offset, NoTime
+		for i, l := range logs {
+			if l.Index() == s.ID.Partition {
+				cs[i].StopOffset = s.ID.Offset
+				continue
+			}
+			cs[i].StopTime = tieBreak(t, l.Index(), s.ID.Partition)
 		}
 	default:
 		return fmt.Errorf("%w: stop kind %d", ErrInvalid, s.Kind)
 	}
 	return nil
+}
+
+// tieBreak is the time bound a message ID at time t in partition idPart puts
+// on partition part. A message ID names a point in the order (append time,
+// partition, offset) over the whole topic: a start delivers every record at
+// or after the point, a stop every record before it. In another partition
+// that is "append time >= t", except that a record with exactly time t in a
+// lower-numbered partition comes before the point, so the bound there is
+// t+1. Without the tie-break, consecutive message-ID ranges whose cuts share
+// an append time would overlap.
+func tieBreak(t int64, part, idPart uint32) int64 {
+	if part < idPart && t < NoTime {
+		return t + 1
+	}
+	return t
 }
 
 // idLog returns the partition a message ID names, checking that the record

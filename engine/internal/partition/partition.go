@@ -26,6 +26,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -187,6 +188,12 @@ func Open(cfg Config) (*Partition, error) {
 			return nil, fmt.Errorf("partition %d (group %d): %w", cfg.Index, cfg.Group, err)
 		}
 	}
+	if p.st == (State{}) {
+		// Nothing applied yet: no previous batch bounds the first one's
+		// time (which may be before 1970).
+		p.st.FirstTime, p.st.LastTime = math.MinInt64, math.MinInt64
+	}
+	p.proposedTime = math.MinInt64
 	p.mu.visible = p.st
 	p.mu.room = make(chan struct{})
 	p.mu.subs = make(map[chan<- struct{}]struct{})

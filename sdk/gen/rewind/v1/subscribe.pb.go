@@ -181,7 +181,9 @@ type StartPosition_Time struct {
 type StartPosition_MessageId struct {
 	// The record with this ID in its partition; every other selected
 	// partition starts at its first record with append time >= that
-	// record's append time.
+	// record's append time (in a lower-numbered partition, > that time: a
+	// message ID is a point in the order (append time, partition, offset),
+	// so consecutive message-ID ranges tile exactly).
 	MessageId string `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3,oneof"`
 }
 
@@ -322,7 +324,8 @@ type StopPosition_Time struct {
 
 type StopPosition_MessageId struct {
 	// Stop before this record in its partition; every other partition stops
-	// before its first record with append time >= that record's time.
+	// before its first record with append time >= that record's time (in a
+	// lower-numbered partition, > that time; see StartPosition.message_id).
 	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3,oneof"`
 }
 
