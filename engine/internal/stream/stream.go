@@ -136,11 +136,10 @@ func (s *streamer) run(ctx context.Context) error {
 			return err
 		}
 		progressed := false
-		done := 0
+		var done int
 		for i := range s.cursors {
 			c := &s.cursors[i]
 			if c.Done {
-				done++
 				continue
 			}
 			p := s.parts[i]
@@ -177,6 +176,12 @@ func (s *streamer) run(ctx context.Context) error {
 						return err
 					}
 				}
+			}
+		}
+		done = 0
+		for i := range s.cursors {
+			if s.cursors[i].Done {
+				done++
 			}
 		}
 		if done == len(s.cursors) {

@@ -401,3 +401,22 @@ func TestIdempotencyKeysAndIDsAreDelivered(t *testing.T) {
 		t.Fatalf("%d records", n)
 	}
 }
+
+// TestEmptyRangeEndsAtOnce stops every partition before its first record:
+// the stream must end in the same round, not at the next progress tick (it
+// once waited for the progress timer; here that timer is an hour).
+func TestEmptyRangeEndsAtOnce(t *testing.T) {
+	e := newEnv(t, 2, 64<<20)
+	e.append(0, "a", 3)
+	e.append(1, "b", 3)
+	cs := e.resolve(cursor.Start{Kind: cursor.Earliest}, cursor.Stop{Kind: cursor.BeforeTime, Time: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := newSink()
+	if err := Run(ctx, topicID, e.parts, cs, Options{ProgressInterval: time.Hour}, s); err != nil {
+		t.Fatalf("stream ended with %v, want an end event", err)
+	}
+	if evs := s.snapshot(); evs[len(evs)-1].GetEnd() == nil || len(records(evs)) != 0 {
+		t.Fatalf("events %v", evs)
+	}
+}
