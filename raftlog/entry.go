@@ -16,13 +16,6 @@ import (
 // exactly the batch itself plus a few bytes, with no protobuf framing to undo
 // on the read path.
 
-func encodeEntry(e *pb.Entry) []byte {
-	buf := make([]byte, 0, 1+binary.MaxVarintLen64+len(e.GetData()))
-	buf = append(buf, byte(e.GetType()))
-	buf = binary.AppendUvarint(buf, e.GetTerm())
-	return append(buf, e.GetData()...)
-}
-
 // decodeEntryHeader splits a stored entry value into its type, term and data.
 // data aliases v.
 func decodeEntryHeader(v []byte) (typ pb.EntryType, term uint64, data []byte, err error) {

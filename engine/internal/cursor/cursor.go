@@ -300,15 +300,6 @@ func idLog(topicID uint64, topic []Log, id msgid.ID) (Log, error) {
 	return l, nil
 }
 
-func find(logs []Log, partition uint32) int {
-	for i, l := range logs {
-		if l.Index() == partition {
-			return i
-		}
-	}
-	return -1
-}
-
 func checkOffset(l Log, off uint64) error {
 	b := l.Bounds()
 	if off < b.LogStart || off > b.Next {

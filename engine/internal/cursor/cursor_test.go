@@ -3,7 +3,6 @@ package cursor_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -623,9 +622,6 @@ func TestFinish(t *testing.T) {
 		t.Fatalf("Finish(3) from 5: next=%d done=%t, want 5 true (never backwards)", c.Next, c.Done)
 	}
 }
-
-// knownBugs runs the tests that show open bugs (they fail until fixed).
-var knownBugs = flag.Bool("known-bugs", false, "run the tests of known, unfixed bugs")
 
 func newHarness(t *testing.T, partitions int) *harness {
 	h := &harness{t: t, fs: vfs.NewMem(), cacheBytes: 1 << 20}
