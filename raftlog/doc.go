@@ -11,10 +11,12 @@
 //     (TakeProposals) and proposes them, so a state machine can coalesce
 //     everything queued since the last pass into one entry;
 //  3. for every group with a Ready: writes its entries and HardState, and
-//     applies its committed entries (StateMachine.Apply) into the same Pebble
-//     batch that records the new applied index, then commits that batch
-//     without syncing;
-//  4. syncs the WAL once for all groups;
+//     applies its committed entries (StateMachine.Apply), all into the one
+//     Pebble batch of the pass, which also records each group's new applied
+//     index;
+//  4. commits that batch with one WAL sync for all groups (no sync when no
+//     group has new entries or votes: a commit index or apply rows lost in
+//     a crash are rebuilt from the log);
 //  5. calls StateMachine.Durable, sends messages, and advances each group.
 //
 // So N groups with traffic cost one fsync per pass, not N, and a crash

@@ -202,7 +202,6 @@ type group struct {
 	rn     *raft.RawNode
 	st     *storage
 	sm     StateMachine
-	batch  *pebble.Batch
 	leader uint64
 	// applied is set when the last pass applied entries (Durable is due).
 	applied bool
@@ -377,7 +376,7 @@ func (h *Host) addGroup(gc GroupConfig) (*group, error) {
 		return nil, fmt.Errorf("raftlog: group %d: %w", gc.ID, err)
 	}
 	g := &group{
-		id: gc.ID, rn: rn, st: st, sm: gc.SM, batch: h.db.NewBatch(),
+		id: gc.ID, rn: rn, st: st, sm: gc.SM,
 		recovered: make(chan struct{}), startCommit: st.hard.GetCommit(),
 	}
 	h.groups[gc.ID] = g
@@ -418,7 +417,6 @@ func (h *Host) RemoveGroup(id uint64) error {
 	return h.do(func() error {
 		if g, ok := h.groups[id]; ok {
 			delete(h.groups, id)
-			g.batch.Close()
 			h.mu.Lock()
 			delete(h.mu.status, id)
 			h.mu.Unlock()
@@ -547,50 +545,50 @@ func (h *Host) stopGroup(g *group, err error) {
 	g.sm.Stopped(err)
 }
 
-// pass persists and applies the Ready of every group that has one, with one
-// WAL sync for all of them. It reports whether some group has more to do.
-// An error means the store failed and the host must stop.
+// pass persists and applies the Ready of every group that has one, in one
+// Pebble batch committed with one WAL sync. It reports whether some group
+// has more to do. An error means the store failed and the host must stop.
+//
+// A group that fails while its Ready is written (a raft panic, an apply
+// error) stops alone; what it already wrote stays in the batch, which is
+// safe: entries are written before the HardState that could commit them,
+// and apply rows without the applied index that covers them are rewritten
+// identically when the group is next opened.
 func (h *Host) pass() (more bool, err error) {
 	var readies []*group
 	var rds []raft.Ready
 	mustSync := false
+	b := h.db.NewBatch()
+	defer b.Close()
 	for _, g := range h.groups {
 		if g.stopped || !g.rn.HasReady() {
 			continue
 		}
 		var rd raft.Ready
-		var storeErr error
 		h.guard(g, func() error {
 			rd = g.rn.Ready()
-			if err := h.persist(g, rd); err != nil {
-				return err
-			}
-			if err := g.batch.Commit(pebble.NoSync); err != nil {
-				// A failed write to the store is not the group's fault;
-				// stop the whole host (no retry of a failed write).
-				storeErr = err
-				return nil
-			}
-			return nil
+			return h.persist(g, b, rd)
 		})
-		g.batch.Reset()
-		if storeErr != nil {
-			return false, fmt.Errorf("raftlog: group %d commit: %w", g.id, storeErr)
-		}
 		if g.stopped {
 			continue
 		}
-		mustSync = mustSync || rd.MustSync || g.applied
+		// Only new entries and votes must be synced before answering:
+		// a commit index and apply rows lost in a crash are rebuilt from
+		// the log.
+		mustSync = mustSync || rd.MustSync
 		readies = append(readies, g)
 		rds = append(rds, rd)
 	}
 	if len(readies) == 0 {
 		return false, nil
 	}
+	opts := pebble.NoSync
 	if mustSync {
-		if err := h.db.LogData(nil, pebble.Sync); err != nil {
-			return false, fmt.Errorf("raftlog: sync: %w", err)
-		}
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
+		// No retry of a failed write or fsync: what it covered is unknown.
+		return false, fmt.Errorf("raftlog: commit pass: %w", err)
 	}
 	for i, g := range readies {
 		rd := rds[i]
@@ -623,16 +621,16 @@ func (h *Host) pass() (more bool, err error) {
 	return more, nil
 }
 
-// persist writes one Ready into g.batch and applies its committed entries.
-func (h *Host) persist(g *group, rd raft.Ready) error {
+// persist writes one Ready into b and applies its committed entries.
+func (h *Host) persist(g *group, b *pebble.Batch, rd raft.Ready) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		return errors.New("raftlog: snapshots are not supported by this node yet")
 	}
-	if err := g.st.append(g.batch, rd.Entries); err != nil {
+	if err := g.st.append(b, rd.Entries); err != nil {
 		return err
 	}
 	if !raft.IsEmptyHardState(rd.HardState) {
-		if err := g.st.setHardState(g.batch, rd.HardState); err != nil {
+		if err := g.st.setHardState(b, rd.HardState); err != nil {
 			return err
 		}
 	}
@@ -651,18 +649,18 @@ func (h *Host) persist(g *group, rd raft.Ready) error {
 			if err != nil {
 				return err
 			}
-			if err := g.st.setConf(g.batch, g.rn.ApplyConfChange(cc)); err != nil {
+			if err := g.st.setConf(b, g.rn.ApplyConfChange(cc)); err != nil {
 				return err
 			}
 		}
 	}
 	if len(normal) > 0 {
-		if err := g.sm.Apply(g.batch, normal); err != nil {
+		if err := g.sm.Apply(b, normal); err != nil {
 			return fmt.Errorf("raftlog: group %d apply: %w", g.id, err)
 		}
 	}
 	g.applied = true
-	return g.st.setApplied(g.batch, rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex())
+	return g.st.setApplied(b, rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex())
 }
 
 func decodeConfChange(e *pb.Entry) (pb.ConfChangeI, error) {
@@ -729,6 +727,5 @@ func (h *Host) shutdown(err error) {
 			g.stopped = true
 			g.sm.Stopped(stopErr)
 		}
-		g.batch.Close()
 	}
 }
