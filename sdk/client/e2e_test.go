@@ -419,3 +419,49 @@ func TestLiveSubscriberSeesEveryRecordInOrder(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSlowConsumerLosesNothing opens a live stream, publishes far more than
+// the HTTP/2 flow-control windows hold while the subscriber does not read,
+// then reads: every record arrives, in order. The server stops reading for
+// that stream instead of buffering or dropping.
+func TestSlowConsumerLosesNothing(t *testing.T) {
+	s := startServer(t, "")
+	c := client.New(s.addr)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "slow", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, "slow", client.From(client.Latest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	value := make([]byte, 1024)
+	const n = 40_000 // 40 MiB: more than the 16 MiB stream window
+	for i := 0; i < n; i += 1000 {
+		msgs := make([]client.Message, 1000)
+		for j := range msgs {
+			v := append([]byte(fmt.Sprintf("%08d", i+j)), value[8:]...)
+			msgs[j] = client.Message{Value: v}
+		}
+		if _, err := c.Publish(ctx, "slow", msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := 0
+	for next < n && sub.Next() {
+		r, ok := sub.Event().(*client.Records)
+		if !ok {
+			continue
+		}
+		for _, rec := range r.Records {
+			if rec.Offset != uint64(next) || string(rec.Value[:8]) != fmt.Sprintf("%08d", next) {
+				t.Fatalf("record at offset %d (%q), want %d", rec.Offset, rec.Value[:8], next)
+			}
+			next++
+		}
+	}
+	if err := sub.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
