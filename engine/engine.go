@@ -68,6 +68,27 @@ func Open(cfg Config) (*Node, error) {
 // and reflection.
 func (n *Node) Handler() http.Handler { return n.api.Handler() }
 
+// NewHTTPServer returns the HTTP server configuration Rewind serves with:
+// HTTP/1.1 and unencrypted HTTP/2 (h2c) on one port, so Connect, gRPC and
+// gRPC-web clients all connect, with flow-control windows large enough for
+// a replay stream at loopback speed (the defaults throttle it), and a bound
+// on header reads.
+func NewHTTPServer(h http.Handler) *http.Server {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		Protocols:         p,
+		ReadHeaderTimeout: 10 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          1000,
+			MaxReceiveBufferPerConnection: 64 << 20,
+			MaxReceiveBufferPerStream:     16 << 20,
+		},
+	}
+}
+
 // Drain starts shutting down without waiting: new requests are refused and
 // streams end with Unavailable. Call it before shutting the HTTP server
 // down, then Close.

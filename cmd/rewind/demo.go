@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -65,10 +64,7 @@ func demo(ctx context.Context) error {
 		node.Close()
 		return err
 	}
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: node.Handler(), Protocols: protocols}
+	srv := engine.NewHTTPServer(node.Handler())
 	go srv.Serve(ln)
 	defer func() {
 		node.Drain()

@@ -75,19 +75,7 @@ func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, ori
 		node.Close()
 		return err
 	}
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{
-		Handler:           withCORS(node.Handler(), origins),
-		Protocols:         protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams:          1000,
-			MaxReceiveBufferPerConnection: 64 << 20,
-			MaxReceiveBufferPerStream:     16 << 20,
-		},
-	}
+	srv := engine.NewHTTPServer(withCORS(node.Handler(), origins))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "address", ln.Addr().String())

@@ -40,10 +40,7 @@ func startServer(t testing.TB, dir string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	s := &server{t: t, dir: dir, node: n, srv: &http.Server{Handler: n.Handler(), Protocols: p}, addr: "http://" + ln.Addr().String()}
+	s := &server{t: t, dir: dir, node: n, srv: engine.NewHTTPServer(n.Handler()), addr: "http://" + ln.Addr().String()}
 	go s.srv.Serve(ln)
 	t.Cleanup(s.stop)
 	return s

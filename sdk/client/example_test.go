@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 
 	"github.com/rewind-io/rewind/engine"
@@ -20,10 +19,7 @@ func exampleServer() (string, func()) {
 		panic(err)
 	}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: n.Handler(), Protocols: p}
+	srv := engine.NewHTTPServer(n.Handler())
 	go srv.Serve(ln)
 	return "http://" + ln.Addr().String(), func() { n.Drain(); srv.Close(); n.Close(); os.RemoveAll(dir) }
 }

@@ -187,11 +187,7 @@ func resolveStart(topicID uint64, topic, logs []Log, s Start, now int64, cs []Cu
 			cs[i].Next = b.Next - min(s.N, b.Next-b.LogStart)
 		}
 	case AtMessageID:
-		l, err := idLog(topicID, topic, s.ID)
-		if err != nil {
-			return err
-		}
-		t, err := l.TimeOf(s.ID.Offset)
+		t, err := idTime(topicID, topic, s.ID)
 		if err != nil {
 			return err
 		}
@@ -248,11 +244,7 @@ func resolveStop(topicID uint64, topic, logs []Log, s Stop, cs []Cursor) error {
 			cs[i].StopOffset = l.Bounds().Next
 		}
 	case BeforeMessageID:
-		l, err := idLog(topicID, topic, s.ID)
-		if err != nil {
-			return err
-		}
-		t, err := l.TimeOf(s.ID.Offset)
+		t, err := idTime(topicID, topic, s.ID)
 		if err != nil {
 			return err
 		}
@@ -284,20 +276,20 @@ func tieBreak(t int64, part, idPart uint32) int64 {
 	return t
 }
 
-// idLog returns the partition a message ID names, checking that the record
-// is stored.
-func idLog(topicID uint64, topic []Log, id msgid.ID) (Log, error) {
+// idTime returns the append time of the record a message ID names,
+// checking that it belongs to this topic and is stored.
+func idTime(topicID uint64, topic []Log, id msgid.ID) (int64, error) {
 	if id.TopicID != topicID {
-		return nil, fmt.Errorf("%w: message ID %s belongs to another topic (id %d; this topic's id is %d)", ErrInvalid, id, id.TopicID, topicID)
+		return 0, fmt.Errorf("%w: message ID %s belongs to another topic (id %d; this topic's id is %d)", ErrInvalid, id, id.TopicID, topicID)
 	}
 	if int(id.Partition) >= len(topic) {
-		return nil, fmt.Errorf("%w: message ID %s names partition %d, which does not exist", ErrInvalid, id, id.Partition)
+		return 0, fmt.Errorf("%w: message ID %s names partition %d, which does not exist", ErrInvalid, id, id.Partition)
 	}
 	l := topic[id.Partition]
 	if b := l.Bounds(); id.Offset < b.LogStart || id.Offset >= b.Next {
-		return nil, outOfRange(l, id.Offset)
+		return 0, outOfRange(l, id.Offset)
 	}
-	return l, nil
+	return l.TimeOf(id.Offset)
 }
 
 func checkOffset(l Log, off uint64) error {
