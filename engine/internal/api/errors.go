@@ -26,6 +26,8 @@ var codes = []struct {
 	code connect.Code
 }{
 	{partition.ErrCorrupt, connect.CodeDataLoss},
+	{partition.ErrConflict, connect.CodeFailedPrecondition},
+	{partition.ErrFenced, connect.CodeFailedPrecondition},
 	{broker.ErrNoTopic, connect.CodeNotFound},
 	{broker.ErrTopicDeleted, connect.CodeNotFound},
 	{broker.ErrTopicExists, connect.CodeAlreadyExists},
@@ -63,6 +65,15 @@ func toConnect(log hclog.Logger, err error) error {
 			d.EarliestTime = timestamppb.New(unixNano(oor.EarliestTime))
 		}
 		addDetail(e, d)
+		return e
+	}
+	var conflict *broker.ConflictError
+	if errors.As(err, &conflict) {
+		e := connect.NewError(connect.CodeFailedPrecondition, err)
+		addDetail(e, &rewindv1.IdempotencyConflict{
+			Index: uint32(conflict.Index), IdempotencyKey: conflict.Key, Partition: conflict.Partition,
+			Offset: conflict.Offset, MessageId: msgid.ID{TopicID: conflict.TopicID, Partition: conflict.Partition, Offset: conflict.Offset}.String(),
+		})
 		return e
 	}
 	var big *broker.RecordTooLargeError

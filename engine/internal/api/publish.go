@@ -44,6 +44,7 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 		pr.Offset = r.Offset
 		pr.MessageId = msgid.ID{TopicID: topicID, Partition: r.Partition, Offset: r.Offset}.String()
 		pr.AppendTimeUnixNanos = r.AppendTime
+		pr.Duplicate = r.Duplicate
 		out.Results[i] = pr
 	}
 	return out, nil

@@ -19,6 +19,13 @@ func (s *Server) CreateTopic(ctx context.Context, req *rewindv1.CreateTopicReque
 		Partitions:        cfg.GetPartitions(),
 		ReplicationFactor: cfg.GetReplicationFactor(),
 		MaxRecordBytes:    cfg.GetMaxRecordBytes(),
+		DedupeWindow:      -1, // the default, unless the request sets one
+	}
+	if d := cfg.GetDedupeWindow(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+			return nil, invalidf("dedupe_window must be a duration >= 0")
+		}
+		spec.DedupeWindow = d.AsDuration()
 	}
 	if r := cfg.GetRetention(); r != nil {
 		if d := r.GetMaxAge(); d != nil {
@@ -92,6 +99,7 @@ func topicProto(t *meta.Topic) *rewindv1.Topic {
 	if t.Retention.MaxAgeNanos > 0 {
 		cfg.Retention.MaxAge = durationpb.New(unixDuration(t.Retention.MaxAgeNanos))
 	}
+	cfg.DedupeWindow = durationpb.New(unixDuration(t.DedupeWindowNanos))
 	return &rewindv1.Topic{
 		Name: t.Name, Id: t.ID, Config: cfg,
 		CreateTime: timestamppb.New(unixNano(t.CreateTime)),

@@ -287,6 +287,7 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 		p, err := partition.Open(partition.Config{
 			Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
 			Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
+			DedupeWindow: time.Duration(t.DedupeWindowNanos),
 		})
 		if err != nil {
 			return fmt.Errorf("broker: topic %q: %w", t.Name, err)

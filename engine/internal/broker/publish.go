@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync/atomic"
@@ -25,7 +26,27 @@ type PublishResult struct {
 	Partition  uint32
 	Offset     uint64
 	AppendTime int64
+	// Duplicate: the record was stored before (same idempotency key within
+	// the topic's dedupe window); Offset and AppendTime are the original's.
+	Duplicate bool
 }
+
+// ConflictError says which record of a publish reuses an idempotency key
+// for different contents, and where the original is.
+type ConflictError struct {
+	Index     int
+	Key       string
+	TopicID   uint64
+	Partition uint32
+	Offset    uint64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("record %d reuses idempotency key %q of a different record (partition %d, offset %d) within the dedupe window", e.Index, e.Key, e.Partition, e.Offset)
+}
+
+// Is makes a ConflictError a partition.ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == partition.ErrConflict }
 
 // RecordTooLargeError says which record of a publish exceeds the topic's
 // limit.
@@ -67,6 +88,7 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 	n := lt.meta.Partitions
 	dest := make([]uint32, len(recs))
 	counts := make([]int, n)
+	var seenKeys map[string]int
 	for i := range recs {
 		r := &recs[i]
 		if size := r.EncodedSize(); size > int(lt.meta.MaxRecordBytes) {
@@ -77,6 +99,15 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 		}
 		if !utf8.Valid(r.IdempotencyKey) {
 			return 0, nil, fmt.Errorf("%w: record %d: idempotency key is not UTF-8", ErrInvalid, i)
+		}
+		if len(r.IdempotencyKey) > 0 {
+			if seenKeys == nil {
+				seenKeys = make(map[string]int)
+			}
+			if j, ok := seenKeys[string(r.IdempotencyKey)]; ok {
+				return 0, nil, fmt.Errorf("%w: records %d and %d have the same idempotency key %q", ErrInvalid, j, i, r.IdempotencyKey)
+			}
+			seenKeys[string(r.IdempotencyKey)] = i
 		}
 		switch {
 		case r.HasPartition:
@@ -125,15 +156,15 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 	out := make([]PublishResult, len(recs))
 	for _, w := range waits {
 		if err := w.a.Wait(ctx); err != nil {
+			var ce *partition.ConflictError
+			if errors.As(err, &ce) {
+				return 0, nil, &ConflictError{Index: idx[w.p][ce.Index], Key: ce.Key, TopicID: lt.meta.ID, Partition: uint32(w.p), Offset: ce.Offset}
+			}
 			return 0, nil, b.publishError(topic, err)
 		}
-		for _, seg := range w.a.Segments {
-			for k := range seg.Count {
-				out[idx[w.p][seg.First+k]] = PublishResult{
-					Partition: uint32(w.p), Offset: seg.Base + uint64(k), AppendTime: seg.AppendTime,
-				}
-			}
-		}
+		w.a.Each(func(i int, off uint64, t int64, dup bool) {
+			out[idx[w.p][i]] = PublishResult{Partition: uint32(w.p), Offset: off, AppendTime: t, Duplicate: dup}
+		})
 	}
 	return lt.meta.ID, out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
@@ -28,7 +29,13 @@ type TopicSpec struct {
 	ReplicationFactor uint32 // 0: default (1)
 	MaxRecordBytes    uint32 // 0: DefaultMaxRecordBytes
 	Retention         meta.Retention
+	// DedupeWindow is how long idempotency keys are remembered; 0 turns
+	// deduplication off, a negative value selects DefaultDedupeWindow.
+	DedupeWindow time.Duration
 }
+
+// DefaultDedupeWindow is the dedupe window of a topic created without one.
+const DefaultDedupeWindow = 24 * time.Hour
 
 // TopicInfo describes a topic.
 type TopicInfo = meta.Topic
@@ -62,6 +69,9 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	if s.MaxRecordBytes > MaxMaxRecordBytes {
 		errs = append(errs, fmt.Errorf("%w: max record size %d bytes: at most %d", ErrInvalid, s.MaxRecordBytes, MaxMaxRecordBytes))
 	}
+	if s.DedupeWindow < 0 {
+		s.DedupeWindow = DefaultDedupeWindow
+	}
 	if s.Retention.MaxAgeNanos < 0 {
 		errs = append(errs, fmt.Errorf("%w: negative retention age", ErrInvalid))
 	}
@@ -71,6 +81,7 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	t, err := b.meta.Create(ctx, meta.Spec{
 		Name: s.Name, Partitions: s.Partitions, ReplicationFactor: s.ReplicationFactor,
 		MaxRecordBytes: s.MaxRecordBytes, Retention: s.Retention, CreateTime: b.Now(),
+		DedupeWindowNanos: int64(s.DedupeWindow),
 	})
 	if errors.Is(err, meta.ErrTopicExists) {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, s.Name)

@@ -10,6 +10,9 @@
 //	'o' <group:8> <base offset:8>         offset index: one row per batch
 //	't' <group:8> <append time:8> <base offset:8>   time index: one row per batch
 //	'p' <group:8>                         partition applied state
+//	'd' <group:8> <idempotency key>       dedupe index: offset, time, payload hash
+//	'e' <group:8> <append time:8> <idempotency key>  dedupe expiry order
+//	'c' <group:8> <subscriber group name> a subscriber group's commit and fence
 //
 // Append times are stored with the sign bit flipped so that negative times
 // (before 1970) still sort first.
@@ -23,6 +26,9 @@ const (
 	Offset    = 'o'
 	Time      = 't'
 	Partition = 'p'
+	Dedupe    = 'd'
+	Expiry    = 'e'
+	Commit    = 'c'
 )
 
 // FormatKey holds the store format version.
@@ -102,4 +108,37 @@ func GroupSpan(prefix byte, group uint64) (start, end []byte) {
 		return start, []byte{prefix + 1}
 	}
 	return start, groupKey(prefix, group+1)
+}
+
+// DedupeKey is the dedupe index row of an idempotency key.
+func DedupeKey(group uint64, idem []byte) []byte { return append(groupKey(Dedupe, group), idem...) }
+
+// ExpiryKey orders dedupe rows by the append time of their record.
+func ExpiryKey(group uint64, appendTime int64, idem []byte) []byte {
+	k := binary.BigEndian.AppendUint64(groupKey(Expiry, group), uint64(appendTime)^1<<63)
+	return append(k, idem...)
+}
+
+// ExpirySeekKey is the smallest expiry key with append time >= t.
+func ExpirySeekKey(group uint64, t int64) []byte {
+	return binary.BigEndian.AppendUint64(groupKey(Expiry, group), uint64(t)^1<<63)
+}
+
+// ExpiryKeyParts decodes an expiry key.
+func ExpiryKeyParts(k []byte) (appendTime int64, idem []byte, ok bool) {
+	if len(k) < 17 || k[0] != Expiry {
+		return 0, nil, false
+	}
+	return int64(binary.BigEndian.Uint64(k[9:]) ^ 1<<63), k[17:], true
+}
+
+// CommitKey is the row of a subscriber group's state in one partition.
+func CommitKey(group uint64, name string) []byte { return append(groupKey(Commit, group), name...) }
+
+// CommitKeyName decodes the subscriber group name of a commit key.
+func CommitKeyName(k []byte) (string, bool) {
+	if len(k) < 10 || k[0] != Commit {
+		return "", false
+	}
+	return string(k[9:]), true
 }

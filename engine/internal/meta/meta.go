@@ -56,6 +56,9 @@ type Topic struct {
 	ReplicationFactor uint32    `json:"replication_factor"`
 	MaxRecordBytes    uint32    `json:"max_record_bytes"`
 	Retention         Retention `json:"retention"`
+	// DedupeWindowNanos is how long idempotency keys are remembered; 0:
+	// off.
+	DedupeWindowNanos int64 `json:"dedupe_window_ns,omitempty"`
 	// Groups holds the raft group id of each partition, by partition number.
 	Groups     []uint64 `json:"groups"`
 	CreateTime int64    `json:"create_time_ns"`
@@ -68,6 +71,7 @@ type Spec struct {
 	ReplicationFactor uint32
 	MaxRecordBytes    uint32
 	Retention         Retention
+	DedupeWindowNanos int64
 	CreateTime        int64
 }
 
@@ -323,7 +327,7 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 	t := &Topic{
 		ID: m.st.NextTopicID, Name: s.Name, Partitions: s.Partitions,
 		ReplicationFactor: s.ReplicationFactor, MaxRecordBytes: s.MaxRecordBytes,
-		Retention: s.Retention, CreateTime: s.CreateTime,
+		Retention: s.Retention, DedupeWindowNanos: s.DedupeWindowNanos, CreateTime: s.CreateTime,
 	}
 	m.st.NextTopicID++
 	for range s.Partitions {

@@ -61,7 +61,10 @@ var (
 )
 
 // Command kinds: the first byte of every entry this package proposes.
-const kindBatch = 1
+const (
+	kindBatch = 1 // a record batch (record package)
+	kindGroup = 2 // a subscriber group command (groups.go)
+)
 
 // Waker is the part of the raft host a partition needs.
 type Waker interface{ Wake(group uint64) }
@@ -84,7 +87,10 @@ type Config struct {
 	// MaxPendingBytes bounds what publishers may have queued or in flight;
 	// Append waits for room beyond it. Default 64 MiB.
 	MaxPendingBytes int64
-	Logger          hclog.Logger
+	// DedupeWindow is how long idempotency keys are remembered (see
+	// dedupe.go); 0 turns deduplication off.
+	DedupeWindow time.Duration
+	Logger       hclog.Logger
 }
 
 // Partition is one partition. It implements raftlog.StateMachine.
@@ -101,12 +107,24 @@ type Partition struct {
 	// proposedTime is the append time of the last proposed batch: proposal
 	// times never go backwards, even if the clock does.
 	proposedTime int64
+	// pendingKeys are the idempotency keys of records in flight.
+	pendingKeys map[string]struct{}
+	// passKeys and passGroups hold what Apply wrote in the current pass
+	// (not yet committed, so not readable from the store); cleared by
+	// Durable.
+	passKeys   map[string]dedupeEntry
+	passGroups map[string]passGroup
+	// gcFloor: dedupe rows of records appended before it are deleted.
+	gcFloor   int64
+	opFlights map[uint64]*pendingOp
+	opResults []opResult
 
 	mu struct {
 		sync.Mutex
 		visible State
 		leader  uint64
 		queue   []*Append
+		ops     []*pendingOp
 		pending int64         // bytes queued or in flight
 		room    chan struct{} // closed when pending drops
 		subs    map[chan<- struct{}]struct{}
@@ -126,11 +144,12 @@ type appliedBatch struct {
 type flight struct {
 	parts []flightPart
 	time  int64
+	keys  []string // idempotency keys it carries
 }
 
 type flightPart struct {
 	a     *Append
-	first int // index of the first record of a carried here
+	first int // position, among the append's kept records, of the first carried here
 	n     int
 }
 
@@ -139,18 +158,24 @@ type flightPart struct {
 type Append struct {
 	Records []record.Record
 	// Results, valid after Wait returns nil: one segment per batch the
-	// records were split into, in order.
-	Segments []Segment
+	// stored records were split into, in order, and the records that were
+	// already stored (same idempotency key within the dedupe window). Use
+	// Each to walk both.
+	Segments   []Segment
+	Duplicates []Duplicate
 
+	// kept lists the indexes of the records proposed (not duplicates), in
+	// order; nil means all of them.
+	kept    []int
 	size    int64
 	pending int // batches not yet applied
 	err     error
 	done    chan struct{}
 }
 
-// Segment says where a run of an append's records landed.
+// Segment says where a run of an append's stored records landed.
 type Segment struct {
-	First      int // index into Records
+	First      int // position among the stored records (see Append.Each)
 	Count      int
 	Base       uint64 // offset of Records[First]
 	AppendTime int64
@@ -170,7 +195,12 @@ func Open(cfg Config) (*Partition, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	p := &Partition{cfg: cfg, log: cfg.Logger, inflight: make(map[uint64]*flight)}
+	p := &Partition{
+		cfg: cfg, log: cfg.Logger, inflight: make(map[uint64]*flight),
+		pendingKeys: make(map[string]struct{}), passKeys: make(map[string]dedupeEntry),
+		passGroups: make(map[string]passGroup), opFlights: make(map[uint64]*pendingOp),
+		gcFloor: math.MinInt64,
+	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	// Proposal ids must not collide with ids of an earlier run still being
@@ -296,6 +326,35 @@ func (a *Append) Wait(ctx context.Context) error {
 	}
 }
 
+// Each calls fn for every record of the append, once, with where it is
+// stored and whether it had been stored before (a duplicate).
+func (a *Append) Each(fn func(index int, offset uint64, appendTime int64, duplicate bool)) {
+	for _, seg := range a.Segments {
+		for k := range seg.Count {
+			fn(a.index(seg.First+k), seg.Base+uint64(k), seg.AppendTime, false)
+		}
+	}
+	for _, d := range a.Duplicates {
+		fn(d.Index, d.Offset, d.AppendTime, true)
+	}
+}
+
+// index maps a position among the kept records to a record index.
+func (a *Append) index(pos int) int {
+	if a.kept == nil {
+		return pos
+	}
+	return a.kept[pos]
+}
+
+// keptLen returns how many records are proposed.
+func (a *Append) keptLen() int {
+	if a.kept == nil {
+		return len(a.Records)
+	}
+	return len(a.kept)
+}
+
 // Append is Enqueue then Wait.
 func (p *Partition) Append(ctx context.Context, recs []record.Record) (*Append, error) {
 	a, err := p.Enqueue(ctx, recs)
@@ -332,12 +391,14 @@ func (p *Partition) TimeWatermark() int64 {
 }
 
 // TakeProposals implements raftlog.StateMachine: it encodes every queued
-// append into as few batches as MaxBatchBytes allows.
+// group command, and every queued append into as few batches as
+// MaxBatchBytes allows, leaving out records already stored (dedupe.go).
 func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 	p.mu.Lock()
-	queue := p.mu.queue
-	p.mu.queue = nil
+	queue, ops := p.mu.queue, p.mu.ops
+	p.mu.queue, p.mu.ops = nil, nil
 	p.mu.Unlock()
+	dst = p.proposeOps(dst, ops)
 	if len(queue) == 0 {
 		return dst
 	}
@@ -360,31 +421,54 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 		dst = append(dst, entry)
 		cur = nil
 	}
+	var deferred []*Append
 	for _, a := range queue {
+		if p.cfg.DedupeWindow > 0 {
+			switch p.checkDuplicates(a) {
+			case dedupeDefer:
+				// A record with one of its keys is in flight: decide once
+				// that batch is applied (Durable wakes us).
+				deferred = append(deferred, a)
+				continue
+			case dedupeFailed:
+				p.complete(a)
+				continue
+			}
+		}
+		n := a.keptLen()
+		if n == 0 {
+			p.complete(a) // every record was a duplicate
+			continue
+		}
 		first := 0
-		for i := range a.Records {
-			r := &a.Records[i]
+		for j := range n {
+			r := &a.Records[a.index(j)]
 			if cur != nil && p.builder.Count() > 0 && p.builder.Len()+r.EncodedSize() > p.cfg.MaxBatchBytes {
-				if i > first {
-					cur.parts = append(cur.parts, flightPart{a: a, first: first, n: i - first})
+				if j > first {
+					cur.parts = append(cur.parts, flightPart{a: a, first: first, n: j - first})
 					a.pending++
 				}
-				first = i
+				first = j
 				finish()
 			}
 			if cur == nil {
 				start()
 			}
 			p.builder.Add(r)
+			if len(r.IdempotencyKey) > 0 && p.cfg.DedupeWindow > 0 {
+				cur.keys = append(cur.keys, string(r.IdempotencyKey))
+			}
 		}
-		if cur == nil {
-			start()
-		}
-		cur.parts = append(cur.parts, flightPart{a: a, first: first, n: len(a.Records) - first})
+		cur.parts = append(cur.parts, flightPart{a: a, first: first, n: n - first})
 		a.pending++
 	}
 	if cur != nil {
 		finish()
+	}
+	if len(deferred) > 0 {
+		p.mu.Lock()
+		p.mu.queue = append(deferred, p.mu.queue...)
+		p.mu.Unlock()
 	}
 	return dst
 }
@@ -394,15 +478,27 @@ func (p *Partition) Dropped(data [][]byte, err error) {
 	for _, d := range data {
 		if id, ok := proposalID(d); ok {
 			p.failFlight(id, fmt.Errorf("%w: %w", ErrNotLeader, err))
+			p.failOp(id, fmt.Errorf("%w: %w", ErrNotLeader, err))
 		}
 	}
 }
 
-func proposalID(entry []byte) (uint64, bool) {
-	if len(entry) < 1+record.HeaderSize || entry[0] != kindBatch {
-		return 0, false
+func (p *Partition) failOp(id uint64, err error) {
+	if po := p.opFlights[id]; po != nil {
+		delete(p.opFlights, id)
+		po.err = err
+		close(po.done)
 	}
-	return binary.LittleEndian.Uint64(entry[1+6:]), true
+}
+
+func proposalID(entry []byte) (uint64, bool) {
+	switch {
+	case len(entry) >= 1+record.HeaderSize && entry[0] == kindBatch:
+		return binary.LittleEndian.Uint64(entry[1+6:]), true
+	case len(entry) >= 9 && entry[0] == kindGroup:
+		return binary.LittleEndian.Uint64(entry[1:]), true
+	}
+	return 0, false
 }
 
 // forget drops the append times of flights that are no longer in flight.
@@ -441,7 +537,14 @@ func (p *Partition) settle(a *Append, err error) {
 func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 	for _, e := range ents {
 		data := e.GetData()
-		if data[0] != kindBatch {
+		switch data[0] {
+		case kindBatch:
+		case kindGroup:
+			if err := p.applyGroup(w, data); err != nil {
+				return fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, e.GetIndex(), err)
+			}
+			continue
+		default:
 			return fmt.Errorf("partition %d: entry %d: unknown command kind %d", p.cfg.Index, e.GetIndex(), data[0])
 		}
 		b, err := record.Parse(data[1:])
@@ -460,6 +563,20 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		}
 		t := max(b.AppendTime(), p.st.LastTime)
 		base := p.st.Next
+		if p.cfg.DedupeWindow > 0 {
+			dup, err := p.applyDedupe(w, b, base, t)
+			if err != nil {
+				return fmt.Errorf("partition %d: entry %d: dedupe: %w", p.cfg.Index, e.GetIndex(), err)
+			}
+			if dup {
+				p.log.Warn("skipping batch with an already stored idempotency key", "partition", p.cfg.Index, "raft-index", e.GetIndex())
+				p.failFlight(b.ProposalID(), errDuplicateAtApply)
+				continue
+			}
+			if err := p.expireDedupe(w, t-int64(p.cfg.DedupeWindow)); err != nil {
+				return fmt.Errorf("partition %d: entry %d: dedupe expiry: %w", p.cfg.Index, e.GetIndex(), err)
+			}
+		}
 		row := indexRow{raftIndex: e.GetIndex(), appendTime: t, span: b.Span()}
 		if err := w.Set(keys.OffsetKey(p.cfg.Group, base), row.encode(), nil); err != nil {
 			return err
@@ -489,8 +606,26 @@ func (p *Partition) failFlight(id uint64, err error) {
 	}
 	delete(p.inflight, id)
 	p.forget(id)
+	p.releaseKeys(f)
 	for _, part := range f.parts {
 		p.settle(part.a, err)
+	}
+}
+
+// releaseKeys forgets a settled flight's pending keys, and wakes the host if
+// appends wait for them.
+func (p *Partition) releaseKeys(f *flight) {
+	if len(f.keys) == 0 {
+		return
+	}
+	for _, k := range f.keys {
+		delete(p.pendingKeys, k)
+	}
+	p.mu.Lock()
+	waiting := len(p.mu.queue) > 0
+	p.mu.Unlock()
+	if waiting {
+		p.cfg.Host.Wake(p.cfg.Group)
 	}
 }
 
@@ -499,6 +634,17 @@ func (p *Partition) failFlight(id uint64, err error) {
 func (p *Partition) Durable() {
 	applied := p.applied
 	p.applied = nil
+	clear(p.passKeys)
+	clear(p.passGroups)
+	results := p.opResults
+	p.opResults = nil
+	for _, r := range results {
+		if po := p.opFlights[r.id]; po != nil {
+			delete(p.opFlights, r.id)
+			po.state, po.err = r.state, r.err
+			close(po.done)
+		}
+	}
 	for _, ab := range applied {
 		p.cfg.Cache.Put(p.cfg.Group, ab.batch)
 	}
@@ -513,6 +659,7 @@ func (p *Partition) Durable() {
 		}
 		delete(p.inflight, ab.id)
 		p.forget(ab.id)
+		p.releaseKeys(f)
 		off := ab.batch.Base
 		for _, part := range f.parts {
 			part.a.Segments = append(part.a.Segments, Segment{
@@ -539,8 +686,8 @@ func (p *Partition) Stopped(err error) {
 		p.mu.err = errors.Join(ErrStopped, err)
 	}
 	stopErr := p.mu.err
-	queue := p.mu.queue
-	p.mu.queue = nil
+	queue, ops := p.mu.queue, p.mu.ops
+	p.mu.queue, p.mu.ops = nil, nil
 	p.notifyLocked()
 	close(p.mu.room)
 	p.mu.room = make(chan struct{})
@@ -548,6 +695,13 @@ func (p *Partition) Stopped(err error) {
 	for _, a := range queue {
 		a.err = stopErr
 		p.complete(a)
+	}
+	for _, po := range ops {
+		po.err = stopErr
+		close(po.done)
+	}
+	for id := range p.opFlights {
+		p.failOp(id, stopErr)
 	}
 	for id, f := range p.inflight {
 		delete(p.inflight, id)

@@ -1,18 +1,25 @@
 // Package stream runs one subscription: it drives a cursor per partition
 // over partition readers and turns what they read into the events of the
-// public API (started, records, progress, caught_up, end).
+// public API (started, records, progress, caught_up, end, and for group
+// members assignment and replay_started).
 //
 // One goroutine (the caller's) serves a stream. Each round it reads at most
 // one event's worth of records per partition, so partitions share the stream
 // fairly; when no partition has anything new it waits for a partition to
-// append, the progress timer, or the stream to end. Sending blocks when the
-// client reads slowly (HTTP/2 flow control), which stops the reading: memory
-// per stream is one event, and nothing is ever dropped.
+// append, a control message, the progress timer, or the stream to end.
+// Sending blocks when the client reads slowly (HTTP/2 flow control), which
+// stops the reading: memory per stream is one event, and nothing is ever
+// dropped.
+//
+// A group member's stream is steered by its coordinator through
+// Options.Control: partitions are added and revoked, and cursors seek in
+// place after a group reset, between two rounds.
 package stream
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
@@ -39,6 +46,10 @@ type Options struct {
 	ProgressInterval time.Duration
 	// Now is the clock for progress timing and time stops. Default time.Now.
 	Now func() time.Time
+	// Control, when set, makes this a group member's stream: it never ends
+	// by itself (no cursor is ever "done"), and it applies the control
+	// messages it receives between rounds.
+	Control <-chan Control
 }
 
 func (o Options) withDefaults() Options {
@@ -57,6 +68,46 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Control steers a group member's stream.
+type Control struct {
+	// Assignment, when set, changes the partitions the stream reads and is
+	// announced with an assignment event.
+	Assignment *Assignment
+	// Seeks move cursors of assigned partitions (a group reset); each is
+	// announced with a replay_started event before the records that follow.
+	Seeks []Seek
+	// Close ends the stream with this error.
+	Close error
+	// Done, if set, is closed once the stream has applied the message: no
+	// record of a revoked partition is sent after that.
+	Done chan struct{}
+}
+
+// Assignment is a member's new assignment.
+type Assignment struct {
+	MemberID   string
+	Generation uint64
+	Epoch      uint64
+	// Add starts reading these partitions at their cursors.
+	Add []Assigned
+	// Revoke stops reading these partitions.
+	Revoke []uint32
+}
+
+// Assigned is a partition added to a stream.
+type Assigned struct {
+	Partition *partition.Partition
+	Cursor    cursor.Cursor
+}
+
+// Seek moves an assigned partition's cursor.
+type Seek struct {
+	Partition  uint32
+	Offset     uint64
+	Epoch      uint64
+	Generation uint64
+}
+
 // firstEventRecords bounds a partition's first records event.
 const firstEventRecords = 32
 
@@ -64,52 +115,50 @@ const firstEventRecords = 32
 var ErrStalled = errors.New("stream: partition stopped")
 
 // Run serves one stream until every cursor is done (it then sends an end
-// event and returns nil), ctx ends, a partition fails, or the sink fails.
-// parts and cursors are parallel, one per partition of the stream.
+// event and returns nil), ctx ends, a partition fails, the sink fails, or a
+// control message closes it. parts and cursors are parallel, one per
+// partition of the stream.
 func Run(ctx context.Context, topicID uint64, parts []*partition.Partition, cursors []cursor.Cursor, opts Options, sink Sink) error {
 	s := &streamer{
 		topicID: topicID,
-		parts:   parts,
-		cursors: cursors,
 		opts:    opts.withDefaults(),
 		sink:    sink,
-		readers: make([]*partition.Reader, len(parts)),
-		pending: make([]pendingBatch, len(parts)),
-		limits:  make([]int, len(parts)),
 		notify:  make(chan struct{}, 1),
 	}
+	defer s.closeAll()
 	for i, p := range parts {
-		cancel := p.Notify(s.notify)
-		defer cancel()
-		s.readers[i] = p.NewReader()
-		defer s.readers[i].Close()
+		s.add(p, cursors[i])
 	}
 	return s.run(ctx)
 }
 
+// slot is one partition of the stream.
+type slot struct {
+	part    *partition.Partition
+	cur     cursor.Cursor
+	reader  *partition.Reader
+	cancel  func() // stops the partition's notifications
+	pending pendingBatch
+	// limit is the partition's current records-per-event bound. It starts
+	// small and doubles with every event up to MaxRecordsPerEvent, so the
+	// first records of a replay arrive fast (a small first event to encode,
+	// send and decode) and bulk reads still move full events.
+	limit int
+}
+
 type streamer struct {
 	topicID uint64
-	parts   []*partition.Partition
-	cursors []cursor.Cursor
 	opts    Options
 	sink    Sink
-	readers []*partition.Reader
-	pending []pendingBatch
-	// limits is each partition's current records-per-event bound. It
-	// starts small and doubles with every event up to MaxRecordsPerEvent,
-	// so the first records of a replay arrive fast (a small first event to
-	// encode, send and decode) and bulk reads still move full events.
-	limits []int
-	notify chan struct{}
+	slots   []*slot // ordered by partition
+	notify  chan struct{}
+	lagging int
 
 	// Reused for every event (Sink.Send does not retain).
-	resp  rewindv1.SubscribeResponse
-	recEv rewindv1.RecordsEvent
-	slab  []rewindv1.Record
-	ptrs  []*rewindv1.Record
-	hslab []rewindv1.Header
-	hptrs []*rewindv1.Header
-
+	resp    rewindv1.SubscribeResponse
+	recEv   rewindv1.RecordsEvent
+	slab    []rewindv1.Record
+	ptrs    []*rewindv1.Record
 	scratch record.Record
 }
 
@@ -120,29 +169,59 @@ type pendingBatch struct {
 	it record.Iter
 }
 
+func (s *streamer) add(p *partition.Partition, c cursor.Cursor) {
+	sl := &slot{part: p, cur: c, reader: p.NewReader(), cancel: p.Notify(s.notify)}
+	if !c.Done {
+		s.lagging++
+	}
+	s.slots = append(s.slots, sl)
+	slices.SortFunc(s.slots, func(a, b *slot) int { return int(a.cur.Partition) - int(b.cur.Partition) })
+}
+
+func (s *streamer) remove(partition uint32) {
+	s.slots = slices.DeleteFunc(s.slots, func(sl *slot) bool {
+		if sl.cur.Partition != partition {
+			return false
+		}
+		if !sl.cur.Done && !sl.cur.CaughtUp {
+			s.lagging--
+		}
+		sl.cancel()
+		sl.reader.Close()
+		return true
+	})
+}
+
+func (s *streamer) closeAll() {
+	for _, sl := range s.slots {
+		sl.cancel()
+		sl.reader.Close()
+	}
+	s.slots = nil
+}
+
 func (s *streamer) run(ctx context.Context) error {
 	if err := s.sendStarted(); err != nil {
 		return err
 	}
-	lagging := 0
-	for i := range s.cursors {
-		if !s.cursors[i].Done {
-			lagging++
-		}
-	}
+	group := s.opts.Control != nil
 	lastProgress := s.opts.Now()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if group {
+			if err := s.drainControl(); err != nil {
+				return err
+			}
+		}
 		progressed := false
-		var done int
-		for i := range s.cursors {
-			c := &s.cursors[i]
+		for _, sl := range s.slots {
+			c := &sl.cur
 			if c.Done {
 				continue
 			}
-			p := s.parts[i]
+			p := sl.part
 			if err := p.Err(); err != nil {
 				return errors.Join(ErrStalled, err)
 			}
@@ -150,9 +229,9 @@ func (s *streamer) run(ctx context.Context) error {
 			if c.Next < vis.LogStart {
 				return &cursor.OutOfRangeError{Partition: c.Partition, Requested: c.Next, LogStart: vis.LogStart, End: vis.Next, EarliestTime: vis.FirstTime}
 			}
-			if c.Next < vis.Next || s.pending[i].b != nil {
+			if c.Next < vis.Next || sl.pending.b != nil {
 				before := c.Next
-				if err := s.readEvent(i, vis.Next); err != nil {
+				if err := s.readEvent(sl, vis.Next); err != nil {
 					return err
 				}
 				progressed = progressed || c.Next != before
@@ -164,27 +243,21 @@ func (s *streamer) run(ctx context.Context) error {
 				c.Finish(c.StopOffset)
 				continue
 			}
-			if c.Next >= vis.Next && s.pending[i].b == nil {
+			if c.Next >= vis.Next && sl.pending.b == nil {
 				if c.StopTime != cursor.NoTime && p.TimeWatermark() >= c.StopTime {
 					c.Finish(c.Next)
 					continue
 				}
 				if !c.CaughtUp {
 					c.CaughtUp = true
-					lagging--
-					if err := s.sendCaughtUp(c, lagging); err != nil {
+					s.lagging--
+					if err := s.sendCaughtUp(c); err != nil {
 						return err
 					}
 				}
 			}
 		}
-		done = 0
-		for i := range s.cursors {
-			if s.cursors[i].Done {
-				done++
-			}
-		}
-		if done == len(s.cursors) {
+		if !group && s.allDone() {
 			return s.sendEnd()
 		}
 		now := s.opts.Now()
@@ -205,6 +278,11 @@ func (s *streamer) run(ctx context.Context) error {
 		select {
 		case <-s.notify:
 		case <-timer.C:
+		case ctl := <-s.opts.Control: // nil channel unless group
+			timer.Stop()
+			if err := s.apply(ctl); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			timer.Stop()
 			return ctx.Err()
@@ -213,37 +291,103 @@ func (s *streamer) run(ctx context.Context) error {
 	}
 }
 
+func (s *streamer) allDone() bool {
+	for _, sl := range s.slots {
+		if !sl.cur.Done {
+			return false
+		}
+	}
+	return true
+}
+
+// drainControl applies every control message already waiting.
+func (s *streamer) drainControl() error {
+	for {
+		select {
+		case ctl := <-s.opts.Control:
+			if err := s.apply(ctl); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+func (s *streamer) apply(ctl Control) error {
+	if ctl.Done != nil {
+		defer close(ctl.Done)
+	}
+	if ctl.Close != nil {
+		return ctl.Close
+	}
+	if a := ctl.Assignment; a != nil {
+		for _, p := range a.Revoke {
+			s.remove(p)
+		}
+		for _, add := range a.Add {
+			s.remove(add.Cursor.Partition) // re-adding restarts at the new cursor
+			s.add(add.Partition, add.Cursor)
+		}
+		if err := s.sendAssignment(a); err != nil {
+			return err
+		}
+	}
+	for _, sk := range ctl.Seeks {
+		for _, sl := range s.slots {
+			if sl.cur.Partition != sk.Partition {
+				continue
+			}
+			if sl.cur.CaughtUp || sl.cur.Done {
+				s.lagging++
+			}
+			sl.cur = cursor.Cursor{
+				Partition: sk.Partition, Next: sk.Offset, MinTime: sl.cur.MinTime,
+				StopOffset: cursor.NoOffset, StopTime: cursor.NoTime,
+			}
+			sl.pending = pendingBatch{}
+			sl.limit = 0
+			if err := s.send(&rewindv1.SubscribeResponse{Event: &rewindv1.SubscribeResponse_ReplayStarted{ReplayStarted: &rewindv1.ReplayStartedEvent{
+				Epoch: sk.Epoch, Partition: sk.Partition, FromOffset: sk.Offset, Generation: sk.Generation,
+			}}}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // nextStopTime returns the earliest time stop among cursors waiting at the
 // end, so the stream wakes to end them once it passes.
 func (s *streamer) nextStopTime() (int64, bool) {
 	t, ok := int64(cursor.NoTime), false
-	for i := range s.cursors {
-		if c := &s.cursors[i]; !c.Done && c.CaughtUp && c.StopTime < t {
+	for _, sl := range s.slots {
+		if c := &sl.cur; !c.Done && c.CaughtUp && c.StopTime < t {
 			t, ok = c.StopTime, true
 		}
 	}
 	return t, ok
 }
 
-// readEvent reads batches of cursor i up to the visible end and sends at most
-// one records event.
-func (s *streamer) readEvent(i int, end uint64) error {
-	c := &s.cursors[i]
-	if s.limits[i] == 0 {
-		s.limits[i] = min(firstEventRecords, s.opts.MaxRecordsPerEvent)
+// readEvent reads batches of one partition up to the visible end and sends
+// at most one records event.
+func (s *streamer) readEvent(sl *slot, end uint64) error {
+	c := &sl.cur
+	if sl.limit == 0 {
+		sl.limit = min(firstEventRecords, s.opts.MaxRecordsPerEvent)
 	}
-	maxRecords := s.limits[i]
+	maxRecords := sl.limit
 	maxBytes := min(s.opts.MaxEventBytes, maxRecords*1024)
-	s.slab, s.ptrs, s.hslab, s.hptrs = s.slab[:0], s.ptrs[:0], s.hslab[:0], s.hptrs[:0]
+	s.slab, s.ptrs = s.slab[:0], s.ptrs[:0]
 	bytes := 0
 	full := false
 	for !full && !c.Done {
-		pb := &s.pending[i]
+		pb := &sl.pending
 		if pb.b == nil {
 			if c.Next >= end {
 				break
 			}
-			b, _, err := s.readers[i].Read(c.Next)
+			b, _, err := sl.reader.Read(c.Next)
 			if err != nil {
 				return err
 			}
@@ -282,7 +426,7 @@ func (s *streamer) readEvent(i int, end uint64) error {
 	if len(s.ptrs) == 0 {
 		return nil
 	}
-	s.limits[i] = min(2*s.limits[i], s.opts.MaxRecordsPerEvent)
+	sl.limit = min(2*sl.limit, s.opts.MaxRecordsPerEvent)
 	s.recEv.Partition = c.Partition
 	s.recEv.Records = s.ptrs
 	s.recEv.ResumeToken = s.token()
@@ -320,11 +464,11 @@ func (s *streamer) appendRecord(part uint32, off uint64, t int64, r *record.Reco
 }
 
 func (s *streamer) positions() []*rewindv1.PartitionPosition {
-	out := make([]*rewindv1.PartitionPosition, len(s.cursors))
-	for i := range s.cursors {
-		b := s.parts[i].Bounds()
+	out := make([]*rewindv1.PartitionPosition, len(s.slots))
+	for i, sl := range s.slots {
+		b := sl.part.Bounds()
 		out[i] = &rewindv1.PartitionPosition{
-			Partition: s.cursors[i].Partition, NextOffset: s.cursors[i].Next,
+			Partition: sl.cur.Partition, NextOffset: sl.cur.Next,
 			EndOffset: b.Next, LogStartOffset: b.LogStart,
 		}
 	}
@@ -333,9 +477,9 @@ func (s *streamer) positions() []*rewindv1.PartitionPosition {
 
 // token encodes where every cursor stands.
 func (s *streamer) token() string {
-	t := resume.Token{TopicID: s.topicID, Positions: make([]resume.Position, len(s.cursors))}
-	for i := range s.cursors {
-		t.Positions[i] = resume.Position{Partition: s.cursors[i].Partition, Next: s.cursors[i].Next}
+	t := resume.Token{TopicID: s.topicID, Positions: make([]resume.Position, len(s.slots))}
+	for i, sl := range s.slots {
+		t.Positions[i] = resume.Position{Partition: sl.cur.Partition, Next: sl.cur.Next}
 	}
 	return t.String()
 }
@@ -348,15 +492,21 @@ func (s *streamer) sendStarted() error {
 	}}})
 }
 
+func (s *streamer) sendAssignment(a *Assignment) error {
+	return s.send(&rewindv1.SubscribeResponse{Event: &rewindv1.SubscribeResponse_Assignment{Assignment: &rewindv1.AssignmentEvent{
+		MemberId: a.MemberID, Generation: a.Generation, Partitions: s.positions(), Revoked: a.Revoke, Epoch: a.Epoch,
+	}}})
+}
+
 func (s *streamer) sendProgress() error {
 	return s.send(&rewindv1.SubscribeResponse{Event: &rewindv1.SubscribeResponse_Progress{Progress: &rewindv1.ProgressEvent{
 		Partitions: s.positions(), ResumeToken: s.token(),
 	}}})
 }
 
-func (s *streamer) sendCaughtUp(c *cursor.Cursor, lagging int) error {
+func (s *streamer) sendCaughtUp(c *cursor.Cursor) error {
 	return s.send(&rewindv1.SubscribeResponse{Event: &rewindv1.SubscribeResponse_CaughtUp{CaughtUp: &rewindv1.CaughtUpEvent{
-		Partition: c.Partition, NextOffset: c.Next, LaggingPartitions: uint32(max(lagging, 0)),
+		Partition: c.Partition, NextOffset: c.Next, LaggingPartitions: uint32(max(s.lagging, 0)),
 	}}})
 }
 

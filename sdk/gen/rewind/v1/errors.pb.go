@@ -164,6 +164,87 @@ func (x *RecordTooLarge) GetMaxRecordBytes() uint64 {
 	return 0
 }
 
+// IdempotencyConflict is attached to FailedPrecondition errors of a publish
+// that reuses an idempotency key, within the dedupe window, for a record
+// with different contents.
+type IdempotencyConflict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index of the record in the publish request.
+	Index          uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Where the record first published with that key is.
+	Partition     uint32 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        uint64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	MessageId     string `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdempotencyConflict) Reset() {
+	*x = IdempotencyConflict{}
+	mi := &file_rewind_v1_errors_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdempotencyConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdempotencyConflict) ProtoMessage() {}
+
+func (x *IdempotencyConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_errors_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdempotencyConflict.ProtoReflect.Descriptor instead.
+func (*IdempotencyConflict) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_errors_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IdempotencyConflict) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *IdempotencyConflict) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *IdempotencyConflict) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *IdempotencyConflict) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *IdempotencyConflict) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
 var File_rewind_v1_errors_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_errors_proto_rawDesc = "" +
@@ -179,7 +260,14 @@ const file_rewind_v1_errors_proto_rawDesc = "" +
 	"\x0eRecordTooLarge\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12(\n" +
-	"\x10max_record_bytes\x18\x03 \x01(\x04R\x0emaxRecordBytesB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
+	"\x10max_record_bytes\x18\x03 \x01(\x04R\x0emaxRecordBytes\"\xa9\x01\n" +
+	"\x13IdempotencyConflict\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\rR\tpartition\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x05 \x01(\tR\tmessageIdB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
 var (
 	file_rewind_v1_errors_proto_rawDescOnce sync.Once
@@ -193,14 +281,15 @@ func file_rewind_v1_errors_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_errors_proto_rawDescData
 }
 
-var file_rewind_v1_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_rewind_v1_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_rewind_v1_errors_proto_goTypes = []any{
 	(*OffsetRange)(nil),           // 0: rewind.v1.OffsetRange
 	(*RecordTooLarge)(nil),        // 1: rewind.v1.RecordTooLarge
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*IdempotencyConflict)(nil),   // 2: rewind.v1.IdempotencyConflict
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 }
 var file_rewind_v1_errors_proto_depIdxs = []int32{
-	2, // 0: rewind.v1.OffsetRange.earliest_time:type_name -> google.protobuf.Timestamp
+	3, // 0: rewind.v1.OffsetRange.earliest_time:type_name -> google.protobuf.Timestamp
 	1, // [1:1] is the sub-list for method output_type
 	1, // [1:1] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
@@ -219,7 +308,7 @@ func file_rewind_v1_errors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_errors_proto_rawDesc), len(file_rewind_v1_errors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -357,8 +357,17 @@ type SubscribeRequest struct {
 	// How often a progress event is sent (also while idle, as a heartbeat);
 	// 0 means 1 s. At least 50 ms.
 	ProgressInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=progress_interval,json=progressInterval,proto3" json:"progress_interval,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Join this subscriber group instead of reading alone. The server assigns
+	// the member a share of the topic's partitions (balanced and sticky) and
+	// says so in assignment events; a partition starts at the group's
+	// committed offset, or at start when the group has none there.
+	// partitions and stop must be unset. A named subscription with a single
+	// reader is a group with one member.
+	Group string `protobuf:"bytes,7,opt,name=group,proto3" json:"group,omitempty"`
+	// Shown in DescribeGroup to tell members apart (optional).
+	ClientName    string `protobuf:"bytes,8,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeRequest) Reset() {
@@ -431,6 +440,20 @@ func (x *SubscribeRequest) GetProgressInterval() *durationpb.Duration {
 		return x.ProgressInterval
 	}
 	return nil
+}
+
+func (x *SubscribeRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SubscribeRequest) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
 }
 
 // PartitionPosition is where a stream stands in one partition.
@@ -801,6 +824,157 @@ func (x *EndEvent) GetResumeToken() string {
 	return ""
 }
 
+// AssignmentEvent tells a group member which partitions it reads now. It
+// comes first in a group stream and again after every rebalance or reset.
+type AssignmentEvent struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MemberId string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Commit with this generation.
+	Generation uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Every partition assigned now, with where the stream continues in it.
+	Partitions []*PartitionPosition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Partitions taken away by this change: no record of them follows.
+	Revoked       []uint32 `protobuf:"varint,4,rep,packed,name=revoked,proto3" json:"revoked,omitempty"`
+	Epoch         uint64   `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignmentEvent) Reset() {
+	*x = AssignmentEvent{}
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignmentEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignmentEvent) ProtoMessage() {}
+
+func (x *AssignmentEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignmentEvent.ProtoReflect.Descriptor instead.
+func (*AssignmentEvent) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AssignmentEvent) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *AssignmentEvent) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *AssignmentEvent) GetPartitions() []*PartitionPosition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *AssignmentEvent) GetRevoked() []uint32 {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
+func (x *AssignmentEvent) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// ReplayStartedEvent says that a group reset moved this partition: the
+// records that follow start at from_offset.
+type ReplayStartedEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Partition     uint32                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	FromOffset    uint64                 `protobuf:"varint,3,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"`
+	Generation    uint64                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayStartedEvent) Reset() {
+	*x = ReplayStartedEvent{}
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayStartedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayStartedEvent) ProtoMessage() {}
+
+func (x *ReplayStartedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayStartedEvent.ProtoReflect.Descriptor instead.
+func (*ReplayStartedEvent) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReplayStartedEvent) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ReplayStartedEvent) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplayStartedEvent) GetFromOffset() uint64 {
+	if x != nil {
+		return x.FromOffset
+	}
+	return 0
+}
+
+func (x *ReplayStartedEvent) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 type SubscribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
@@ -810,6 +984,8 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Progress
 	//	*SubscribeResponse_CaughtUp
 	//	*SubscribeResponse_End
+	//	*SubscribeResponse_Assignment
+	//	*SubscribeResponse_ReplayStarted
 	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -817,7 +993,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[9]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1005,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[9]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1018,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{9}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -897,6 +1073,24 @@ func (x *SubscribeResponse) GetEnd() *EndEvent {
 	return nil
 }
 
+func (x *SubscribeResponse) GetAssignment() *AssignmentEvent {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_Assignment); ok {
+			return x.Assignment
+		}
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetReplayStarted() *ReplayStartedEvent {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_ReplayStarted); ok {
+			return x.ReplayStarted
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Event interface {
 	isSubscribeResponse_Event()
 }
@@ -921,6 +1115,14 @@ type SubscribeResponse_End struct {
 	End *EndEvent `protobuf:"bytes,5,opt,name=end,proto3,oneof"`
 }
 
+type SubscribeResponse_Assignment struct {
+	Assignment *AssignmentEvent `protobuf:"bytes,6,opt,name=assignment,proto3,oneof"`
+}
+
+type SubscribeResponse_ReplayStarted struct {
+	ReplayStarted *ReplayStartedEvent `protobuf:"bytes,7,opt,name=replay_started,json=replayStarted,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Started) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
@@ -930,6 +1132,10 @@ func (*SubscribeResponse_Progress) isSubscribeResponse_Event() {}
 func (*SubscribeResponse_CaughtUp) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_End) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_Assignment) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_ReplayStarted) isSubscribeResponse_Event() {}
 
 var File_rewind_v1_subscribe_proto protoreflect.FileDescriptor
 
@@ -955,7 +1161,7 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tH\x00R\tmessageId\x12\x12\n" +
 	"\x03end\x18\x04 \x01(\bH\x00R\x03endB\n" +
 	"\n" +
-	"\bposition\"\xa0\x02\n" +
+	"\bposition\"\xd7\x02\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
@@ -964,7 +1170,10 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"\x05start\x18\x03 \x01(\v2\x18.rewind.v1.StartPositionR\x05start\x12+\n" +
 	"\x04stop\x18\x04 \x01(\v2\x17.rewind.v1.StopPositionR\x04stop\x121\n" +
 	"\x15max_records_per_event\x18\x05 \x01(\rR\x12maxRecordsPerEvent\x12F\n" +
-	"\x11progress_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x10progressInterval\"\x9b\x01\n" +
+	"\x11progress_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x10progressInterval\x12\x14\n" +
+	"\x05group\x18\a \x01(\tR\x05group\x12\x1f\n" +
+	"\vclient_name\x18\b \x01(\tR\n" +
+	"clientName\"\x9b\x01\n" +
 	"\x11PartitionPosition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
@@ -996,13 +1205,35 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1c.rewind.v1.PartitionPositionR\n" +
 	"partitions\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xa0\x02\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xbc\x01\n" +
+	"\x0fAssignmentEvent\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12<\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x1c.rewind.v1.PartitionPositionR\n" +
+	"partitions\x12\x18\n" +
+	"\arevoked\x18\x04 \x03(\rR\arevoked\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x89\x01\n" +
+	"\x12ReplayStartedEvent\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x1f\n" +
+	"\vfrom_offset\x18\x03 \x01(\x04R\n" +
+	"fromOffset\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\"\xa6\x03\n" +
 	"\x11SubscribeResponse\x123\n" +
 	"\astarted\x18\x01 \x01(\v2\x17.rewind.v1.StartedEventH\x00R\astarted\x123\n" +
 	"\arecords\x18\x02 \x01(\v2\x17.rewind.v1.RecordsEventH\x00R\arecords\x126\n" +
 	"\bprogress\x18\x03 \x01(\v2\x18.rewind.v1.ProgressEventH\x00R\bprogress\x127\n" +
 	"\tcaught_up\x18\x04 \x01(\v2\x18.rewind.v1.CaughtUpEventH\x00R\bcaughtUp\x12'\n" +
-	"\x03end\x18\x05 \x01(\v2\x13.rewind.v1.EndEventH\x00R\x03endB\a\n" +
+	"\x03end\x18\x05 \x01(\v2\x13.rewind.v1.EndEventH\x00R\x03end\x12<\n" +
+	"\n" +
+	"assignment\x18\x06 \x01(\v2\x1a.rewind.v1.AssignmentEventH\x00R\n" +
+	"assignment\x12F\n" +
+	"\x0ereplay_started\x18\a \x01(\v2\x1d.rewind.v1.ReplayStartedEventH\x00R\rreplayStartedB\a\n" +
 	"\x05event2\\\n" +
 	"\x10SubscribeService\x12H\n" +
 	"\tSubscribe\x12\x1b.rewind.v1.SubscribeRequest\x1a\x1c.rewind.v1.SubscribeResponse0\x01B8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
@@ -1019,7 +1250,7 @@ func file_rewind_v1_subscribe_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_subscribe_proto_rawDescData
 }
 
-var file_rewind_v1_subscribe_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_rewind_v1_subscribe_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_rewind_v1_subscribe_proto_goTypes = []any{
 	(*StartPosition)(nil),         // 0: rewind.v1.StartPosition
 	(*StopPosition)(nil),          // 1: rewind.v1.StopPosition
@@ -1030,34 +1261,39 @@ var file_rewind_v1_subscribe_proto_goTypes = []any{
 	(*ProgressEvent)(nil),         // 6: rewind.v1.ProgressEvent
 	(*CaughtUpEvent)(nil),         // 7: rewind.v1.CaughtUpEvent
 	(*EndEvent)(nil),              // 8: rewind.v1.EndEvent
-	(*SubscribeResponse)(nil),     // 9: rewind.v1.SubscribeResponse
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(*Record)(nil),                // 12: rewind.v1.Record
+	(*AssignmentEvent)(nil),       // 9: rewind.v1.AssignmentEvent
+	(*ReplayStartedEvent)(nil),    // 10: rewind.v1.ReplayStartedEvent
+	(*SubscribeResponse)(nil),     // 11: rewind.v1.SubscribeResponse
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*Record)(nil),                // 14: rewind.v1.Record
 }
 var file_rewind_v1_subscribe_proto_depIdxs = []int32{
-	10, // 0: rewind.v1.StartPosition.time:type_name -> google.protobuf.Timestamp
-	11, // 1: rewind.v1.StartPosition.time_back:type_name -> google.protobuf.Duration
-	10, // 2: rewind.v1.StopPosition.time:type_name -> google.protobuf.Timestamp
+	12, // 0: rewind.v1.StartPosition.time:type_name -> google.protobuf.Timestamp
+	13, // 1: rewind.v1.StartPosition.time_back:type_name -> google.protobuf.Duration
+	12, // 2: rewind.v1.StopPosition.time:type_name -> google.protobuf.Timestamp
 	0,  // 3: rewind.v1.SubscribeRequest.start:type_name -> rewind.v1.StartPosition
 	1,  // 4: rewind.v1.SubscribeRequest.stop:type_name -> rewind.v1.StopPosition
-	11, // 5: rewind.v1.SubscribeRequest.progress_interval:type_name -> google.protobuf.Duration
+	13, // 5: rewind.v1.SubscribeRequest.progress_interval:type_name -> google.protobuf.Duration
 	3,  // 6: rewind.v1.StartedEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	12, // 7: rewind.v1.RecordsEvent.records:type_name -> rewind.v1.Record
+	14, // 7: rewind.v1.RecordsEvent.records:type_name -> rewind.v1.Record
 	3,  // 8: rewind.v1.ProgressEvent.partitions:type_name -> rewind.v1.PartitionPosition
 	3,  // 9: rewind.v1.EndEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	4,  // 10: rewind.v1.SubscribeResponse.started:type_name -> rewind.v1.StartedEvent
-	5,  // 11: rewind.v1.SubscribeResponse.records:type_name -> rewind.v1.RecordsEvent
-	6,  // 12: rewind.v1.SubscribeResponse.progress:type_name -> rewind.v1.ProgressEvent
-	7,  // 13: rewind.v1.SubscribeResponse.caught_up:type_name -> rewind.v1.CaughtUpEvent
-	8,  // 14: rewind.v1.SubscribeResponse.end:type_name -> rewind.v1.EndEvent
-	2,  // 15: rewind.v1.SubscribeService.Subscribe:input_type -> rewind.v1.SubscribeRequest
-	9,  // 16: rewind.v1.SubscribeService.Subscribe:output_type -> rewind.v1.SubscribeResponse
-	16, // [16:17] is the sub-list for method output_type
-	15, // [15:16] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	3,  // 10: rewind.v1.AssignmentEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	4,  // 11: rewind.v1.SubscribeResponse.started:type_name -> rewind.v1.StartedEvent
+	5,  // 12: rewind.v1.SubscribeResponse.records:type_name -> rewind.v1.RecordsEvent
+	6,  // 13: rewind.v1.SubscribeResponse.progress:type_name -> rewind.v1.ProgressEvent
+	7,  // 14: rewind.v1.SubscribeResponse.caught_up:type_name -> rewind.v1.CaughtUpEvent
+	8,  // 15: rewind.v1.SubscribeResponse.end:type_name -> rewind.v1.EndEvent
+	9,  // 16: rewind.v1.SubscribeResponse.assignment:type_name -> rewind.v1.AssignmentEvent
+	10, // 17: rewind.v1.SubscribeResponse.replay_started:type_name -> rewind.v1.ReplayStartedEvent
+	2,  // 18: rewind.v1.SubscribeService.Subscribe:input_type -> rewind.v1.SubscribeRequest
+	11, // 19: rewind.v1.SubscribeService.Subscribe:output_type -> rewind.v1.SubscribeResponse
+	19, // [19:20] is the sub-list for method output_type
+	18, // [18:19] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_subscribe_proto_init() }
@@ -1082,12 +1318,14 @@ func file_rewind_v1_subscribe_proto_init() {
 		(*StopPosition_MessageId)(nil),
 		(*StopPosition_End)(nil),
 	}
-	file_rewind_v1_subscribe_proto_msgTypes[9].OneofWrappers = []any{
+	file_rewind_v1_subscribe_proto_msgTypes[11].OneofWrappers = []any{
 		(*SubscribeResponse_Started)(nil),
 		(*SubscribeResponse_Records)(nil),
 		(*SubscribeResponse_Progress)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
 		(*SubscribeResponse_End)(nil),
+		(*SubscribeResponse_Assignment)(nil),
+		(*SubscribeResponse_ReplayStarted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1095,7 +1333,7 @@ func file_rewind_v1_subscribe_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_subscribe_proto_rawDesc), len(file_rewind_v1_subscribe_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

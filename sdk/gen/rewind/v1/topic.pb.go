@@ -101,8 +101,13 @@ type TopicConfig struct {
 	// bytes. 0 means the server default (1 MiB).
 	MaxRecordBytes uint32     `protobuf:"varint,3,opt,name=max_record_bytes,json=maxRecordBytes,proto3" json:"max_record_bytes,omitempty"`
 	Retention      *Retention `protobuf:"bytes,4,opt,name=retention,proto3" json:"retention,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How long idempotency keys are remembered: a record published again
+	// with the same key within the window is not stored again (the publish
+	// answers duplicate and the original offset). Unset means 24 h; zero
+	// turns deduplication off.
+	DedupeWindow  *durationpb.Duration `protobuf:"bytes,5,opt,name=dedupe_window,json=dedupeWindow,proto3" json:"dedupe_window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -159,6 +164,13 @@ func (x *TopicConfig) GetMaxRecordBytes() uint32 {
 func (x *TopicConfig) GetRetention() *Retention {
 	if x != nil {
 		return x.Retention
+	}
+	return nil
+}
+
+func (x *TopicConfig) GetDedupeWindow() *durationpb.Duration {
+	if x != nil {
+		return x.DedupeWindow
 	}
 	return nil
 }
@@ -694,14 +706,15 @@ const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\amax_age\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\x1f\n" +
 	"\vmax_records\x18\x03 \x01(\x04R\n" +
-	"maxRecords\"\xba\x01\n" +
+	"maxRecords\"\xfa\x01\n" +
 	"\vTopicConfig\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\rR\n" +
 	"partitions\x12-\n" +
 	"\x12replication_factor\x18\x02 \x01(\rR\x11replicationFactor\x12(\n" +
 	"\x10max_record_bytes\x18\x03 \x01(\rR\x0emaxRecordBytes\x122\n" +
-	"\tretention\x18\x04 \x01(\v2\x14.rewind.v1.RetentionR\tretention\"\x98\x01\n" +
+	"\tretention\x18\x04 \x01(\v2\x14.rewind.v1.RetentionR\tretention\x12>\n" +
+	"\rdedupe_window\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fdedupeWindow\"\x98\x01\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12.\n" +
@@ -774,28 +787,29 @@ var file_rewind_v1_topic_proto_goTypes = []any{
 var file_rewind_v1_topic_proto_depIdxs = []int32{
 	12, // 0: rewind.v1.Retention.max_age:type_name -> google.protobuf.Duration
 	0,  // 1: rewind.v1.TopicConfig.retention:type_name -> rewind.v1.Retention
-	1,  // 2: rewind.v1.Topic.config:type_name -> rewind.v1.TopicConfig
-	13, // 3: rewind.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	13, // 4: rewind.v1.PartitionInfo.first_append_time:type_name -> google.protobuf.Timestamp
-	13, // 5: rewind.v1.PartitionInfo.last_append_time:type_name -> google.protobuf.Timestamp
-	1,  // 6: rewind.v1.CreateTopicRequest.config:type_name -> rewind.v1.TopicConfig
-	2,  // 7: rewind.v1.CreateTopicResponse.topic:type_name -> rewind.v1.Topic
-	2,  // 8: rewind.v1.ListTopicsResponse.topics:type_name -> rewind.v1.Topic
-	2,  // 9: rewind.v1.DescribeTopicResponse.topic:type_name -> rewind.v1.Topic
-	3,  // 10: rewind.v1.DescribeTopicResponse.partitions:type_name -> rewind.v1.PartitionInfo
-	4,  // 11: rewind.v1.TopicService.CreateTopic:input_type -> rewind.v1.CreateTopicRequest
-	6,  // 12: rewind.v1.TopicService.ListTopics:input_type -> rewind.v1.ListTopicsRequest
-	8,  // 13: rewind.v1.TopicService.DescribeTopic:input_type -> rewind.v1.DescribeTopicRequest
-	10, // 14: rewind.v1.TopicService.DeleteTopic:input_type -> rewind.v1.DeleteTopicRequest
-	5,  // 15: rewind.v1.TopicService.CreateTopic:output_type -> rewind.v1.CreateTopicResponse
-	7,  // 16: rewind.v1.TopicService.ListTopics:output_type -> rewind.v1.ListTopicsResponse
-	9,  // 17: rewind.v1.TopicService.DescribeTopic:output_type -> rewind.v1.DescribeTopicResponse
-	11, // 18: rewind.v1.TopicService.DeleteTopic:output_type -> rewind.v1.DeleteTopicResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 2: rewind.v1.TopicConfig.dedupe_window:type_name -> google.protobuf.Duration
+	1,  // 3: rewind.v1.Topic.config:type_name -> rewind.v1.TopicConfig
+	13, // 4: rewind.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	13, // 5: rewind.v1.PartitionInfo.first_append_time:type_name -> google.protobuf.Timestamp
+	13, // 6: rewind.v1.PartitionInfo.last_append_time:type_name -> google.protobuf.Timestamp
+	1,  // 7: rewind.v1.CreateTopicRequest.config:type_name -> rewind.v1.TopicConfig
+	2,  // 8: rewind.v1.CreateTopicResponse.topic:type_name -> rewind.v1.Topic
+	2,  // 9: rewind.v1.ListTopicsResponse.topics:type_name -> rewind.v1.Topic
+	2,  // 10: rewind.v1.DescribeTopicResponse.topic:type_name -> rewind.v1.Topic
+	3,  // 11: rewind.v1.DescribeTopicResponse.partitions:type_name -> rewind.v1.PartitionInfo
+	4,  // 12: rewind.v1.TopicService.CreateTopic:input_type -> rewind.v1.CreateTopicRequest
+	6,  // 13: rewind.v1.TopicService.ListTopics:input_type -> rewind.v1.ListTopicsRequest
+	8,  // 14: rewind.v1.TopicService.DescribeTopic:input_type -> rewind.v1.DescribeTopicRequest
+	10, // 15: rewind.v1.TopicService.DeleteTopic:input_type -> rewind.v1.DeleteTopicRequest
+	5,  // 16: rewind.v1.TopicService.CreateTopic:output_type -> rewind.v1.CreateTopicResponse
+	7,  // 17: rewind.v1.TopicService.ListTopics:output_type -> rewind.v1.ListTopicsResponse
+	9,  // 18: rewind.v1.TopicService.DescribeTopic:output_type -> rewind.v1.DescribeTopicResponse
+	11, // 19: rewind.v1.TopicService.DeleteTopic:output_type -> rewind.v1.DeleteTopicResponse
+	16, // [16:20] is the sub-list for method output_type
+	12, // [12:16] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_topic_proto_init() }
