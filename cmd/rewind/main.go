@@ -4,6 +4,8 @@
 //	rewind topic create|list|describe|delete
 //	rewind publish TOPIC [VALUE]
 //	rewind replay TOPIC --from POS [--to POS]
+//	rewind subscribe TOPIC --group G  consume as a group member
+//	rewind group list|describe|reset|delete
 //	rewind demo                       see it work in one command
 //	rewind bench publish|replay|ttfm  measure
 //
@@ -59,7 +61,7 @@ func newRoot() *cobra.Command {
 		server = defaultServer
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
-	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newDemo(), newBench(g))
+	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newDemo(), newBench(g))
 	return root
 }
 

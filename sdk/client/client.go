@@ -29,6 +29,8 @@ type Client struct {
 	topics rewindv1connect.TopicServiceClient
 	pub    rewindv1connect.PublishServiceClient
 	sub    rewindv1connect.SubscribeServiceClient
+	groups rewindv1connect.GroupServiceClient
+	retry  retryPolicy
 }
 
 // Protocol selects the wire protocol.
@@ -46,6 +48,7 @@ type options struct {
 	protocol    Protocol
 	connectOpts []connect.ClientOption
 	gzip        bool
+	retry       retryPolicy
 }
 
 // Option configures a Client.
@@ -74,7 +77,7 @@ const MaxMessageBytes = 64 << 20
 // New returns a client for the server at addr, e.g. "http://127.0.0.1:7070".
 // It does not connect until the first call.
 func New(addr string, opts ...Option) *Client {
-	o := options{}
+	o := options{retry: defaultRetry}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -105,6 +108,8 @@ func New(addr string, opts ...Option) *Client {
 		topics: rewindv1connect.NewTopicServiceClient(o.httpClient, addr, copts...),
 		pub:    rewindv1connect.NewPublishServiceClient(o.httpClient, addr, copts...),
 		sub:    rewindv1connect.NewSubscribeServiceClient(o.httpClient, addr, copts...),
+		groups: rewindv1connect.NewGroupServiceClient(o.httpClient, addr, copts...),
+		retry:  o.retry,
 	}
 }
 

@@ -21,6 +21,7 @@ type Position struct {
 	t      time.Time
 	s      string
 	d      time.Duration
+	shift  int64
 }
 
 type posKind int
@@ -35,6 +36,7 @@ const (
 	posTimeBack
 	posToken
 	posEnd
+	posShift
 )
 
 // Earliest is the first stored record of each partition.
@@ -65,6 +67,14 @@ func ResumeToken(tok string) Position { return Position{kind: posToken, s: tok} 
 // End, as a stop, is the end of each partition when the stream starts.
 func End() Position { return Position{kind: posEnd} }
 
+// Shift, as a group reset target, moves each committed offset by n records
+// (negative: re-read n records).
+func Shift(n int64) Position { return Position{kind: posShift, shift: n} }
+
+func errNotAResetTarget(p Position) error {
+	return fmt.Errorf("%s is not a reset target (use earliest, latest, N, @time, -duration, -N, +N or id:)", p)
+}
+
 // String renders p in the CLI syntax.
 func (p Position) String() string {
 	switch p.kind {
@@ -86,6 +96,8 @@ func (p Position) String() string {
 		return "token:" + p.s
 	case posEnd:
 		return "end"
+	case posShift:
+		return fmt.Sprintf("%+d", p.shift)
 	}
 	return "?"
 }
@@ -111,6 +123,12 @@ func ParsePosition(s string) (Position, error) {
 		return Position{}, fmt.Errorf("empty position")
 	}
 	switch {
+	case strings.HasPrefix(s, "+"):
+		n, err := strconv.ParseInt(s[1:], 10, 64)
+		if err != nil {
+			return Position{}, fmt.Errorf("position %q: +N shifts a group's offsets forward by N records", s)
+		}
+		return Shift(n), nil
 	case strings.HasPrefix(s, "id:"):
 		return MessageID(s[3:]), nil
 	case strings.HasPrefix(s, "token:"):

@@ -43,6 +43,11 @@ type Result struct {
 // with one result per message in order. Messages bound for the same
 // partition keep their order. A bad message (too large, unknown partition)
 // fails the whole request with InvalidArgument and stores nothing.
+//
+// A failure whose outcome is unknown (Unavailable, a timeout, the server
+// too busy) is retried with the same request (see WithPublishRetry): give
+// messages idempotency keys and a retry never stores a record twice within
+// the topic's dedupe window; the result then says Duplicate.
 func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]Result, error) {
 	req := &rewindv1.PublishRequest{Topic: topic, Records: make([]*rewindv1.PublishRecord, len(msgs))}
 	slab := make([]rewindv1.PublishRecord, len(msgs))
@@ -61,7 +66,9 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]
 		}
 		req.Records[i] = r
 	}
-	resp, err := c.pub.Publish(ctx, req)
+	resp, err := c.retry.do(ctx, func(ctx context.Context) (*rewindv1.PublishResponse, error) {
+		return c.pub.Publish(ctx, req)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -33,9 +33,31 @@ type PartitionPosition struct {
 	LogStartOffset uint64
 }
 
-// Event is one stream event: *Started, *Records, *Progress, *CaughtUp or
-// *Ended.
+// Event is one stream event: *Started, *Records, *Progress, *CaughtUp,
+// *Ended, and for group members *Assigned and *ReplayStarted.
 type Event interface{ isEvent() }
+
+// Assigned tells a group member which partitions it reads now (after every
+// rebalance or reset). Commits use its Generation.
+type Assigned struct {
+	MemberID   string
+	Generation uint64
+	Epoch      uint64
+	Partitions []PartitionPosition
+	Revoked    []uint32
+}
+
+// ReplayStarted says a group reset moved a partition: the records that
+// follow start at FromOffset.
+type ReplayStarted struct {
+	Epoch      uint64
+	Partition  uint32
+	FromOffset uint64
+	Generation uint64
+}
+
+func (*Assigned) isEvent()      {}
+func (*ReplayStarted) isEvent() {}
 
 // Started is the first event: where each partition starts.
 type Started struct {
@@ -83,6 +105,26 @@ type subOptions struct {
 	partitions    []uint32
 	maxPerEvent   uint32
 	progressEvery time.Duration
+	group, name   string
+	autoCommit    bool
+	commitEvery   time.Duration
+}
+
+// Group joins a subscriber group: the server assigns this subscription a
+// share of the topic's partitions and moves them as members come and go.
+// From is then where partitions without a committed offset start. A named
+// subscription with a single reader is a group with one member.
+func Group(name string) SubscribeOption { return func(o *subOptions) { o.group = name } }
+
+// ClientName says who this member is in DescribeGroup.
+func ClientName(name string) SubscribeOption { return func(o *subOptions) { o.name = name } }
+
+// AutoCommit commits a group member's progress for it: when Next is called
+// again after a Records event (the caller is done with it), its offsets are
+// due, and due offsets are committed at most every interval (0: at once)
+// and on Close. At-least-once: a crash re-delivers what was not committed.
+func AutoCommit(interval time.Duration) SubscribeOption {
+	return func(o *subOptions) { o.autoCommit, o.commitEvery = true, interval }
 }
 
 // SubscribeOption configures Subscribe.
@@ -116,6 +158,18 @@ type Subscription struct {
 	err    error
 	token  string
 	ended  bool
+
+	// Group members.
+	c          *Client
+	ctx        context.Context
+	topic      string
+	opts       subOptions
+	memberID   string
+	generation uint64
+	owned      map[uint32]bool
+	due        map[uint32]uint64 // offsets processed, not committed
+	lastCommit time.Time
+	commitErr  error
 }
 
 // Subscribe opens a stream on topic. Errors in the request (unknown topic,
@@ -125,7 +179,7 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 	for _, opt := range opts {
 		opt(&o)
 	}
-	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent}
+	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name}
 	if o.progressEvery > 0 {
 		req.ProgressInterval = durationpb.New(o.progressEvery)
 	}
@@ -149,7 +203,7 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 		cancel()
 		return nil, err
 	}
-	s := &Subscription{stream: st, cancel: cancel}
+	s := &Subscription{stream: st, cancel: cancel, c: c, ctx: ctx, topic: topic, opts: o, owned: map[uint32]bool{}, due: map[uint32]uint64{}}
 	// The first event is always Started (or an error): read it so request
 	// errors come back from Subscribe.
 	if !s.Next() {
@@ -169,6 +223,14 @@ func (s *Subscription) Next() bool {
 	if s.err != nil || s.ended {
 		return false
 	}
+	if s.opts.autoCommit {
+		if r, ok := s.ev.(*Records); ok && len(r.Records) > 0 && s.owned[r.Partition] {
+			s.due[r.Partition] = r.Records[len(r.Records)-1].Offset + 1
+		}
+		if len(s.due) > 0 && time.Since(s.lastCommit) >= s.opts.commitEvery {
+			s.commitDue()
+		}
+	}
 	if !s.stream.Receive() {
 		s.err = s.stream.Err()
 		if s.err == nil {
@@ -187,8 +249,64 @@ func (s *Subscription) Next() bool {
 	case *Ended:
 		s.token = e.ResumeToken
 		s.ended = true
+	case *Assigned:
+		s.memberID, s.generation = e.MemberID, e.Generation
+		clear(s.owned)
+		for _, p := range e.Partitions {
+			s.owned[p.Partition] = true
+		}
+		for p := range s.due {
+			if !s.owned[p] {
+				delete(s.due, p) // revoked: its new owner continues from the last commit
+			}
+		}
+	case *ReplayStarted:
+		delete(s.due, e.Partition) // progress from before the reset must not undo it
 	}
 	return s.ev != nil
+}
+
+// Generation returns the generation of a group member's current assignment.
+func (s *Subscription) Generation() uint64 { return s.generation }
+
+// MemberID returns the id the server gave this group member.
+func (s *Subscription) MemberID() string { return s.memberID }
+
+// Commit commits a group member's progress: for each partition, the next
+// offset to read. It uses the current generation; a commit for a partition
+// this member no longer owns, or from before a reset, fails with
+// FailedPrecondition.
+func (s *Subscription) Commit(ctx context.Context, offsets map[uint32]uint64) error {
+	if s.opts.group == "" {
+		return errors.New("client: Commit needs a group subscription")
+	}
+	return s.c.Commit(ctx, s.opts.group, s.topic, s.generation, offsets)
+}
+
+// CommitRecords commits the offsets after records (the last of each
+// partition).
+func (s *Subscription) CommitRecords(ctx context.Context, records ...Record) error {
+	offsets := map[uint32]uint64{}
+	for _, r := range records {
+		if r.Offset+1 > offsets[r.Partition] {
+			offsets[r.Partition] = r.Offset + 1
+		}
+	}
+	return s.Commit(ctx, offsets)
+}
+
+// CommitErr returns the last error of an automatic commit (see AutoCommit).
+func (s *Subscription) CommitErr() error { return s.commitErr }
+
+func (s *Subscription) commitDue() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	defer cancel()
+	if err := s.Commit(ctx, s.due); err != nil {
+		s.commitErr = err
+	} else {
+		clear(s.due)
+	}
+	s.lastCommit = time.Now()
 }
 
 // Event returns the event Next moved to.
@@ -206,8 +324,17 @@ func (s *Subscription) Err() error {
 // returned by Next: pass it to From(ResumeToken(tok)).
 func (s *Subscription) ResumeToken() string { return s.token }
 
-// Close ends the stream.
+// Close ends the stream, after committing what AutoCommit has due (the
+// last event returned by Next counts as processed).
 func (s *Subscription) Close() error {
+	if s.opts.autoCommit && s.err == nil {
+		if r, ok := s.ev.(*Records); ok && len(r.Records) > 0 && s.owned[r.Partition] {
+			s.due[r.Partition] = r.Records[len(r.Records)-1].Offset + 1
+		}
+		if len(s.due) > 0 {
+			s.commitDue()
+		}
+	}
 	s.cancel()
 	return s.stream.Close()
 }
@@ -278,6 +405,12 @@ func convert(m *rewindv1.SubscribeResponse) Event {
 		return &CaughtUp{Partition: e.CaughtUp.GetPartition(), NextOffset: e.CaughtUp.GetNextOffset(), LaggingPartitions: e.CaughtUp.GetLaggingPartitions()}
 	case *rewindv1.SubscribeResponse_End:
 		return &Ended{Partitions: positions(e.End.GetPartitions()), ResumeToken: e.End.GetResumeToken()}
+	case *rewindv1.SubscribeResponse_Assignment:
+		a := e.Assignment
+		return &Assigned{MemberID: a.GetMemberId(), Generation: a.GetGeneration(), Epoch: a.GetEpoch(), Partitions: positions(a.GetPartitions()), Revoked: a.GetRevoked()}
+	case *rewindv1.SubscribeResponse_ReplayStarted:
+		r := e.ReplayStarted
+		return &ReplayStarted{Epoch: r.GetEpoch(), Partition: r.GetPartition(), FromOffset: r.GetFromOffset(), Generation: r.GetGeneration()}
 	}
 	return &Progress{} // an event type from a newer server: harmless
 }

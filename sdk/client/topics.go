@@ -19,6 +19,7 @@ type Topic struct {
 	RetentionAge      time.Duration
 	RetentionBytes    uint64
 	RetentionRecords  uint64
+	DedupeWindow      time.Duration
 	CreateTime        time.Time
 }
 
@@ -60,6 +61,12 @@ func WithRetention(maxAge time.Duration, maxBytes, maxRecords uint64) TopicOptio
 			c.Retention.MaxAge = durationpb.New(maxAge)
 		}
 	}
+}
+
+// WithDedupeWindow sets how long idempotency keys are remembered (default
+// 24 h); 0 turns deduplication off.
+func WithDedupeWindow(d time.Duration) TopicOption {
+	return func(c *rewindv1.TopicConfig) { c.DedupeWindow = durationpb.New(d) }
 }
 
 // CreateTopic creates a topic. Errors carry Connect codes: AlreadyExists,
@@ -124,6 +131,9 @@ func topicOf(t *rewindv1.Topic) *Topic {
 	}
 	if d := cfg.GetRetention().GetMaxAge(); d != nil {
 		out.RetentionAge = d.AsDuration()
+	}
+	if d := cfg.GetDedupeWindow(); d != nil {
+		out.DedupeWindow = d.AsDuration()
 	}
 	if ct := t.GetCreateTime(); ct != nil {
 		out.CreateTime = ct.AsTime()

@@ -47,10 +47,12 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(rewindv1connect.NewTopicServiceHandler(s, opts...))
 	mux.Handle(rewindv1connect.NewPublishServiceHandler(s, opts...))
 	mux.Handle(rewindv1connect.NewSubscribeServiceHandler(s, opts...))
+	mux.Handle(rewindv1connect.NewGroupServiceHandler(s, opts...))
 	services := []string{
 		rewindv1connect.TopicServiceName,
 		rewindv1connect.PublishServiceName,
 		rewindv1connect.SubscribeServiceName,
+		rewindv1connect.GroupServiceName,
 	}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
@@ -63,4 +65,5 @@ var (
 	_ rewindv1connect.TopicServiceHandler     = (*Server)(nil)
 	_ rewindv1connect.PublishServiceHandler   = (*Server)(nil)
 	_ rewindv1connect.SubscribeServiceHandler = (*Server)(nil)
+	_ rewindv1connect.GroupServiceHandler     = (*Server)(nil)
 )

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/resume"
@@ -29,6 +30,10 @@ var codes = []struct {
 	{partition.ErrConflict, connect.CodeFailedPrecondition},
 	{partition.ErrFenced, connect.CodeFailedPrecondition},
 	{broker.ErrNoTopic, connect.CodeNotFound},
+	{broker.ErrNoGroup, connect.CodeNotFound},
+	{groups.ErrDeleted, connect.CodeNotFound},
+	{groups.ErrUnknownGeneration, connect.CodeFailedPrecondition},
+	{groups.ErrHasMembers, connect.CodeFailedPrecondition},
 	{broker.ErrTopicDeleted, connect.CodeNotFound},
 	{broker.ErrTopicExists, connect.CodeAlreadyExists},
 	{broker.ErrInvalid, connect.CodeInvalidArgument},

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
@@ -109,12 +110,13 @@ func (c Config) withDefaults() Config {
 
 // Broker is one node. Its methods are safe for concurrent use.
 type Broker struct {
-	cfg   Config
-	log   hclog.Logger
-	db    *pebble.DB
-	host  *raftlog.Host
-	meta  *meta.Meta
-	cache *partition.Cache
+	cfg    Config
+	log    hclog.Logger
+	db     *pebble.DB
+	host   *raftlog.Host
+	meta   *meta.Meta
+	cache  *partition.Cache
+	groups *groups.Coordinator
 
 	mu struct {
 		sync.Mutex
@@ -152,8 +154,11 @@ func Open(cfg Config) (*Broker, error) {
 		cfg:   cfg,
 		log:   cfg.Logger,
 		cache: partition.NewCache(cfg.TailCacheBytes),
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
+		groups: groups.New(groups.Config{
+			Now: func() int64 { return cfg.Clock().UnixNano() }, Logger: cfg.Logger.Named("groups"),
+		}),
+		wake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
 	}
 	b.mu.topics = make(map[uint64]*liveTopic)
 	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.StoreCacheBytes, Logger: cfg.Logger})
@@ -313,6 +318,7 @@ func (b *Broker) removeTopic(t *meta.Topic) error {
 			p.Fail(fmt.Errorf("%w: %q", ErrTopicDeleted, t.Name))
 		}
 	}
+	b.groups.Forget(t.ID)
 	var errs []error
 	for _, g := range t.Groups {
 		errs = append(errs, b.deleteGroup(g))
@@ -329,7 +335,7 @@ func (b *Broker) deleteGroup(g uint64) error {
 	b.cache.Drop(g)
 	batch := b.db.NewBatch()
 	defer batch.Close()
-	for _, prefix := range []byte{keys.Offset, keys.Time} {
+	for _, prefix := range []byte{keys.Offset, keys.Time, keys.Dedupe, keys.Expiry, keys.Commit} {
 		s, e := keys.GroupSpan(prefix, g)
 		if err := batch.DeleteRange(s, e, nil); err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
 )
@@ -117,6 +119,11 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 			dest[i] = r.Partition
 		case len(r.Key) > 0:
 			dest[i] = PartitionForKey(r.Key, n)
+		case len(r.IdempotencyKey) > 0:
+			// Deduplication is per partition: a retry of a keyless record
+			// must land where the first attempt did, so its idempotency
+			// key picks the partition, not the round-robin.
+			dest[i] = PartitionForKey(r.IdempotencyKey, n)
 		default:
 			dest[i] = uint32((lt.rr.n.Add(1) - 1) % uint64(n))
 		}
@@ -176,7 +183,11 @@ func (b *Broker) publishError(topic string, err error) error {
 // unavailableUnlessTyped leaves errors the edge maps on their own (deleted
 // topic, timeouts, busy) alone and marks the rest retryable.
 func unavailableUnlessTyped(err error) error {
-	for _, e := range []error{ErrTopicDeleted, partition.ErrBusy, partition.ErrOutcomeUnknown} {
+	if err == nil {
+		return nil
+	}
+	for _, e := range []error{ErrTopicDeleted, partition.ErrBusy, partition.ErrOutcomeUnknown, partition.ErrFenced,
+		groups.ErrUnknownGeneration, groups.ErrHasMembers, cursor.ErrInvalid, ErrInvalid} {
 		if errorsIs(err, e) {
 			return err
 		}

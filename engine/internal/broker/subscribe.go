@@ -19,6 +19,10 @@ type SubscribeParams struct {
 	Start      cursor.Start
 	Stop       cursor.Stop
 	Options    stream.Options
+	// Group, when set, joins this subscriber group (Start is then where
+	// partitions without a committed offset start).
+	Group      string
+	ClientName string
 }
 
 // Subscribe serves one stream until it ends (nil after its end event), ctx
@@ -35,6 +39,9 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	lt, err := b.topic(sp.Topic)
 	if err != nil {
 		return err
+	}
+	if sp.Group != "" {
+		return b.subscribeGroup(ctx, lt, sp, sink)
 	}
 	n := uint32(len(lt.parts))
 	sel := slices.Clone(sp.Partitions)
@@ -71,7 +78,11 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	if sp.Options.Now == nil {
 		sp.Options.Now = b.cfg.Clock
 	}
-	err = stream.Run(ctx, lt.meta.ID, parts, cursors, sp.Options, sink)
+	return b.streamError(stream.Run(ctx, lt.meta.ID, parts, cursors, sp.Options, sink))
+}
+
+// streamError classifies why a stream ended.
+func (b *Broker) streamError(err error) error {
 	if errors.Is(err, ErrTopicDeleted) {
 		return fmt.Errorf("%w: %w", ErrNoTopic, err)
 	}

@@ -25,12 +25,18 @@ const (
 type PublishRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Records with a key go to partition hash(key) mod partitions (FNV-1a,
-	// 32-bit) unless `partition` is set; records without one are spread
-	// round-robin.
+	// 32-bit) unless `partition` is set; records without a key but with an
+	// idempotency key go to hash(idempotency key) mod partitions (so that a
+	// retry lands where the first attempt did and is recognised as a
+	// duplicate); the others are spread round-robin.
 	Key     []byte    `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value   []byte    `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	Headers []*Header `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty"`
-	// Optional, at most 256 bytes; stored and delivered with the record.
+	// Optional, at most 256 bytes, unique within the request; stored and
+	// delivered with the record. Within the topic's dedupe window a record
+	// published again with the same key is not stored again: the result says
+	// duplicate and gives the original's offset. The same key with different
+	// contents fails the publish with FailedPrecondition.
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Optional producer timestamp, nanoseconds since the Unix epoch.
 	EventTimeUnixNanos int64 `protobuf:"varint,5,opt,name=event_time_unix_nanos,json=eventTimeUnixNanos,proto3" json:"event_time_unix_nanos,omitempty"`

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-io/rewind/sdk/client"
+)
+
+func newSubscribe(g *globals) *cobra.Command {
+	var from, format, name string
+	var group string
+	var commitEvery time.Duration
+	cmd := &cobra.Command{
+		Use:   "subscribe TOPIC --group G",
+		Short: "Consume a topic as a member of a subscriber group",
+		Long: `Join subscriber group G on TOPIC and print the records of the partitions
+the server assigns to this member, committing progress as it goes (at least
+once: records printed but not yet committed are delivered again after a
+crash). Run several to share the work; stop one and its partitions move to
+the others. --from says where partitions the group never committed start
+(default earliest; see rewind replay --help for POS).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			start, err := client.ParsePosition(from)
+			if err != nil {
+				return fmt.Errorf("--from: %w", err)
+			}
+			ctx := cmd.Context()
+			sub, err := g.client().Subscribe(ctx, args[0], client.Group(group), client.ClientName(name),
+				client.From(start), client.AutoCommit(commitEvery))
+			if err != nil {
+				return err
+			}
+			defer sub.Close()
+			out := newRecordWriter(os.Stdout, format)
+			defer out.flush()
+			tty := isTerminal(os.Stderr)
+			for sub.Next() {
+				switch e := sub.Event().(type) {
+				case *client.Records:
+					for i := range e.Records {
+						if err := out.write(&e.Records[i]); err != nil {
+							return err
+						}
+					}
+					out.flush()
+				case *client.Assigned:
+					if tty {
+						parts := make([]string, len(e.Partitions))
+						for i, p := range e.Partitions {
+							parts[i] = fmt.Sprintf("%d@%d", p.Partition, p.NextOffset)
+						}
+						fmt.Fprintf(os.Stderr, "-- member %s, generation %d: partitions [%s] --\n", e.MemberID, e.Generation, strings.Join(parts, " "))
+					}
+				case *client.ReplayStarted:
+					if tty {
+						fmt.Fprintf(os.Stderr, "-- replay (epoch %d): partition %d from offset %d --\n", e.Epoch, e.Partition, e.FromOffset)
+					}
+				}
+				if err := sub.CommitErr(); err != nil && tty {
+					fmt.Fprintf(os.Stderr, "-- commit failed: %v --\n", describe(err))
+				}
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			return sub.Err()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&group, "group", "", "subscriber group (required)")
+	f.StringVar(&from, "from", "earliest", "where partitions without a committed offset start")
+	f.StringVar(&name, "name", hostnameOr("rewind-cli"), "this member's name in group describe")
+	f.DurationVar(&commitEvery, "commit-every", time.Second, "commit progress at most this often (0: after every event)")
+	addFormat(cmd, &format)
+	_ = cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+func hostnameOr(def string) string {
+	h, err := os.Hostname()
+	if err != nil {
+		return def
+	}
+	return fmt.Sprintf("%s:%d", h, os.Getpid())
+}
+
+func newGroup(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "group", Short: "List, describe, reset and delete subscriber groups"}
+	cmd.AddCommand(newGroupList(g), newGroupDescribe(g), newGroupReset(g), newGroupDelete(g))
+	return cmd
+}
+
+func newGroupList(g *globals) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List groups",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			gs, err := g.client().ListGroups(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				out := make([]map[string]any, len(gs))
+				for i, x := range gs {
+					out[i] = map[string]any{"group": x.Group, "topic": x.Topic, "members": x.Members, "generation": x.Generation}
+				}
+				return printJSON(out)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "GROUP\tTOPIC\tMEMBERS\tGENERATION")
+			for _, x := range gs {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", x.Group, x.Topic, x.Members, x.Generation)
+			}
+			return w.Flush()
+		},
+	}
+	addFormat(cmd, &format)
+	return cmd
+}
+
+func newGroupDescribe(g *globals) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "describe GROUP",
+		Short: "Show a group's members, assignments, committed offsets and lag",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			ts, err := g.client().DescribeGroup(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(groupJSON(args[0], ts))
+			}
+			for _, t := range ts {
+				fmt.Printf("group %s on topic %s: generation %d, epoch %d, %d members\n", args[0], t.Topic, t.Generation, t.Epoch, len(t.Members))
+				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "MEMBER\tCLIENT\tPARTITIONS\tJOINED")
+				for _, m := range t.Members {
+					fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", m.ID, m.ClientName, m.Partitions, m.JoinTime.UTC().Format(time.RFC3339))
+				}
+				w.Flush()
+				w = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "PARTITION\tCOMMITTED\tEND\tLAG\tLAG TIME\tMEMBER")
+				for _, p := range t.Partitions {
+					committed := "-"
+					if p.Committed {
+						committed = fmt.Sprint(p.CommittedOffset)
+					}
+					fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%s\t%s\n", p.Partition, committed, p.EndOffset, p.Lag, p.LagTime.Round(time.Millisecond), orDash(p.MemberID))
+				}
+				w.Flush()
+			}
+			return nil
+		},
+	}
+	addFormat(cmd, &format)
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func groupJSON(name string, ts []client.GroupTopic) map[string]any {
+	topics := make([]map[string]any, len(ts))
+	for i, t := range ts {
+		members := make([]map[string]any, len(t.Members))
+		for j, m := range t.Members {
+			members[j] = map[string]any{"member_id": m.ID, "client_name": m.ClientName, "partitions": m.Partitions, "join_time": m.JoinTime.UTC().Format(time.RFC3339Nano)}
+		}
+		parts := make([]map[string]any, len(t.Partitions))
+		for j, p := range t.Partitions {
+			parts[j] = map[string]any{
+				"partition": p.Partition, "committed": p.Committed, "committed_offset": p.CommittedOffset,
+				"end_offset": p.EndOffset, "log_start_offset": p.LogStartOffset, "lag": p.Lag,
+				"lag_seconds": p.LagTime.Seconds(), "member_id": p.MemberID,
+			}
+		}
+		topics[i] = map[string]any{"topic": t.Topic, "generation": t.Generation, "epoch": t.Epoch, "members": members, "partitions": parts}
+	}
+	return map[string]any{"group": name, "topics": topics}
+}
+
+func newGroupReset(g *globals) *cobra.Command {
+	var (
+		topic, to, format string
+		parts             []uint
+		execute           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "reset GROUP --topic T --to POS [--execute]",
+		Short: "Move a group's committed offsets (group replay); a dry run unless --execute",
+		Long: `Plan, and with --execute carry out, moving group GROUP's committed offsets
+on topic T. POS: earliest, latest, N (an offset), @time, -1h (a duration
+ago), id:<message-id>, or -N / +N (shift each committed offset back or
+forward by N records). Targets outside the stored range are clamped to it.
+
+On a live group nothing needs to stop: members' streams seek in place and
+say "replay started" before the first re-delivered record, and commits from
+before the reset are refused.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			target, err := parseResetTarget(to)
+			if err != nil {
+				return err
+			}
+			ps := make([]uint32, len(parts))
+			for i, p := range parts {
+				ps[i] = uint32(p)
+			}
+			res, err := g.client().ResetGroup(cmd.Context(), args[0], topic, target, ps, !execute)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				rows := make([]map[string]any, len(res.Rows))
+				for i, r := range res.Rows {
+					rows[i] = map[string]any{"partition": r.Partition, "had_commit": r.HadCommit, "current": r.Current,
+						"new": r.New, "records_to_reread": r.RecordsToReread, "lag": r.Lag, "clamped": r.Clamped}
+				}
+				return printJSON(map[string]any{"executed": res.Executed, "epoch": res.Epoch, "generation": res.Generation, "plan": rows})
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PARTITION\tCURRENT\tNEW\tLAG")
+			for _, r := range res.Rows {
+				cur := fmt.Sprint(r.Current)
+				if !r.HadCommit {
+					cur = "-"
+				}
+				note := ""
+				if r.Clamped {
+					note = "\t(clamped to the stored range)"
+				}
+				fmt.Fprintf(w, "%d\t%s\t%d\t%d%s\n", r.Partition, cur, r.New, r.Lag, note)
+			}
+			w.Flush()
+			if res.Executed {
+				fmt.Printf("reset executed: epoch %d, generation %d\n", res.Epoch, res.Generation)
+			} else {
+				fmt.Println("dry run: nothing changed (add --execute to reset)")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "topic (required)")
+	f.StringVar(&to, "to", "", "target position (required)")
+	f.UintSliceVar(&parts, "partition", nil, "partition to reset (repeatable; default all)")
+	f.BoolVar(&execute, "execute", false, "carry the reset out (default: dry run)")
+	addFormat(cmd, &format)
+	_ = cmd.MarkFlagRequired("topic")
+	_ = cmd.MarkFlagRequired("to")
+	return cmd
+}
+
+// parseResetTarget reads POS for a reset: -N means shift back by N records
+// (for a replay it means N back from the end).
+func parseResetTarget(s string) (client.Position, error) {
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		if n, err := strconv.ParseInt(rest, 10, 64); err == nil {
+			return client.Shift(-n), nil
+		}
+	}
+	p, err := client.ParsePosition(s)
+	if err != nil {
+		return client.Position{}, fmt.Errorf("--to: %w", err)
+	}
+	return p, nil
+}
+
+func newGroupDelete(g *globals) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "delete GROUP",
+		Short: "Delete a group's committed offsets",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.client().DeleteGroup(cmd.Context(), args[0], force); err != nil {
+				return err
+			}
+			fmt.Printf("deleted group %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "delete even while members are connected (their streams end)")
+	return cmd
+}

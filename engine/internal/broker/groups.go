@@ -1,0 +1,264 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/groups"
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/stream"
+)
+
+// ErrNoGroup is returned for a group with no committed offsets and no
+// members.
+var ErrNoGroup = errors.New("no such group")
+
+// ValidateGroupName reports why name cannot be a group name, or nil. Group
+// names follow the rules of topic names.
+func ValidateGroupName(name string) error {
+	if !topicName.MatchString(name) || name == "." || name == ".." {
+		return fmt.Errorf("%w: group name %q: use 1 to %d characters of a-z, A-Z, 0-9, '.', '_' and '-'", ErrInvalid, name, MaxTopicName)
+	}
+	return nil
+}
+
+func (lt *liveTopic) groupTopic() groups.Topic {
+	return groups.Topic{ID: lt.meta.ID, Name: lt.meta.Name, Parts: lt.parts}
+}
+
+// subscribeGroup serves a group member's stream.
+func (b *Broker) subscribeGroup(ctx context.Context, lt *liveTopic, sp SubscribeParams, sink stream.Sink) error {
+	if err := ValidateGroupName(sp.Group); err != nil {
+		return err
+	}
+	if len(sp.Partitions) > 0 || sp.Stop.Kind != cursor.Follow {
+		return fmt.Errorf("%w: a group member reads the partitions it is assigned, with no stop: leave partitions and stop unset", ErrInvalid)
+	}
+	m, err := b.groups.Join(ctx, sp.Group, lt.groupTopic(), sp.ClientName, sp.Start)
+	if err != nil {
+		return err
+	}
+	defer b.groups.Leave(m)
+	opts := sp.Options
+	opts.Control = m.Control
+	if opts.Now == nil {
+		opts.Now = b.cfg.Clock
+	}
+	return b.streamError(stream.Run(ctx, lt.meta.ID, nil, nil, opts, sink))
+}
+
+// Commit records a group's progress on a topic (see groups.Coordinator.Commit).
+func (b *Broker) Commit(ctx context.Context, group, topic string, generation uint64, offsets map[uint32]uint64) error {
+	if err := ValidateGroupName(group); err != nil {
+		return err
+	}
+	lt, err := b.topic(topic)
+	if err != nil {
+		return err
+	}
+	if len(offsets) == 0 {
+		return fmt.Errorf("%w: a commit needs at least one offset", ErrInvalid)
+	}
+	return unavailableUnlessTyped(b.groups.Commit(ctx, group, lt.groupTopic(), generation, offsets))
+}
+
+// GroupSummary is a group on a topic.
+type GroupSummary struct {
+	Group      string
+	Topic      string
+	Members    int
+	Generation uint64
+}
+
+// groupTopics returns, for every group, the live topics it has rows or
+// members on.
+func (b *Broker) groupTopics() (map[string][]*liveTopic, error) {
+	b.mu.Lock()
+	topics := make([]*liveTopic, 0, len(b.mu.topics))
+	for _, lt := range b.mu.topics {
+		topics = append(topics, lt)
+	}
+	b.mu.Unlock()
+	slices.SortFunc(topics, func(a, c *liveTopic) int { return int(a.meta.ID) - int(c.meta.ID) })
+	active := b.groups.Active()
+	out := map[string][]*liveTopic{}
+	for _, lt := range topics {
+		names := map[string]bool{}
+		for g, ids := range active {
+			if slices.Contains(ids, lt.meta.ID) {
+				names[g] = true
+			}
+		}
+		for _, p := range lt.parts {
+			ns, err := p.GroupNames()
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range ns {
+				names[n] = true
+			}
+		}
+		for n := range names {
+			out[n] = append(out[n], lt)
+		}
+	}
+	return out, nil
+}
+
+// ListGroups lists every group with rows or members, by group then topic.
+func (b *Broker) ListGroups() ([]GroupSummary, error) {
+	gt, err := b.groupTopics()
+	if err != nil {
+		return nil, err
+	}
+	var out []GroupSummary
+	for g, lts := range gt {
+		for _, lt := range lts {
+			li, err := b.groups.Live(g, lt.groupTopic())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, GroupSummary{Group: g, Topic: lt.meta.Name, Members: len(li.Members), Generation: li.Generation})
+		}
+	}
+	slices.SortFunc(out, func(a, c GroupSummary) int {
+		if a.Group != c.Group {
+			return compare(a.Group, c.Group)
+		}
+		return compare(a.Topic, c.Topic)
+	})
+	return out, nil
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// GroupPartitionInfo is a group's state in one partition.
+type GroupPartitionInfo struct {
+	Partition  uint32
+	State      partition.GroupState
+	Bounds     partition.State
+	Lag        uint64
+	LagNanos   int64 // age of the oldest record not committed; 0 without lag
+	Member     string
+	HasCommits bool
+}
+
+// GroupTopicInfo is a group on one topic.
+type GroupTopicInfo struct {
+	Topic      string
+	Live       groups.LiveInfo
+	Partitions []GroupPartitionInfo
+}
+
+// DescribeGroup returns a group's state on every topic it reads.
+func (b *Broker) DescribeGroup(name string) ([]GroupTopicInfo, error) {
+	if err := ValidateGroupName(name); err != nil {
+		return nil, err
+	}
+	gt, err := b.groupTopics()
+	if err != nil {
+		return nil, err
+	}
+	lts := gt[name]
+	if len(lts) == 0 {
+		return nil, fmt.Errorf("%w: %q", ErrNoGroup, name)
+	}
+	now := b.Now()
+	var out []GroupTopicInfo
+	for _, lt := range lts {
+		li, err := b.groups.Live(name, lt.groupTopic())
+		if err != nil {
+			return nil, err
+		}
+		owner := map[uint32]string{}
+		for _, m := range li.Members {
+			for _, p := range m.Partitions {
+				owner[p] = m.ID
+			}
+		}
+		ti := GroupTopicInfo{Topic: lt.meta.Name, Live: li}
+		for i, p := range lt.parts {
+			st, ok, err := p.GroupState(name)
+			if err != nil {
+				return nil, err
+			}
+			bd := p.Bounds()
+			gp := GroupPartitionInfo{Partition: uint32(i), State: st, Bounds: bd, Member: owner[uint32(i)], HasCommits: ok && st.Committed}
+			from := bd.LogStart
+			if gp.HasCommits {
+				from = min(max(st.Offset, bd.LogStart), bd.Next)
+			}
+			gp.Lag = bd.Next - from
+			if gp.Lag > 0 {
+				if t, err := p.TimeOf(from); err == nil {
+					gp.LagNanos = max(0, now-t)
+				}
+			}
+			ti.Partitions = append(ti.Partitions, gp)
+		}
+		out = append(out, ti)
+	}
+	return out, nil
+}
+
+// DeleteGroup deletes a group's rows on every topic. Refused while it has
+// members, unless force (their streams then end).
+func (b *Broker) DeleteGroup(ctx context.Context, name string, force bool) error {
+	if err := ValidateGroupName(name); err != nil {
+		return err
+	}
+	gt, err := b.groupTopics()
+	if err != nil {
+		return err
+	}
+	lts := gt[name]
+	if len(lts) == 0 {
+		return fmt.Errorf("%w: %q", ErrNoGroup, name)
+	}
+	if err := b.groups.Delete(name, force); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, lt := range lts {
+		for _, p := range lt.parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := p.GroupCommand(ctx, partition.GroupOp{Kind: partition.OpDelete, Group: name}); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return unavailableUnlessTyped(errors.Join(errs...))
+}
+
+// ResetGroup plans (and unless dryRun, executes) a group reset on a topic.
+func (b *Broker) ResetGroup(ctx context.Context, name, topic string, target groups.Target, parts []uint32, dryRun bool) (groups.Plan, error) {
+	if err := ValidateGroupName(name); err != nil {
+		return groups.Plan{}, err
+	}
+	lt, err := b.topic(topic)
+	if err != nil {
+		return groups.Plan{}, err
+	}
+	plan, err := b.groups.Reset(ctx, name, lt.groupTopic(), target, parts, dryRun)
+	return plan, unavailableUnlessTyped(err)
+}

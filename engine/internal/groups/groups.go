@@ -1,0 +1,348 @@
+// Package groups is the coordinator of server-managed subscriber groups.
+//
+// A member joins a group on a topic by opening a stream; the coordinator
+// assigns it a share of the topic's partitions (engine/internal/assign:
+// balanced and sticky) and steers its stream through a control channel. A
+// member leaves when its stream ends, and its partitions move to the others.
+// Clients need no group protocol: everything happens on the server.
+//
+// # Generations and fencing
+//
+// Every rebalance and every reset bumps the group's generation, announced
+// to each member in an assignment event. A member commits with the
+// generation of its latest assignment. Before a moved partition is given to
+// its new owner, the coordinator raises that partition's fence for the
+// group to the new generation — a raft command in the partition's own log —
+// so a commit from the previous owner that arrives later is rejected at
+// apply, in log order, on every replica. The generation survives restarts
+// without being stored on its own: it is the highest fence found in the
+// partitions.
+//
+// # Reset (group replay)
+//
+// A reset computes a plan (per partition: current, new offset, records to
+// re-read), then bumps the epoch and generation, writes every new offset
+// with the new fence (one raft command per partition), and tells the
+// members owning those partitions to seek in place: their streams say
+// replay_started and continue from the new offset, without reconnecting.
+//
+// # Lock order
+//
+// Coordinator.mu, then group.mu. group.mu is held across raft commands
+// (a rebalance is serialized per group); Coordinator.mu never is.
+package groups
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rewind-io/rewind/engine/internal/assign"
+	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/stream"
+)
+
+var (
+	// ErrUnknownGeneration is returned for a commit with a generation the
+	// coordinator never issued.
+	ErrUnknownGeneration = errors.New("groups: generation not issued")
+	// ErrDeleted ends the streams of a group deleted while they ran.
+	ErrDeleted = errors.New("groups: group deleted")
+	// ErrHasMembers refuses to delete a group with live members.
+	ErrHasMembers = errors.New("groups: group has live members")
+)
+
+// Topic is the topic a group reads: its id and partitions, by number.
+type Topic struct {
+	ID    uint64
+	Name  string
+	Parts []*partition.Partition
+}
+
+// Config configures a Coordinator.
+type Config struct {
+	// Now is the broker clock, Unix nanoseconds. Default time.Now.
+	Now func() int64
+	// RevokeTimeout bounds how long a rebalance waits for a member to stop
+	// reading a partition it loses before giving it to another (a member
+	// blocked on a slow client may take longer; the fence still protects
+	// commits). Default 2 s.
+	RevokeTimeout time.Duration
+	Logger        hclog.Logger
+}
+
+// Coordinator runs every group of a node. Safe for concurrent use.
+type Coordinator struct {
+	cfg Config
+	mu  struct {
+		sync.Mutex
+		groups map[key]*group
+		nextID uint64
+	}
+}
+
+type key struct {
+	name  string
+	topic uint64
+}
+
+// group is one group on one topic.
+type group struct {
+	name  string
+	topic Topic
+	mu    sync.Mutex
+	// Under mu.
+	loaded     bool
+	generation uint64
+	epoch      uint64
+	members    []*Member // in join order
+}
+
+// Member is one live member: the stream that joined reads Control.
+type Member struct {
+	ID         string
+	ClientName string
+	JoinTime   int64
+	// Control steers the member's stream (stream.Options.Control).
+	Control chan stream.Control
+	g       *group
+	start   cursor.Start
+	parts   []uint32 // under g.mu
+}
+
+// New returns a coordinator.
+func New(cfg Config) *Coordinator {
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	if cfg.RevokeTimeout == 0 {
+		cfg.RevokeTimeout = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	c := &Coordinator{cfg: cfg}
+	c.mu.groups = make(map[key]*group)
+	return c
+}
+
+func (c *Coordinator) group(name string, t Topic) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := key{name, t.ID}
+	g, ok := c.mu.groups[k]
+	if !ok {
+		g = &group{name: name, topic: t}
+		c.mu.groups[k] = g
+	}
+	return g
+}
+
+// loadLocked recovers the generation and epoch from the partitions' rows.
+func (g *group) loadLocked() error {
+	if g.loaded {
+		return nil
+	}
+	for _, p := range g.topic.Parts {
+		st, ok, err := p.GroupState(g.name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			g.generation = max(g.generation, st.Fence)
+			g.epoch = max(g.epoch, st.Epoch)
+		}
+	}
+	g.loaded = true
+	return nil
+}
+
+// Join adds a member to group name on topic t and assigns it partitions.
+// start is where a partition without a committed offset starts. The
+// member's first assignment is waiting in its Control channel when Join
+// returns; call Leave when its stream ends.
+func (c *Coordinator) Join(ctx context.Context, name string, t Topic, clientName string, start cursor.Start) (*Member, error) {
+	if start.Kind == cursor.FromToken {
+		return nil, fmt.Errorf("%w: a group member starts from the group's commits, not a resume token", cursor.ErrInvalid)
+	}
+	// Check the start policy once, on every partition, so a bad one fails
+	// the join rather than a later rebalance.
+	if _, err := c.resolve(t, allParts(t), start); err != nil {
+		return nil, err
+	}
+	g := c.group(name, t)
+	c.mu.Lock()
+	c.mu.nextID++
+	id := fmt.Sprintf("%s-%d-%d", name, c.cfg.Now()/int64(time.Millisecond), c.mu.nextID)
+	c.mu.Unlock()
+	m := &Member{
+		ID: id, ClientName: clientName, JoinTime: c.cfg.Now(), g: g, start: start,
+		Control: make(chan stream.Control, 64),
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.loadLocked(); err != nil {
+		return nil, err
+	}
+	g.members = append(g.members, m)
+	if err := c.rebalanceLocked(ctx, g); err != nil {
+		g.members = g.members[:len(g.members)-1]
+		return nil, err
+	}
+	return m, nil
+}
+
+// Leave removes a member (its stream ended) and gives its partitions to
+// the others.
+func (c *Coordinator) Leave(m *Member) {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.Index(g.members, m)
+	if i < 0 {
+		return
+	}
+	g.members = slices.Delete(g.members, i, i+1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.rebalanceLocked(ctx, g); err != nil {
+		c.cfg.Logger.Warn("rebalance after a member left", "group", g.name, "error", err)
+	}
+}
+
+func allParts(t Topic) []uint32 {
+	out := make([]uint32, len(t.Parts))
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
+}
+
+func (c *Coordinator) resolve(t Topic, parts []uint32, start cursor.Start) ([]cursor.Cursor, error) {
+	logs := make([]cursor.Log, len(t.Parts))
+	for i, p := range t.Parts {
+		logs[i] = p
+	}
+	return cursor.Resolve(t.ID, logs, parts, start, cursor.Stop{}, c.cfg.Now())
+}
+
+// startCursor is where a member starts reading a partition it was given:
+// the group's committed offset, else the member's start policy.
+func (c *Coordinator) startCursor(g *group, m *Member, p uint32) (cursor.Cursor, error) {
+	part := g.topic.Parts[p]
+	st, ok, err := part.GroupState(g.name)
+	if err != nil {
+		return cursor.Cursor{}, err
+	}
+	if ok && st.Committed {
+		b := part.Bounds()
+		// A commit below the log start (retention passed it) resumes at the
+		// log start; one past the end cannot happen (commits are checked).
+		next := min(max(st.Offset, b.LogStart), b.Next)
+		return cursor.Cursor{Partition: p, Next: next, MinTime: minTime, StopOffset: cursor.NoOffset, StopTime: cursor.NoTime}, nil
+	}
+	cs, err := c.resolve(g.topic, []uint32{p}, m.start)
+	if err != nil {
+		return cursor.Cursor{}, err
+	}
+	return cs[0], nil
+}
+
+const minTime = -1 << 63
+
+// rebalanceLocked recomputes the assignment, bumps the generation and
+// steers every member's stream: revoke, fence, then add.
+func (c *Coordinator) rebalanceLocked(ctx context.Context, g *group) error {
+	ids := make([]string, len(g.members))
+	current := make(map[string][]uint32, len(g.members))
+	byID := make(map[string]*Member, len(g.members))
+	for i, m := range g.members {
+		ids[i] = m.ID
+		current[m.ID] = m.parts
+		byID[m.ID] = m
+	}
+	next := assign.Assign(ids, uint32(len(g.topic.Parts)), current)
+	moves := assign.Moves(current, next)
+	g.generation++
+	gen := g.generation
+	// 1. Members losing partitions stop reading them first.
+	var waits []chan struct{}
+	for _, m := range g.members {
+		lost := without(m.parts, next[m.ID])
+		if len(lost) == 0 {
+			continue
+		}
+		done := make(chan struct{})
+		if m.send(stream.Control{Assignment: &stream.Assignment{MemberID: m.ID, Generation: gen, Epoch: g.epoch, Revoke: lost}, Done: done}) {
+			waits = append(waits, done)
+		}
+		m.parts = without(m.parts, lost)
+	}
+	timeout := time.NewTimer(c.cfg.RevokeTimeout)
+	defer timeout.Stop()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-timeout.C:
+			c.cfg.Logger.Warn("member slow to release partitions; moving them anyway", "group", g.name)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// 2. Fence every partition that changes owner: late commits of the
+	// previous owner are rejected from here on.
+	for _, mv := range moves {
+		if mv.To == "" {
+			continue
+		}
+		if _, err := g.topic.Parts[mv.Partition].GroupCommand(ctx, partition.GroupOp{
+			Kind: partition.OpFence, Group: g.name, Generation: gen, Time: c.cfg.Now(),
+		}); err != nil {
+			return fmt.Errorf("groups: fence partition %d: %w", mv.Partition, err)
+		}
+	}
+	// 3. Every member learns the new generation; gainers start reading.
+	for _, m := range g.members {
+		gained := without(next[m.ID], m.parts)
+		a := &stream.Assignment{MemberID: m.ID, Generation: gen, Epoch: g.epoch}
+		for _, p := range gained {
+			cur, err := c.startCursor(g, m, p)
+			if err != nil {
+				return err
+			}
+			a.Add = append(a.Add, stream.Assigned{Partition: g.topic.Parts[p], Cursor: cur})
+		}
+		m.parts = slices.Clone(next[m.ID])
+		m.send(stream.Control{Assignment: a})
+	}
+	_ = byID
+	return nil
+}
+
+// send queues a control message without blocking; a member whose queue is
+// full is not reading its control (its stream is ending) and is skipped.
+func (m *Member) send(ctl stream.Control) bool {
+	select {
+	case m.Control <- ctl:
+		return true
+	default:
+		return false
+	}
+}
+
+// without returns the elements of a not in b.
+func without(a, b []uint32) []uint32 {
+	var out []uint32
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
