@@ -71,8 +71,8 @@ func (n *Node) Handler() http.Handler { return n.api.Handler() }
 // NewHTTPServer returns the HTTP server configuration Rewind serves with:
 // HTTP/1.1 and unencrypted HTTP/2 (h2c) on one port, so Connect, gRPC and
 // gRPC-web clients all connect, with flow-control windows large enough for
-// a replay stream at loopback speed (the defaults throttle it), and a bound
-// on header reads.
+// a replay stream at loopback speed (the defaults throttle it), liveness
+// pings, and a bound on header reads.
 func NewHTTPServer(h http.Handler) *http.Server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
@@ -85,6 +85,12 @@ func NewHTTPServer(h http.Handler) *http.Server {
 			MaxConcurrentStreams:          1000,
 			MaxReceiveBufferPerConnection: 64 << 20,
 			MaxReceiveBufferPerStream:     16 << 20,
+			// A connection silent for 15 s is pinged and closed if the ping
+			// goes unanswered for 15 s more: a subscriber group member that
+			// vanished without closing its stream loses its partitions
+			// within about 30 s (its session timeout).
+			SendPingTimeout: 15 * time.Second,
+			PingTimeout:     15 * time.Second,
 		},
 	}
 }

@@ -62,9 +62,14 @@ var (
 
 // Command kinds: the first byte of every entry this package proposes.
 const (
-	kindBatch = 1 // a record batch (record package)
+	kindBatch = 1 // a record batch (record package), after the batch envelope
 	kindGroup = 2 // a subscriber group command (groups.go)
 )
+
+// batchEnvelope is what precedes a record batch in its raft entry: the kind
+// byte, then the raft index the proposer had applied when it checked the
+// batch's idempotency keys (8 bytes, little-endian; see dedupe.go).
+const batchEnvelope = 9
 
 // Waker is the part of the raft host a partition needs.
 type Waker interface{ Wake(group uint64) }
@@ -118,6 +123,9 @@ type Partition struct {
 	gcFloor   int64
 	opFlights map[uint64]*pendingOp
 	opResults []opResult
+	// appliedIndex is the raft index of the last entry applied (a lower
+	// bound after a restart: the last batch's).
+	appliedIndex uint64
 
 	mu struct {
 		sync.Mutex
@@ -224,6 +232,7 @@ func Open(cfg Config) (*Partition, error) {
 		p.st.FirstTime, p.st.LastTime = math.MinInt64, math.MinInt64
 	}
 	p.proposedTime = math.MinInt64
+	p.appliedIndex = p.st.LastIndex
 	p.mu.visible = p.st
 	p.mu.room = make(chan struct{})
 	p.mu.subs = make(map[chan<- struct{}]struct{})
@@ -411,9 +420,10 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 	}
 	finish := func() {
 		data := p.builder.Finish()
-		entry := make([]byte, 1+len(data))
+		entry := make([]byte, batchEnvelope+len(data))
 		entry[0] = kindBatch
-		copy(entry[1:], data)
+		binary.LittleEndian.PutUint64(entry[1:], p.appliedIndex)
+		copy(entry[batchEnvelope:], data)
 		p.inflight[p.nextID] = cur
 		p.mu.Lock()
 		p.mu.flightTimes[p.nextID] = cur.time
@@ -493,8 +503,8 @@ func (p *Partition) failOp(id uint64, err error) {
 
 func proposalID(entry []byte) (uint64, bool) {
 	switch {
-	case len(entry) >= 1+record.HeaderSize && entry[0] == kindBatch:
-		return binary.LittleEndian.Uint64(entry[1+6:]), true
+	case len(entry) >= batchEnvelope+record.HeaderSize && entry[0] == kindBatch:
+		return binary.LittleEndian.Uint64(entry[batchEnvelope+6:]), true
 	case len(entry) >= 9 && entry[0] == kindGroup:
 		return binary.LittleEndian.Uint64(entry[1:]), true
 	}
@@ -537,6 +547,7 @@ func (p *Partition) settle(a *Append, err error) {
 func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 	for _, e := range ents {
 		data := e.GetData()
+		p.appliedIndex = e.GetIndex()
 		switch data[0] {
 		case kindBatch:
 		case kindGroup:
@@ -547,7 +558,11 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		default:
 			return fmt.Errorf("partition %d: entry %d: unknown command kind %d", p.cfg.Index, e.GetIndex(), data[0])
 		}
-		b, err := record.Parse(data[1:])
+		if len(data) < batchEnvelope {
+			return fmt.Errorf("partition %d: entry %d: %w: batch entry of %d bytes", p.cfg.Index, e.GetIndex(), ErrCorrupt, len(data))
+		}
+		checked := binary.LittleEndian.Uint64(data[1:])
+		b, err := record.Parse(data[batchEnvelope:])
 		if err != nil {
 			// The entry is corrupt in this replica's log: stop the group
 			// rather than assign offsets differently from other replicas.
@@ -563,8 +578,9 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		}
 		t := max(b.AppendTime(), p.st.LastTime)
 		base := p.st.Next
+		inc := b.ProposalID() >> 32
 		if p.cfg.DedupeWindow > 0 {
-			dup, err := p.applyDedupe(w, b, base, t)
+			dup, err := p.applyDedupe(w, b, base, t, p.mustCheckKeys(inc, checked))
 			if err != nil {
 				return fmt.Errorf("partition %d: entry %d: dedupe: %w", p.cfg.Index, e.GetIndex(), err)
 			}
@@ -589,7 +605,10 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		}
 		p.st.Next += uint64(b.Span())
 		p.st.LastTime = t
-		p.st.Bytes += uint64(len(data) - 1)
+		p.st.Bytes += uint64(len(data) - batchEnvelope)
+		if inc != p.st.LastProposer {
+			p.st.LastOther, p.st.LastProposer = p.st.LastIndex, inc
+		}
 		p.st.LastIndex = e.GetIndex()
 		p.applied = append(p.applied, appliedBatch{
 			batch: &Batch{Base: base, AppendTime: t, Span: b.Span(), RaftIndex: e.GetIndex(), Records: b},

@@ -209,7 +209,10 @@ func (r *Reader) load(from uint64) error {
 	// Copy: the iterator's memory is reused as it moves (a block of the
 	// store's cache), and a stream may hold records of several batches in
 	// one event. The CRC is checked on the copy that will be delivered.
-	rb, err := record.Parse(bytes.Clone(data[1:]))
+	if len(data) < batchEnvelope {
+		return fmt.Errorf("partition %d: %w: raft entry %d is too short for a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
+	}
+	rb, err := record.Parse(bytes.Clone(data[batchEnvelope:]))
 	if err != nil {
 		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
 	}

@@ -22,13 +22,18 @@ type State struct {
 	// LastIndex is the raft index of the last applied batch: readers of the
 	// raft log stop there.
 	LastIndex uint64
+	// LastProposer is the proposer incarnation of the last applied batch,
+	// and LastOther the raft index of the last applied batch of another
+	// incarnation: what apply needs to know whether a batch's keys were
+	// already checked against everything before it (dedupe.go).
+	LastProposer, LastOther uint64
 }
 
 // Empty reports whether the partition holds no records.
 func (s State) Empty() bool { return s.Next == s.LogStart }
 
-const stateVersion = 1
-const stateSize = 1 + 6*8
+const stateVersion = 2
+const stateSize = 1 + 8*8
 
 func (s State) encode() []byte {
 	b := make([]byte, 1, stateSize)
@@ -38,7 +43,9 @@ func (s State) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(s.FirstTime))
 	b = binary.BigEndian.AppendUint64(b, uint64(s.LastTime))
 	b = binary.BigEndian.AppendUint64(b, s.Bytes)
-	return binary.BigEndian.AppendUint64(b, s.LastIndex)
+	b = binary.BigEndian.AppendUint64(b, s.LastIndex)
+	b = binary.BigEndian.AppendUint64(b, s.LastProposer)
+	return binary.BigEndian.AppendUint64(b, s.LastOther)
 }
 
 func decodeState(b []byte) (State, error) {
@@ -46,7 +53,8 @@ func decodeState(b []byte) (State, error) {
 		return State{}, fmt.Errorf("%w: partition state of %d bytes, version %v", ErrCorrupt, len(b), b[:min(1, len(b))])
 	}
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[1+8*i:]) }
-	s := State{LogStart: u(0), Next: u(1), FirstTime: int64(u(2)), LastTime: int64(u(3)), Bytes: u(4), LastIndex: u(5)}
+	s := State{LogStart: u(0), Next: u(1), FirstTime: int64(u(2)), LastTime: int64(u(3)), Bytes: u(4), LastIndex: u(5),
+		LastProposer: u(6), LastOther: u(7)}
 	if s.LogStart > s.Next {
 		return State{}, fmt.Errorf("%w: log start %d after end %d", ErrCorrupt, s.LogStart, s.Next)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 
@@ -71,6 +72,11 @@ func Open(cfg Config) (*pebble.DB, error) {
 		CompactionConcurrencyRange: func() (int, int) { return 1, 1 },
 		BytesPerSync:               1 << 20,
 		Logger:                     pebbleLogger{cfg.Logger.Named("pebble")},
+	}
+	// Bloom filters make point lookups of absent keys cheap (the dedupe
+	// index is mostly asked about new keys).
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
