@@ -32,7 +32,7 @@ func newTopicCreate(g *globals) *cobra.Command {
 	var (
 		partitions, rf, maxRecord uint32
 		retBytes, retRecords      uint64
-		retAge, format            string
+		retAge, format, dedupe    string
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -50,9 +50,16 @@ func newTopicCreate(g *globals) *cobra.Command {
 				}
 				age = d
 			}
-			t, err := g.client().CreateTopic(cmd.Context(), args[0],
-				client.WithPartitions(partitions), client.WithReplicationFactor(rf),
-				client.WithMaxRecordBytes(maxRecord), client.WithRetention(age, retBytes, retRecords))
+			opts := []client.TopicOption{client.WithPartitions(partitions), client.WithReplicationFactor(rf),
+				client.WithMaxRecordBytes(maxRecord), client.WithRetention(age, retBytes, retRecords)}
+			if dedupe != "" {
+				d, err := parseDurationFlag(dedupe)
+				if err != nil || d < 0 {
+					return fmt.Errorf("--dedupe-window: want a duration such as 24h, 7d or 0")
+				}
+				opts = append(opts, client.WithDedupeWindow(d))
+			}
+			t, err := g.client().CreateTopic(cmd.Context(), args[0], opts...)
 			if err != nil {
 				return err
 			}
@@ -70,6 +77,7 @@ func newTopicCreate(g *globals) *cobra.Command {
 	f.StringVar(&retAge, "retention-age", "", "keep records this long, e.g. 7d or 12h (stored; enforcement comes with retention)")
 	f.Uint64Var(&retBytes, "retention-bytes", 0, "keep at most this many bytes per partition")
 	f.Uint64Var(&retRecords, "retention-records", 0, "keep at most this many records per partition")
+	f.StringVar(&dedupe, "dedupe-window", "", "how long idempotency keys are remembered (default 24h; 0 turns deduplication off)")
 	addFormat(cmd, &format)
 	return cmd
 }
@@ -124,7 +132,7 @@ func newTopicDescribe(g *globals) *cobra.Command {
 			if format == "json" {
 				return printJSON(topicJSON(t, parts))
 			}
-			fmt.Printf("topic %s (id %d): %d partitions, max record %d bytes\n", t.Name, t.ID, t.Partitions, t.MaxRecordBytes)
+			fmt.Printf("topic %s (id %d): %d partitions, max record %d bytes, dedupe window %s\n", t.Name, t.ID, t.Partitions, t.MaxRecordBytes, t.DedupeWindow)
 			if t.RetentionAge > 0 || t.RetentionBytes > 0 || t.RetentionRecords > 0 {
 				fmt.Printf("retention: age %s, bytes %d, records %d (0 = no limit)\n", t.RetentionAge, t.RetentionBytes, t.RetentionRecords)
 			}
@@ -176,6 +184,7 @@ func topicJSON(t *client.Topic, parts []client.PartitionInfo) map[string]any {
 	m := map[string]any{
 		"name": t.Name, "id": t.ID, "partitions": t.Partitions, "replication_factor": t.ReplicationFactor,
 		"max_record_bytes": t.MaxRecordBytes, "create_time": t.CreateTime.UTC().Format(time.RFC3339Nano),
+		"dedupe_window": t.DedupeWindow.String(),
 		"retention": map[string]any{
 			"max_age": t.RetentionAge.String(), "max_bytes": t.RetentionBytes, "max_records": t.RetentionRecords,
 		},
