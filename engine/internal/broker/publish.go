@@ -186,6 +186,10 @@ func unavailableUnlessTyped(err error) error {
 	if err == nil {
 		return nil
 	}
+	var oor *cursor.OutOfRangeError
+	if errors.As(err, &oor) {
+		return err
+	}
 	for _, e := range []error{ErrTopicDeleted, partition.ErrBusy, partition.ErrOutcomeUnknown, partition.ErrFenced,
 		groups.ErrUnknownGeneration, groups.ErrHasMembers, cursor.ErrInvalid, ErrInvalid} {
 		if errorsIs(err, e) {
