@@ -60,6 +60,27 @@ type StateMachine interface {
 	Stopped(err error)
 }
 
+// LogTruncator is implemented by a state machine that releases the front of
+// its log (retention: the log is the data). After each Apply the host asks
+// for the highest index no longer needed, and deletes every entry up to it
+// (at most the applied index) with one range deletion, in the same batch as
+// the apply.
+type LogTruncator interface {
+	TruncateLog() uint64
+}
+
+// commit commits b. Pebble treats a failed WAL write or fsync as fatal and
+// reports it through its logger's Fatalf, which panics (see the store
+// package); that panic is turned into the error that stops the host.
+func commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store failed: %v", r)
+		}
+	}()
+	return b.Commit(opts)
+}
+
 // Transport delivers raft messages to other nodes. Send must not block; it
 // may drop messages (raft retries). A nil Transport drops every message,
 // which is correct for groups whose only voter is this node.
@@ -586,7 +607,7 @@ func (h *Host) pass() (more bool, err error) {
 	if mustSync {
 		opts = pebble.Sync
 	}
-	if err := b.Commit(opts); err != nil {
+	if err := commit(b, opts); err != nil {
 		// No retry of a failed write or fsync: what it covered is unknown.
 		return false, fmt.Errorf("raftlog: commit pass: %w", err)
 	}
@@ -660,7 +681,15 @@ func (h *Host) persist(g *group, b *pebble.Batch, rd raft.Ready) error {
 		}
 	}
 	g.applied = true
-	return g.st.setApplied(b, rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex())
+	applied := rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex()
+	if lt, ok := g.sm.(LogTruncator); ok {
+		if idx := min(lt.TruncateLog(), applied); idx > g.st.truncIndex {
+			if err := g.st.truncatePrefix(b, idx); err != nil {
+				return fmt.Errorf("raftlog: group %d truncate log: %w", g.id, err)
+			}
+		}
+	}
+	return g.st.setApplied(b, applied)
 }
 
 func decodeConfChange(e *pb.Entry) (pb.ConfChangeI, error) {

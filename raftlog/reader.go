@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -99,6 +100,28 @@ func (li *LogIterator) Valid() bool { return li.valid }
 
 // Close releases the iterator.
 func (li *LogIterator) Close() error { return errors.Join(li.err, li.it.Close()) }
+
+// RewriteEntry replaces the data of a stored entry, keeping its type and
+// term. It is for state machines that rewrite their own applied entries
+// deterministically on every replica (key compaction); raft never reads an
+// applied entry back except to send it to a follower that lags, which then
+// receives the rewritten form.
+func RewriteEntry(b *pebble.Batch, r pebble.Reader, group, index uint64, data []byte) error {
+	v, closer, err := r.Get(entryKey(group, index))
+	if err != nil {
+		return fmt.Errorf("raftlog: group %d entry %d: %w", group, index, err)
+	}
+	typ, term, _, err := decodeEntryHeader(v)
+	closer.Close()
+	if err != nil {
+		return fmt.Errorf("raftlog: group %d entry %d: %w", group, index, err)
+	}
+	buf := make([]byte, 0, 1+binary.MaxVarintLen64+len(data))
+	buf = append(buf, byte(typ))
+	buf = binary.AppendUvarint(buf, term)
+	buf = append(buf, data...)
+	return b.Set(entryKey(group, index), buf, nil)
+}
 
 // ReadEntryData returns a copy of the data of the entry at index.
 func ReadEntryData(r pebble.Reader, group, index uint64) ([]byte, error) {

@@ -251,6 +251,26 @@ func (s *storage) trimCacheTo(i uint64, maxBytes int64) {
 	}
 }
 
+// truncatePrefix removes entries up to index (inclusive) from the front of
+// the log with one range deletion, keeping their last term for matching.
+func (s *storage) truncatePrefix(b *pebble.Batch, index uint64) error {
+	term, err := s.Term(index)
+	if err != nil {
+		return err
+	}
+	if err := b.DeleteRange(entryKey(s.group, s.truncIndex+1), entryKey(s.group, index+1), nil); err != nil {
+		return err
+	}
+	v := binary.BigEndian.AppendUint64(nil, index)
+	v = binary.BigEndian.AppendUint64(v, term)
+	if err := b.Set(stateKey(s.group, suffixTrunc), v, nil); err != nil {
+		return err
+	}
+	s.truncIndex, s.truncTerm = index, term
+	s.trimCacheTo(index, 1<<62)
+	return nil
+}
+
 // InitialState implements raft.Storage.
 func (s *storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
 	return proto.CloneOf(s.hard), proto.CloneOf(s.conf), nil

@@ -14,7 +14,7 @@ func newReplay(g *globals) *cobra.Command {
 	var (
 		from, to, format string
 		parts            []uint
-		follow           bool
+		follow, clamp    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "replay TOPIC --from POS [--to POS]",
@@ -48,6 +48,9 @@ printed. --follow keeps reading live records after the history.`,
 				ps[i] = uint32(p)
 			}
 			opts := []client.SubscribeOption{client.From(start), client.Partitions(ps...)}
+			if clamp {
+				opts = append(opts, client.ClampStart())
+			}
 			switch {
 			case to != "" && follow:
 				return fmt.Errorf("--to and --follow exclude each other")
@@ -68,6 +71,7 @@ printed. --follow keeps reading live records after the history.`,
 	f.StringVar(&to, "to", "", "stop position (exclusive)")
 	f.UintSliceVar(&parts, "partition", nil, "partition to read (repeatable; default all)")
 	f.BoolVar(&follow, "follow", false, "keep reading live records")
+	f.BoolVar(&clamp, "clamp", false, "if retention removed the start offset, start at the earliest stored record (and say so) instead of failing")
 	addFormat(cmd, &format)
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
@@ -85,6 +89,13 @@ func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []c
 	progress := isTerminal(os.Stderr)
 	var n uint64
 	lastShown := time.Now()
+	if st, ok := sub.Event().(*client.Started); ok {
+		for _, p := range st.Partitions {
+			if p.Clamped {
+				fmt.Fprintf(os.Stderr, "note: partition %d: the start was removed by retention; starting at its earliest record, offset %d\n", p.Partition, p.NextOffset)
+			}
+		}
+	}
 	for sub.Next() {
 		switch e := sub.Event().(type) {
 		case *client.Records:

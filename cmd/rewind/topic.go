@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,7 +15,7 @@ import (
 
 func newTopic(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe and delete topics"}
-	cmd.AddCommand(newTopicCreate(g), newTopicList(g), newTopicDescribe(g), newTopicDelete(g))
+	cmd.AddCommand(newTopicCreate(g), newTopicAlter(g), newTopicList(g), newTopicDescribe(g), newTopicDelete(g))
 	return cmd
 }
 
@@ -28,11 +30,93 @@ func checkFormat(format string) error {
 	return nil
 }
 
+// retentionFlags are the retention flags of topic create and alter.
+type retentionFlags struct {
+	age, bytes, cleanup, deleteRetention string
+	records                              uint64
+}
+
+func (r *retentionFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&r.age, "retention-age", "", "delete records older than this, e.g. 7d or 12h (0: no limit)")
+	f.StringVar(&r.bytes, "retention-bytes", "", "keep at most this much per partition, e.g. 10GiB or 500MB (0: no limit)")
+	f.Uint64Var(&r.records, "retention-records", 0, "keep at most this many records per partition (0: no limit)")
+	f.StringVar(&r.cleanup, "cleanup", "", "delete (the default), compact (keep the latest record per key) or compact,delete")
+	f.StringVar(&r.deleteRetention, "delete-retention", "", "how long a tombstone (a key with an empty value) survives compaction (default 24h)")
+}
+
+// options turns the flags into topic options; base, when set, is the
+// current topic, and only the flags given on the command line change it.
+func (r *retentionFlags) options(cmd *cobra.Command, base *client.Topic) ([]client.TopicOption, error) {
+	changed := func(name string) bool { return base == nil || cmd.Flags().Changed(name) }
+	var age, dr time.Duration
+	var bytes uint64
+	records, cleanup := r.records, r.cleanup
+	if base != nil {
+		age, bytes, dr = base.RetentionAge, base.RetentionBytes, base.DeleteRetention
+		if !changed("retention-records") {
+			records = base.RetentionRecords
+		}
+		if !changed("cleanup") {
+			cleanup = base.Cleanup
+		}
+	}
+	var err error
+	if changed("retention-age") && r.age != "" {
+		if age, err = parseDurationFlag(r.age); err != nil || age < 0 {
+			return nil, fmt.Errorf("--retention-age: want a duration such as 7d or 12h")
+		}
+	}
+	if changed("retention-bytes") && r.bytes != "" {
+		if bytes, err = parseBytes(r.bytes); err != nil {
+			return nil, fmt.Errorf("--retention-bytes: %w", err)
+		}
+	}
+	if changed("delete-retention") && r.deleteRetention != "" {
+		if dr, err = parseDurationFlag(r.deleteRetention); err != nil || dr < 0 {
+			return nil, fmt.Errorf("--delete-retention: want a duration such as 24h")
+		}
+	}
+	switch cleanup {
+	case "", client.CleanupDelete, client.CleanupCompact, client.CleanupCompactDelete, "delete,compact":
+	default:
+		return nil, fmt.Errorf("--cleanup %q: use delete, compact or compact,delete", cleanup)
+	}
+	opts := []client.TopicOption{client.WithRetention(age, bytes, records), client.WithCleanup(cleanup)}
+	if dr > 0 {
+		opts = append(opts, client.WithDeleteRetention(dr))
+	}
+	return opts, nil
+}
+
+// parseBytes reads a size: a number with an optional unit (B, KB, MB, GB,
+// TB in powers of 1000; KiB, MiB, GiB, TiB in powers of 1024).
+func parseBytes(s string) (uint64, error) {
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := uint64(1)
+	num := strings.TrimSpace(s)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 10GiB, 500MB, 1048576)", s)
+	}
+	return uint64(v * float64(mult)), nil
+}
+
 func newTopicCreate(g *globals) *cobra.Command {
 	var (
 		partitions, rf, maxRecord uint32
-		retBytes, retRecords      uint64
-		retAge, format, dedupe    string
+		format, dedupe            string
+		ret                       retentionFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -42,16 +126,11 @@ func newTopicCreate(g *globals) *cobra.Command {
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			var age time.Duration
-			if retAge != "" {
-				d, err := parseDurationFlag(retAge)
-				if err != nil {
-					return fmt.Errorf("--retention-age: %w", err)
-				}
-				age = d
+			opts, err := ret.options(cmd, nil)
+			if err != nil {
+				return err
 			}
-			opts := []client.TopicOption{client.WithPartitions(partitions), client.WithReplicationFactor(rf),
-				client.WithMaxRecordBytes(maxRecord), client.WithRetention(age, retBytes, retRecords)}
+			opts = append(opts, client.WithPartitions(partitions), client.WithReplicationFactor(rf), client.WithMaxRecordBytes(maxRecord))
 			if dedupe != "" {
 				d, err := parseDurationFlag(dedupe)
 				if err != nil || d < 0 {
@@ -74,12 +153,66 @@ func newTopicCreate(g *globals) *cobra.Command {
 	f.Uint32Var(&partitions, "partitions", 1, "number of partitions")
 	f.Uint32Var(&rf, "replication-factor", 0, "replicas per partition (default: the server's)")
 	f.Uint32Var(&maxRecord, "max-record-bytes", 0, "largest record accepted (default 1 MiB)")
-	f.StringVar(&retAge, "retention-age", "", "keep records this long, e.g. 7d or 12h (stored; enforcement comes with retention)")
-	f.Uint64Var(&retBytes, "retention-bytes", 0, "keep at most this many bytes per partition")
-	f.Uint64Var(&retRecords, "retention-records", 0, "keep at most this many records per partition")
 	f.StringVar(&dedupe, "dedupe-window", "", "how long idempotency keys are remembered (default 24h; 0 turns deduplication off)")
+	ret.add(cmd)
 	addFormat(cmd, &format)
 	return cmd
+}
+
+func newTopicAlter(g *globals) *cobra.Command {
+	var (
+		format string
+		ret    retentionFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "alter NAME",
+		Short: "Change a topic's retention policy (flags not given keep their value)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			c := g.client()
+			cur, _, err := c.DescribeTopic(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			opts, err := ret.options(cmd, cur)
+			if err != nil {
+				return err
+			}
+			t, err := c.AlterTopic(cmd.Context(), args[0], opts...)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(topicJSON(t, nil))
+			}
+			fmt.Printf("altered topic %s: %s\n", t.Name, retentionText(t))
+			return nil
+		},
+	}
+	ret.add(cmd)
+	addFormat(cmd, &format)
+	return cmd
+}
+
+func retentionText(t *client.Topic) string {
+	lim := func(v uint64) string {
+		if v == 0 {
+			return "no limit"
+		}
+		return fmt.Sprint(v)
+	}
+	age := "no limit"
+	if t.RetentionAge > 0 {
+		age = t.RetentionAge.String()
+	}
+	s := fmt.Sprintf("cleanup %s, max age %s, max bytes %s, max records %s", t.Cleanup, age, lim(t.RetentionBytes), lim(t.RetentionRecords))
+	if t.Cleanup != client.CleanupDelete {
+		s += fmt.Sprintf(", delete retention %s", t.DeleteRetention)
+	}
+	return s
 }
 
 func newTopicList(g *globals) *cobra.Command {
@@ -133,9 +266,7 @@ func newTopicDescribe(g *globals) *cobra.Command {
 				return printJSON(topicJSON(t, parts))
 			}
 			fmt.Printf("topic %s (id %d): %d partitions, max record %d bytes, dedupe window %s\n", t.Name, t.ID, t.Partitions, t.MaxRecordBytes, t.DedupeWindow)
-			if t.RetentionAge > 0 || t.RetentionBytes > 0 || t.RetentionRecords > 0 {
-				fmt.Printf("retention: age %s, bytes %d, records %d (0 = no limit)\n", t.RetentionAge, t.RetentionBytes, t.RetentionRecords)
-			}
+			fmt.Printf("retention: %s\n", retentionText(t))
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "PARTITION\tLOG START\tEND\tRECORDS\tBYTES\tFIRST APPEND\tLAST APPEND\tLEADER")
 			for _, p := range parts {
@@ -187,6 +318,7 @@ func topicJSON(t *client.Topic, parts []client.PartitionInfo) map[string]any {
 		"dedupe_window": t.DedupeWindow.String(),
 		"retention": map[string]any{
 			"max_age": t.RetentionAge.String(), "max_bytes": t.RetentionBytes, "max_records": t.RetentionRecords,
+			"cleanup": t.Cleanup, "delete_retention": t.DeleteRetention.String(),
 		},
 	}
 	if parts != nil {

@@ -37,6 +37,9 @@ type GroupPartition struct {
 	Lag             uint64
 	LagTime         time.Duration
 	MemberID        string
+	// BelowLogStart: retention removed records the group never committed
+	// past; it resumes at the log start.
+	BelowLogStart bool
 }
 
 // GroupTopic is a group on one topic.
@@ -89,6 +92,7 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) ([]GroupTopic,
 			gp := GroupPartition{
 				Partition: p.GetPartition(), Committed: p.GetCommitted(), CommittedOffset: p.GetCommittedOffset(),
 				EndOffset: p.GetEndOffset(), LogStartOffset: p.GetLogStartOffset(), Lag: p.GetLag(), MemberID: p.GetMemberId(),
+				BelowLogStart: p.GetBelowLogStart(),
 			}
 			if p.GetCommitTime() != nil {
 				gp.CommitTime = p.GetCommitTime().AsTime()

@@ -31,6 +31,9 @@ type PartitionPosition struct {
 	NextOffset     uint64
 	EndOffset      uint64
 	LogStartOffset uint64
+	// Clamped: the requested start was removed by retention; the stream
+	// starts at the log start (see ClampStart).
+	Clamped bool
 }
 
 // Event is one stream event: *Started, *Records, *Progress, *CaughtUp,
@@ -108,7 +111,13 @@ type subOptions struct {
 	group, name   string
 	autoCommit    bool
 	commitEvery   time.Duration
+	clamp         bool
 }
+
+// ClampStart starts at the log start, instead of failing with OutOfRange,
+// when the start offset or token was removed by retention; the Started
+// event marks such partitions Clamped.
+func ClampStart() SubscribeOption { return func(o *subOptions) { o.clamp = true } }
 
 // Group joins a subscriber group: the server assigns this subscription a
 // share of the topic's partitions and moves them as members come and go.
@@ -179,7 +188,7 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 	for _, opt := range opts {
 		opt(&o)
 	}
-	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name}
+	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp}
 	if o.progressEvery > 0 {
 		req.ProgressInterval = durationpb.New(o.progressEvery)
 	}
@@ -371,7 +380,8 @@ func (s *Subscription) Records() iter.Seq2[Record, error] {
 func positions(ps []*rewindv1.PartitionPosition) []PartitionPosition {
 	out := make([]PartitionPosition, len(ps))
 	for i, p := range ps {
-		out[i] = PartitionPosition{Partition: p.GetPartition(), NextOffset: p.GetNextOffset(), EndOffset: p.GetEndOffset(), LogStartOffset: p.GetLogStartOffset()}
+		out[i] = PartitionPosition{Partition: p.GetPartition(), NextOffset: p.GetNextOffset(), EndOffset: p.GetEndOffset(),
+			LogStartOffset: p.GetLogStartOffset(), Clamped: p.GetClamped()}
 	}
 	return out
 }

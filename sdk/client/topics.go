@@ -19,8 +19,11 @@ type Topic struct {
 	RetentionAge      time.Duration
 	RetentionBytes    uint64
 	RetentionRecords  uint64
-	DedupeWindow      time.Duration
-	CreateTime        time.Time
+	// Cleanup is CleanupDelete, CleanupCompact or CleanupCompactDelete.
+	Cleanup         string
+	DeleteRetention time.Duration
+	DedupeWindow    time.Duration
+	CreateTime      time.Time
 }
 
 // PartitionInfo is the state of one partition.
@@ -53,14 +56,67 @@ func WithMaxRecordBytes(n uint32) TopicOption {
 	return func(c *rewindv1.TopicConfig) { c.MaxRecordBytes = n }
 }
 
-// WithRetention sets the retention policy; zero values mean no limit.
+// WithRetention sets the retention limits; zero values mean no limit.
 func WithRetention(maxAge time.Duration, maxBytes, maxRecords uint64) TopicOption {
 	return func(c *rewindv1.TopicConfig) {
-		c.Retention = &rewindv1.Retention{MaxBytes: maxBytes, MaxRecords: maxRecords}
+		r := retention(c)
+		r.MaxBytes, r.MaxRecords, r.MaxAge = maxBytes, maxRecords, nil
 		if maxAge > 0 {
-			c.Retention.MaxAge = durationpb.New(maxAge)
+			r.MaxAge = durationpb.New(maxAge)
 		}
 	}
+}
+
+// Cleanup policies.
+const (
+	CleanupDelete        = "delete"
+	CleanupCompact       = "compact"
+	CleanupCompactDelete = "compact,delete"
+)
+
+// WithCleanup sets the cleanup policy: CleanupDelete (the default),
+// CleanupCompact or CleanupCompactDelete.
+func WithCleanup(policy string) TopicOption {
+	return func(c *rewindv1.TopicConfig) {
+		r := retention(c)
+		switch policy {
+		case CleanupCompact:
+			r.Cleanup = rewindv1.CleanupPolicy_CLEANUP_POLICY_COMPACT
+		case CleanupCompactDelete, "delete,compact":
+			r.Cleanup = rewindv1.CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE
+		case CleanupDelete, "":
+			r.Cleanup = rewindv1.CleanupPolicy_CLEANUP_POLICY_DELETE
+		default:
+			r.Cleanup = rewindv1.CleanupPolicy(-1) // refused by the server
+		}
+	}
+}
+
+// WithDeleteRetention sets how long tombstones survive compaction.
+func WithDeleteRetention(d time.Duration) TopicOption {
+	return func(c *rewindv1.TopicConfig) { retention(c).DeleteRetention = durationpb.New(d) }
+}
+
+func retention(c *rewindv1.TopicConfig) *rewindv1.Retention {
+	if c.Retention == nil {
+		c.Retention = &rewindv1.Retention{}
+	}
+	return c.Retention
+}
+
+// AlterTopic replaces a topic's retention policy with the one opts build
+// (WithRetention, WithCleanup, WithDeleteRetention; other options are
+// ignored).
+func (c *Client) AlterTopic(ctx context.Context, name string, opts ...TopicOption) (*Topic, error) {
+	cfg := &rewindv1.TopicConfig{}
+	for _, o := range opts {
+		o(cfg)
+	}
+	resp, err := c.topics.AlterTopic(ctx, &rewindv1.AlterTopicRequest{Name: name, Retention: retention(cfg)})
+	if err != nil {
+		return nil, err
+	}
+	return topicOf(resp.GetTopic()), nil
 }
 
 // WithDedupeWindow sets how long idempotency keys are remembered (default
@@ -131,6 +187,17 @@ func topicOf(t *rewindv1.Topic) *Topic {
 	}
 	if d := cfg.GetRetention().GetMaxAge(); d != nil {
 		out.RetentionAge = d.AsDuration()
+	}
+	switch cfg.GetRetention().GetCleanup() {
+	case rewindv1.CleanupPolicy_CLEANUP_POLICY_COMPACT:
+		out.Cleanup = CleanupCompact
+	case rewindv1.CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE:
+		out.Cleanup = CleanupCompactDelete
+	default:
+		out.Cleanup = CleanupDelete
+	}
+	if d := cfg.GetRetention().GetDeleteRetention(); d != nil {
+		out.DeleteRetention = d.AsDuration()
 	}
 	if d := cfg.GetDedupeWindow(); d != nil {
 		out.DedupeWindow = d.AsDuration()

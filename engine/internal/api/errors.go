@@ -42,6 +42,8 @@ var codes = []struct {
 	{resume.ErrInvalid, connect.CodeInvalidArgument},
 	{partition.ErrBelowStart, connect.CodeOutOfRange},
 	{partition.ErrBusy, connect.CodeResourceExhausted},
+	{partition.ErrDiskFull, connect.CodeResourceExhausted},
+	{partition.ErrStalePlan, connect.CodeAborted},
 	{partition.ErrOutcomeUnknown, connect.CodeUnavailable},
 	{broker.ErrClosed, connect.CodeUnavailable},
 	{broker.ErrUnavailable, connect.CodeUnavailable},

@@ -57,7 +57,7 @@ func (s *Server) DescribeGroup(ctx context.Context, req *rewindv1.DescribeGroupR
 		for _, p := range ti.Partitions {
 			gp := &rewindv1.GroupPartition{
 				Partition: p.Partition, Committed: p.HasCommits, EndOffset: p.Bounds.Next, LogStartOffset: p.Bounds.LogStart,
-				Lag: p.Lag, MemberId: p.Member,
+				Lag: p.Lag, MemberId: p.Member, BelowLogStart: p.BelowLogStart,
 			}
 			if p.HasCommits {
 				gp.CommittedOffset = p.State.Offset

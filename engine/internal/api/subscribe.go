@@ -23,6 +23,7 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	if err != nil {
 		return err
 	}
+	start.Clamp = req.GetClampStart()
 	stop, err := stopOf(req.GetStop())
 	if err != nil {
 		return err

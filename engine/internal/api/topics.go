@@ -27,21 +27,75 @@ func (s *Server) CreateTopic(ctx context.Context, req *rewindv1.CreateTopicReque
 		}
 		spec.DedupeWindow = d.AsDuration()
 	}
-	if r := cfg.GetRetention(); r != nil {
-		if d := r.GetMaxAge(); d != nil {
-			if err := d.CheckValid(); err != nil {
-				return nil, invalidf("retention max_age: %v", err)
-			}
-			spec.Retention.MaxAgeNanos = int64(d.AsDuration())
-		}
-		spec.Retention.MaxBytes = r.GetMaxBytes()
-		spec.Retention.MaxRecords = r.GetMaxRecords()
+	r, err := retentionOf(cfg.GetRetention())
+	if err != nil {
+		return nil, err
 	}
+	spec.Retention = r
 	t, err := s.b.CreateTopic(ctx, spec)
 	if err != nil {
 		return nil, toConnect(s.log, err)
 	}
 	return &rewindv1.CreateTopicResponse{Topic: topicProto(t)}, nil
+}
+
+// AlterTopic implements rewindv1connect.TopicServiceHandler.
+func (s *Server) AlterTopic(ctx context.Context, req *rewindv1.AlterTopicRequest) (*rewindv1.AlterTopicResponse, error) {
+	r, err := retentionOf(req.GetRetention())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.b.AlterTopic(ctx, req.GetName(), r)
+	if err != nil {
+		return nil, toConnect(s.log, err)
+	}
+	return &rewindv1.AlterTopicResponse{Topic: topicProto(t)}, nil
+}
+
+func retentionOf(r *rewindv1.Retention) (meta.Retention, error) {
+	var out meta.Retention
+	if r == nil {
+		return out, nil
+	}
+	for name, d := range map[string]*durationpb.Duration{"max_age": r.GetMaxAge(), "delete_retention": r.GetDeleteRetention()} {
+		if d == nil {
+			continue
+		}
+		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+			return out, invalidf("retention %s must be a duration >= 0", name)
+		}
+	}
+	out.MaxAgeNanos = int64(r.GetMaxAge().AsDuration())
+	out.DeleteRetentionNanos = int64(r.GetDeleteRetention().AsDuration())
+	out.MaxBytes, out.MaxRecords = r.GetMaxBytes(), r.GetMaxRecords()
+	switch r.GetCleanup() {
+	case rewindv1.CleanupPolicy_CLEANUP_POLICY_UNSPECIFIED, rewindv1.CleanupPolicy_CLEANUP_POLICY_DELETE:
+		out.Cleanup = "delete"
+	case rewindv1.CleanupPolicy_CLEANUP_POLICY_COMPACT:
+		out.Cleanup = "compact"
+	case rewindv1.CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE:
+		out.Cleanup = "compact,delete"
+	default:
+		return out, invalidf("unknown cleanup policy %d", r.GetCleanup())
+	}
+	return out, nil
+}
+
+func retentionProto(r meta.Retention) *rewindv1.Retention {
+	out := &rewindv1.Retention{MaxBytes: r.MaxBytes, MaxRecords: r.MaxRecords, Cleanup: rewindv1.CleanupPolicy_CLEANUP_POLICY_DELETE}
+	if r.MaxAgeNanos > 0 {
+		out.MaxAge = durationpb.New(unixDuration(r.MaxAgeNanos))
+	}
+	if r.DeleteRetentionNanos > 0 {
+		out.DeleteRetention = durationpb.New(unixDuration(r.DeleteRetentionNanos))
+	}
+	switch r.Cleanup {
+	case "compact":
+		out.Cleanup = rewindv1.CleanupPolicy_CLEANUP_POLICY_COMPACT
+	case "compact,delete":
+		out.Cleanup = rewindv1.CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE
+	}
+	return out
 }
 
 // ListTopics implements rewindv1connect.TopicServiceHandler.
@@ -91,13 +145,7 @@ func topicProto(t *meta.Topic) *rewindv1.Topic {
 		Partitions:        t.Partitions,
 		ReplicationFactor: t.ReplicationFactor,
 		MaxRecordBytes:    t.MaxRecordBytes,
-		Retention: &rewindv1.Retention{
-			MaxBytes:   t.Retention.MaxBytes,
-			MaxRecords: t.Retention.MaxRecords,
-		},
-	}
-	if t.Retention.MaxAgeNanos > 0 {
-		cfg.Retention.MaxAge = durationpb.New(unixDuration(t.Retention.MaxAgeNanos))
+		Retention:         retentionProto(t.Retention),
 	}
 	cfg.DedupeWindow = durationpb.New(unixDuration(t.DedupeWindowNanos))
 	return &rewindv1.Topic{

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -69,6 +70,19 @@ type Config struct {
 	PublishTimeout time.Duration
 	// TickInterval is the raft tick. Default 100 ms.
 	TickInterval time.Duration
+	// HousekeepingInterval is how often retention limits are checked.
+	// Default 1 s.
+	HousekeepingInterval time.Duration
+	// CompactionInterval is how often a compacted topic's partition with
+	// new records is compacted. Default 30 s.
+	CompactionInterval time.Duration
+	// MinFreeBytes: publishes fail with ResourceExhausted while the data
+	// directory's filesystem has less free space; reads go on. Default
+	// 64 MiB; negative disables the check.
+	MinFreeBytes int64
+	// FreeBytes reports the free space of the data directory. Default:
+	// the filesystem's (vfs.FS.GetDiskUsage). Tests replace it.
+	FreeBytes func() (uint64, error)
 }
 
 // Validate reports every problem with c at once.
@@ -105,6 +119,22 @@ func (c Config) withDefaults() Config {
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = 30 * time.Second
 	}
+	if c.HousekeepingInterval == 0 {
+		c.HousekeepingInterval = time.Second
+	}
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = 30 * time.Second
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = 64 << 20
+	}
+	if c.FreeBytes == nil {
+		fs, dir := c.FS, c.Dir
+		c.FreeBytes = func() (uint64, error) {
+			u, err := fs.GetDiskUsage(dir)
+			return u.AvailBytes, err
+		}
+	}
 	return c
 }
 
@@ -130,6 +160,8 @@ type Broker struct {
 	wake chan struct{}
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// diskFull is set while free space is below MinFreeBytes.
+	diskFull atomic.Bool
 	// streams counts running Subscribe calls; Close waits for them so no
 	// reader holds a store iterator when the store closes.
 	streams   sync.WaitGroup
@@ -194,8 +226,9 @@ func Open(cfg Config) (*Broker, error) {
 	if err := b.finishDeletions(); err != nil {
 		return fail(err)
 	}
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.reconcile()
+	go b.housekeeping()
 	b.log.Info("broker open", "dir", cfg.Dir, "topics", len(m.Topics()))
 	return b, nil
 }
@@ -272,6 +305,8 @@ func (b *Broker) reconcile() {
 				err = b.startTopic(c.Created)
 			case c.Deleted != nil:
 				err = b.removeTopic(c.Deleted)
+			case c.Altered != nil:
+				b.applyPolicy(c.Altered)
 			}
 			if err != nil {
 				b.log.Error("reconcile topic", "error", err)
@@ -292,7 +327,7 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 		p, err := partition.Open(partition.Config{
 			Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
 			Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
-			DedupeWindow: time.Duration(t.DedupeWindowNanos),
+			DedupeWindow: time.Duration(t.DedupeWindowNanos), Policy: policyOf(t), DiskFull: &b.diskFull,
 		})
 		if err != nil {
 			return fmt.Errorf("broker: topic %q: %w", t.Name, err)

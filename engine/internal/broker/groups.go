@@ -153,6 +153,8 @@ type GroupPartitionInfo struct {
 	LagNanos   int64 // age of the oldest record not committed; 0 without lag
 	Member     string
 	HasCommits bool
+	// BelowLogStart: the committed offset was removed by retention.
+	BelowLogStart bool
 }
 
 // GroupTopicInfo is a group on one topic.
@@ -196,6 +198,7 @@ func (b *Broker) DescribeGroup(name string) ([]GroupTopicInfo, error) {
 			}
 			bd := p.Bounds()
 			gp := GroupPartitionInfo{Partition: uint32(i), State: st, Bounds: bd, Member: owner[uint32(i)], HasCommits: ok && st.Committed}
+			gp.BelowLogStart = gp.HasCommits && st.Offset < bd.LogStart
 			from := bd.LogStart
 			if gp.HasCommits {
 				from = min(max(st.Offset, bd.LogStart), bd.Next)

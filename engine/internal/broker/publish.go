@@ -190,7 +190,7 @@ func unavailableUnlessTyped(err error) error {
 	if errors.As(err, &oor) {
 		return err
 	}
-	for _, e := range []error{ErrTopicDeleted, partition.ErrBusy, partition.ErrOutcomeUnknown, partition.ErrFenced,
+	for _, e := range []error{ErrTopicDeleted, partition.ErrBusy, partition.ErrDiskFull, partition.ErrStalePlan, partition.ErrOutcomeUnknown, partition.ErrFenced,
 		groups.ErrUnknownGeneration, groups.ErrHasMembers, cursor.ErrInvalid, ErrInvalid} {
 		if errorsIs(err, e) {
 			return err

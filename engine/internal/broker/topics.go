@@ -72,8 +72,8 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	if s.DedupeWindow < 0 {
 		s.DedupeWindow = DefaultDedupeWindow
 	}
-	if s.Retention.MaxAgeNanos < 0 {
-		errs = append(errs, fmt.Errorf("%w: negative retention age", ErrInvalid))
+	if err := validateRetention(s.Retention); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -123,7 +123,11 @@ func (b *Broker) DescribeTopic(name string) (*TopicInfo, []PartitionInfo, error)
 	for i, p := range lt.parts {
 		out[i] = PartitionInfo{Partition: uint32(i), State: p.Bounds(), Leader: p.Leader()}
 	}
-	return lt.meta, out, nil
+	t := lt.meta
+	if cur, ok := b.meta.Topic(name); ok && cur.ID == t.ID {
+		t = cur // the catalog has the latest retention policy
+	}
+	return t, out, nil
 }
 
 // unavailable marks infrastructure failures (a stopped group, a wait that

@@ -72,6 +72,10 @@ type Start struct {
 	N      uint64        // RecordsBack
 	Back   time.Duration // TimeBack
 	Token  resume.Token  // FromToken
+	// Clamp: an offset or token position below the log start (removed by
+	// retention) starts at the log start, marked Clamped, instead of
+	// failing with OutOfRange.
+	Clamp bool
 }
 
 // StopKind selects how a stop position is given.
@@ -116,6 +120,9 @@ type Cursor struct {
 	CaughtUp bool
 	// Done is set once the cursor reached its stop.
 	Done bool
+	// Clamped says the requested start lay below the log start and the
+	// cursor starts at the log start instead.
+	Clamped bool
 }
 
 // Resolve returns one cursor per selected partition (in the order given)
@@ -169,10 +176,9 @@ func resolveStart(topicID uint64, topic, logs []Log, s Start, now int64, cs []Cu
 		}
 	case AtOffset:
 		for i, l := range logs {
-			if err := checkOffset(l, s.Offset); err != nil {
+			if err := startAt(&cs[i], l, s.Offset, s.Clamp); err != nil {
 				return err
 			}
-			cs[i].Next = s.Offset
 		}
 	case AtTime:
 		return atTime(s.Time)
@@ -217,10 +223,9 @@ func resolveStart(topicID uint64, topic, logs []Log, s Start, now int64, cs []Cu
 			if j < 0 {
 				return fmt.Errorf("%w: resume token has no position for partition %d", ErrInvalid, l.Index())
 			}
-			if err := checkOffset(l, s.Token.Positions[j].Next); err != nil {
+			if err := startAt(&cs[i], l, s.Token.Positions[j].Next, s.Clamp); err != nil {
 				return err
 			}
-			cs[i].Next = s.Token.Positions[j].Next
 		}
 	default:
 		return fmt.Errorf("%w: start kind %d", ErrInvalid, s.Kind)
@@ -290,6 +295,20 @@ func idTime(topicID uint64, topic []Log, id msgid.ID) (int64, error) {
 		return 0, outOfRange(l, id.Offset)
 	}
 	return l.TimeOf(id.Offset)
+}
+
+// startAt starts c at off, or at the log start (marked) when off is below it
+// and clamp is set.
+func startAt(c *Cursor, l Log, off uint64, clamp bool) error {
+	if b := l.Bounds(); clamp && off < b.LogStart {
+		c.Next, c.Clamped = b.LogStart, true
+		return nil
+	}
+	if err := checkOffset(l, off); err != nil {
+		return err
+	}
+	c.Next = off
+	return nil
 }
 
 func checkOffset(l Log, off uint64) error {

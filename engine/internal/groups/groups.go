@@ -245,9 +245,12 @@ func (c *Coordinator) startCursor(g *group, m *Member, p uint32) (cursor.Cursor,
 		// A commit below the log start (retention passed it) resumes at the
 		// log start; one past the end cannot happen (commits are checked).
 		next := min(max(st.Offset, b.LogStart), b.Next)
-		return cursor.Cursor{Partition: p, Next: next, MinTime: minTime, StopOffset: cursor.NoOffset, StopTime: cursor.NoTime}, nil
+		return cursor.Cursor{Partition: p, Next: next, MinTime: minTime, StopOffset: cursor.NoOffset, StopTime: cursor.NoTime,
+			Clamped: st.Offset < b.LogStart}, nil
 	}
-	cs, err := c.resolve(g.topic, []uint32{p}, m.start)
+	start := m.start
+	start.Clamp = true
+	cs, err := c.resolve(g.topic, []uint32{p}, start)
 	if err != nil {
 		return cursor.Cursor{}, err
 	}

@@ -46,7 +46,19 @@ type Retention struct {
 	MaxAgeNanos int64  `json:"max_age_ns,omitempty"`
 	MaxBytes    uint64 `json:"max_bytes,omitempty"`
 	MaxRecords  uint64 `json:"max_records,omitempty"`
+	// Cleanup: "delete" (the default when empty), "compact" or
+	// "compact,delete".
+	Cleanup              string `json:"cleanup,omitempty"`
+	DeleteRetentionNanos int64  `json:"delete_retention_ns,omitempty"`
 }
+
+// Deletes reports whether limits are enforced (cleanup includes delete).
+func (r Retention) Deletes() bool {
+	return r.Cleanup == "" || r.Cleanup == "delete" || r.Cleanup == "compact,delete"
+}
+
+// Compacts reports whether key compaction runs.
+func (r Retention) Compacts() bool { return r.Cleanup == "compact" || r.Cleanup == "compact,delete" }
 
 // Topic is one topic's catalog record.
 type Topic struct {
@@ -81,6 +93,13 @@ type command struct {
 	ID     uint64 `json:"id"` // proposal id
 	Create *Spec  `json:"create,omitempty"`
 	Delete string `json:"delete,omitempty"`
+	Alter  *Alter `json:"alter,omitempty"`
+}
+
+// Alter changes a topic's retention policy.
+type Alter struct {
+	Name      string    `json:"name"`
+	Retention Retention `json:"retention"`
 }
 
 // state holds the id counters.
@@ -93,6 +112,7 @@ type state struct {
 type Change struct {
 	Created *Topic
 	Deleted *Topic
+	Altered *Topic
 }
 
 // Config configures the state machine.
@@ -230,6 +250,12 @@ func (m *Meta) Create(ctx context.Context, spec Spec) (*Topic, error) {
 	return m.propose(ctx, command{Create: &spec})
 }
 
+// AlterTopic proposes a new retention policy for a topic and waits until
+// it is durable. It returns the altered topic.
+func (m *Meta) AlterTopic(ctx context.Context, a Alter) (*Topic, error) {
+	return m.propose(ctx, command{Alter: &a})
+}
+
 // Delete proposes deleting a topic and waits until it is durable. It
 // returns the deleted topic.
 func (m *Meta) Delete(ctx context.Context, name string) (*Topic, error) {
@@ -308,6 +334,8 @@ func (m *Meta) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 			r.topic, r.err = m.applyCreate(w, cmd.Create)
 		case cmd.Delete != "":
 			r.topic, r.err = m.applyDelete(w, cmd.Delete)
+		case cmd.Alter != nil:
+			r.topic, r.err = m.applyAlter(w, cmd.Alter)
 		default:
 			return fmt.Errorf("meta: entry %d: empty command", e.GetIndex())
 		}
@@ -344,6 +372,25 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 	m.topics[t.Name] = t
 	m.changes = append(m.changes, Change{Created: t})
 	return t, nil
+}
+
+func (m *Meta) applyAlter(w *pebble.Batch, a *Alter) (*Topic, error) {
+	old, ok := m.topics[a.Name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoTopic, a.Name)
+	}
+	t := *old // topics are shared read-only: replace, never modify
+	t.Retention = a.Retention
+	v, err := json.Marshal(&t)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Set(keys.TopicKey(t.ID), v, nil); err != nil {
+		return nil, err
+	}
+	m.topics[t.Name] = &t
+	m.changes = append(m.changes, Change{Altered: &t})
+	return &t, nil
 }
 
 func (m *Meta) applyDelete(w *pebble.Batch, name string) (*Topic, error) {

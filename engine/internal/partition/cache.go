@@ -81,6 +81,22 @@ func (c *Cache) Get(group, offset uint64) *Batch {
 	return nil
 }
 
+// DropBelow forgets group's batches that end at or below offset.
+func (c *Cache) DropBelow(group, offset uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bs := c.mu.groups[group]
+	n := 0
+	for n < len(bs) && bs[n].End() <= offset {
+		c.mu.bytes -= bs[n].size()
+		bs[n] = nil
+		n++
+	}
+	if n > 0 {
+		c.mu.groups[group] = bs[n:]
+	}
+}
+
 // Drop forgets every batch of group.
 func (c *Cache) Drop(group uint64) {
 	c.mu.Lock()

@@ -79,32 +79,29 @@ type GroupState struct {
 
 // pendingOp is a queued or in-flight group command.
 type pendingOp struct {
-	op    GroupOp
-	state GroupState
-	err   error
-	done  chan struct{}
+	kind    byte   // entry kind: kindGroup, kindTruncate, kindCompact
+	payload []byte // JSON
+	state   GroupState
+	err     error
+	done    chan struct{}
 }
 
 // groupEntry is a group command as a raft entry: kind, proposal id, JSON.
-func groupEntry(id uint64, op GroupOp) ([]byte, error) {
-	js, err := json.Marshal(op)
-	if err != nil {
-		return nil, err
-	}
-	e := make([]byte, 9, 9+len(js))
-	e[0] = kindGroup
+// commandEntry is a command as a raft entry: kind, proposal id, JSON.
+func commandEntry(kind byte, id uint64, payload []byte) []byte {
+	e := make([]byte, 9, 9+len(payload))
+	e[0] = kind
 	binary.LittleEndian.PutUint64(e[1:], id)
-	return append(e, js...), nil
+	return append(e, payload...)
 }
 
-// GroupCommand proposes a group command and waits until it is applied. It returns
-// the group's state after it (a rejected commit: the state unchanged and a
-// *FencedError).
-func (p *Partition) GroupCommand(ctx context.Context, op GroupOp) (GroupState, error) {
-	if op.Group == "" {
-		return GroupState{}, errors.New("partition: group command without a group")
+// command proposes a command entry and waits until it is applied.
+func (p *Partition) command(ctx context.Context, kind byte, v any) (GroupState, error) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return GroupState{}, err
 	}
-	po := &pendingOp{op: op, done: make(chan struct{})}
+	po := &pendingOp{kind: kind, payload: js, done: make(chan struct{})}
 	p.mu.Lock()
 	if err := p.mu.err; err != nil {
 		p.mu.Unlock()
@@ -121,18 +118,22 @@ func (p *Partition) GroupCommand(ctx context.Context, op GroupOp) (GroupState, e
 	}
 }
 
+// GroupCommand proposes a group command and waits until it is applied. It returns
+// the group's state after it (a rejected commit: the state unchanged and a
+// *FencedError).
+func (p *Partition) GroupCommand(ctx context.Context, op GroupOp) (GroupState, error) {
+	if op.Group == "" {
+		return GroupState{}, errors.New("partition: group command without a group")
+	}
+	return p.command(ctx, kindGroup, op)
+}
+
 // proposeOps encodes queued group commands.
 func (p *Partition) proposeOps(dst [][]byte, ops []*pendingOp) [][]byte {
 	for _, po := range ops {
 		p.nextID++
-		e, err := groupEntry(p.nextID, po.op)
-		if err != nil {
-			po.err = err
-			close(po.done)
-			continue
-		}
 		p.opFlights[p.nextID] = po
-		dst = append(dst, e)
+		dst = append(dst, commandEntry(po.kind, p.nextID, po.payload))
 	}
 	return dst
 }
@@ -166,14 +167,41 @@ type passGroup struct {
 	exists bool
 }
 
-// applyGroup applies one group command entry.
-func (p *Partition) applyGroup(w *pebble.Batch, data []byte) error {
+// applyCommand applies one command entry (group, truncate or compact).
+func (p *Partition) applyCommand(w *pebble.Batch, data []byte) error {
 	if len(data) < 9 {
-		return fmt.Errorf("partition %d: %w: group command of %d bytes", p.cfg.Index, ErrCorrupt, len(data))
+		return fmt.Errorf("partition %d: %w: command of %d bytes", p.cfg.Index, ErrCorrupt, len(data))
 	}
 	id := binary.LittleEndian.Uint64(data[1:])
+	var opErr error
+	var err error
+	switch data[0] {
+	case kindTruncate:
+		var c truncateCmd
+		if err := json.Unmarshal(data[9:], &c); err != nil {
+			return fmt.Errorf("partition %d: %w: truncate command: %v", p.cfg.Index, ErrCorrupt, err)
+		}
+		opErr, err = p.applyTruncate(w, c)
+	case kindCompact:
+		var c CompactCmd
+		if err := json.Unmarshal(data[9:], &c); err != nil {
+			return fmt.Errorf("partition %d: %w: compact command: %v", p.cfg.Index, ErrCorrupt, err)
+		}
+		opErr, err = p.applyCompact(w, c)
+	default:
+		return p.applyGroup(w, id, data[9:])
+	}
+	if err != nil {
+		return err
+	}
+	p.opResults = append(p.opResults, opResult{id: id, err: opErr})
+	return nil
+}
+
+// applyGroup applies one group command.
+func (p *Partition) applyGroup(w *pebble.Batch, id uint64, js []byte) error {
 	var op GroupOp
-	if err := json.Unmarshal(data[9:], &op); err != nil {
+	if err := json.Unmarshal(js, &op); err != nil {
 		return fmt.Errorf("partition %d: %w: group command: %v", p.cfg.Index, ErrCorrupt, err)
 	}
 	st, exists, err := p.groupState(op.Group)

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -52,6 +53,9 @@ var (
 	// ErrBelowStart is returned when a read asks for an offset below the log
 	// start (retention removed it).
 	ErrBelowStart = errors.New("partition: offset below the log start")
+	// ErrDiskFull is returned by Enqueue while the store's disk is almost
+	// full.
+	ErrDiskFull = errors.New("partition: disk almost full, not accepting records")
 	// ErrBusy is returned when a publish could not be queued in time because
 	// too much is already pending.
 	ErrBusy = errors.New("partition: too much pending")
@@ -62,8 +66,10 @@ var (
 
 // Command kinds: the first byte of every entry this package proposes.
 const (
-	kindBatch = 1 // a record batch (record package), after the batch envelope
-	kindGroup = 2 // a subscriber group command (groups.go)
+	kindBatch    = 1 // a record batch (record package), after the batch envelope
+	kindGroup    = 2 // a subscriber group command (groups.go)
+	kindTruncate = 3 // retention: remove the records below an offset (retention.go)
+	kindCompact  = 4 // key compaction: drop records from one batch (retention.go)
 )
 
 // batchEnvelope is what precedes a record batch in its raft entry: the kind
@@ -95,7 +101,13 @@ type Config struct {
 	// DedupeWindow is how long idempotency keys are remembered (see
 	// dedupe.go); 0 turns deduplication off.
 	DedupeWindow time.Duration
-	Logger       hclog.Logger
+	// Policy is the retention and cleanup policy (retention.go); SetPolicy
+	// changes it.
+	Policy Policy
+	// DiskFull, when set and true, makes Enqueue refuse with ErrDiskFull:
+	// publishes stop while reads go on.
+	DiskFull *atomic.Bool
+	Logger   hclog.Logger
 }
 
 // Partition is one partition. It implements raftlog.StateMachine.
@@ -126,6 +138,14 @@ type Partition struct {
 	// appliedIndex is the raft index of the last entry applied (a lower
 	// bound after a restart: the last batch's).
 	appliedIndex uint64
+	// logFloor is the highest raft index retention released.
+	logFloor uint64
+	// passEntries holds batch entries rewritten by compaction this pass.
+	passEntries map[uint64][]byte
+	// cacheBelow and cacheDirty tell Durable to drop cached batches below
+	// the new log start, or all of them after a compaction.
+	cacheBelow uint64
+	cacheDirty bool
 
 	mu struct {
 		sync.Mutex
@@ -133,6 +153,7 @@ type Partition struct {
 		leader  uint64
 		queue   []*Append
 		ops     []*pendingOp
+		policy  Policy
 		pending int64         // bytes queued or in flight
 		room    chan struct{} // closed when pending drops
 		subs    map[chan<- struct{}]struct{}
@@ -207,7 +228,8 @@ func Open(cfg Config) (*Partition, error) {
 		cfg: cfg, log: cfg.Logger, inflight: make(map[uint64]*flight),
 		pendingKeys: make(map[string]struct{}), passKeys: make(map[string]dedupeEntry),
 		passGroups: make(map[string]passGroup), opFlights: make(map[uint64]*pendingOp),
-		gcFloor: math.MinInt64,
+		passEntries: make(map[uint64][]byte),
+		gcFloor:     math.MinInt64,
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -226,6 +248,9 @@ func Open(cfg Config) (*Partition, error) {
 			return nil, fmt.Errorf("partition %d (group %d): %w", cfg.Index, cfg.Group, err)
 		}
 	}
+	if err := p.verify(); err != nil {
+		return nil, err
+	}
 	if p.st == (State{}) {
 		// Nothing applied yet: no previous batch bounds the first one's
 		// time (which may be before 1970).
@@ -233,6 +258,7 @@ func Open(cfg Config) (*Partition, error) {
 	}
 	p.proposedTime = math.MinInt64
 	p.appliedIndex = p.st.LastIndex
+	p.mu.policy = cfg.Policy
 	p.mu.visible = p.st
 	p.mu.room = make(chan struct{})
 	p.mu.subs = make(map[chan<- struct{}]struct{})
@@ -300,6 +326,9 @@ func (p *Partition) Enqueue(ctx context.Context, recs []record.Record) (*Append,
 	a := &Append{Records: recs, done: make(chan struct{})}
 	for i := range recs {
 		a.size += int64(recs[i].EncodedSize())
+	}
+	if p.cfg.DiskFull != nil && p.cfg.DiskFull.Load() {
+		return nil, ErrDiskFull
 	}
 	p.mu.Lock()
 	for p.mu.err == nil && p.mu.pending > 0 && p.mu.pending+a.size > p.cfg.MaxPendingBytes {
@@ -505,7 +534,7 @@ func proposalID(entry []byte) (uint64, bool) {
 	switch {
 	case len(entry) >= batchEnvelope+record.HeaderSize && entry[0] == kindBatch:
 		return binary.LittleEndian.Uint64(entry[batchEnvelope+6:]), true
-	case len(entry) >= 9 && entry[0] == kindGroup:
+	case len(entry) >= 9 && (entry[0] == kindGroup || entry[0] == kindTruncate || entry[0] == kindCompact):
 		return binary.LittleEndian.Uint64(entry[1:]), true
 	}
 	return 0, false
@@ -550,8 +579,8 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		p.appliedIndex = e.GetIndex()
 		switch data[0] {
 		case kindBatch:
-		case kindGroup:
-			if err := p.applyGroup(w, data); err != nil {
+		case kindGroup, kindTruncate, kindCompact:
+			if err := p.applyCommand(w, data); err != nil {
 				return fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, e.GetIndex(), err)
 			}
 			continue
@@ -593,7 +622,7 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 				return fmt.Errorf("partition %d: entry %d: dedupe expiry: %w", p.cfg.Index, e.GetIndex(), err)
 			}
 		}
-		row := indexRow{raftIndex: e.GetIndex(), appendTime: t, span: b.Span()}
+		row := indexRow{raftIndex: e.GetIndex(), appendTime: t, span: b.Span(), size: uint32(len(data) - batchEnvelope)}
 		if err := w.Set(keys.OffsetKey(p.cfg.Group, base), row.encode(), nil); err != nil {
 			return err
 		}
@@ -655,6 +684,13 @@ func (p *Partition) Durable() {
 	p.applied = nil
 	clear(p.passKeys)
 	clear(p.passGroups)
+	clear(p.passEntries)
+	if p.cacheDirty {
+		p.cfg.Cache.Drop(p.cfg.Group)
+		p.cacheDirty = false
+	} else if p.cacheBelow > 0 {
+		p.cfg.Cache.DropBelow(p.cfg.Group, p.cacheBelow)
+	}
 	results := p.opResults
 	p.opResults = nil
 	for _, r := range results {

@@ -144,15 +144,25 @@ func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 	if r.oit == nil {
 		if err := r.open(from, vis); err != nil {
 			r.closeIters()
-			return nil, false, err
+			return nil, false, r.belowStart(from, err)
 		}
 	}
 	if err := r.load(from); err != nil {
 		r.closeIters()
-		return nil, false, err
+		return nil, false, r.belowStart(from, err)
 	}
 	r.expect = r.cur.End()
 	return r.cur, false, nil
+}
+
+// belowStart reports a read that failed because retention removed what it
+// was reading (the log start moved past it meanwhile) as ErrBelowStart, not
+// as corruption.
+func (r *Reader) belowStart(from uint64, err error) error {
+	if b := r.p.Bounds(); from < b.LogStart {
+		return fmt.Errorf("%w: offset %d, log start %d (retention ran during the read)", ErrBelowStart, from, b.LogStart)
+	}
+	return err
 }
 
 func (r *Reader) open(from uint64, vis State) error {

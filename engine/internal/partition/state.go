@@ -3,6 +3,10 @@ package partition
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/rewind-io/rewind/engine/internal/keys"
 )
 
 // State is a partition's applied state. It is persisted in the same batch
@@ -67,15 +71,17 @@ type indexRow struct {
 	raftIndex  uint64
 	appendTime int64
 	span       uint32
+	size       uint32 // bytes of the batch now (compaction shrinks it)
 }
 
-const indexRowSize = 20
+const indexRowSize = 24
 
 func (r indexRow) encode() []byte {
 	b := make([]byte, 0, indexRowSize)
 	b = binary.BigEndian.AppendUint64(b, r.raftIndex)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.appendTime))
-	return binary.BigEndian.AppendUint32(b, r.span)
+	b = binary.BigEndian.AppendUint32(b, r.span)
+	return binary.BigEndian.AppendUint32(b, r.size)
 }
 
 func decodeIndexRow(b []byte) (indexRow, error) {
@@ -86,9 +92,56 @@ func decodeIndexRow(b []byte) (indexRow, error) {
 		raftIndex:  binary.BigEndian.Uint64(b),
 		appendTime: int64(binary.BigEndian.Uint64(b[8:])),
 		span:       binary.BigEndian.Uint32(b[16:]),
+		size:       binary.BigEndian.Uint32(b[20:]),
 	}
 	if r.span == 0 {
 		return indexRow{}, fmt.Errorf("%w: offset index row with an empty span", ErrCorrupt)
 	}
 	return r, nil
+}
+
+// verify checks the applied state against the offset index at open, so a
+// damaged store is refused instead of serving wrong history: the first row
+// must start at the log start, the last must end at the next offset and
+// point at the last applied batch.
+func (p *Partition) verify() error {
+	lo, hi := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	st := p.st
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("partition %d (group %d): %w: %s", p.cfg.Index, p.cfg.Group, ErrCorrupt, fmt.Sprintf(format, args...))
+	}
+	if !it.First() {
+		if err := it.Error(); err != nil {
+			return err
+		}
+		if !st.Empty() {
+			return fail("state holds offsets [%d, %d) but the offset index is empty", st.LogStart, st.Next)
+		}
+		return nil
+	}
+	first, _ := keys.OffsetKeyBase(it.Key())
+	if st.Empty() {
+		return fail("state is empty at %d but the offset index has a batch at %d", st.Next, first)
+	}
+	if first != st.LogStart {
+		return fail("first batch at %d, log start %d", first, st.LogStart)
+	}
+	if !it.Last() {
+		return it.Error()
+	}
+	last, _ := keys.OffsetKeyBase(it.Key())
+	row, err := decodeIndexRow(it.Value())
+	if err != nil {
+		return err
+	}
+	if last+uint64(row.span) != st.Next || row.raftIndex != st.LastIndex {
+		return fail("last batch [%d, %d) in entry %d, but the state ends at %d after entry %d",
+			last, last+uint64(row.span), row.raftIndex, st.Next, st.LastIndex)
+	}
+	return nil
 }

@@ -95,7 +95,32 @@ func (b *Builder) Len() int { return len(b.buf) }
 func (b *Builder) Count() int { return int(b.count) }
 
 // Add appends r with the next offset delta (r.OffsetDelta is ignored).
-func (b *Builder) Add(r *Record) {
+func (b *Builder) Add(r *Record) { b.add(r, b.delta) }
+
+// Compact returns a copy of batch bt without the records drop selects
+// (by offset delta), keeping everything else: the proposal id, the append
+// time, the offset span and the deltas of the records kept. This is how key
+// compaction removes records without changing any offset. The result may
+// hold no record at all (a batch whose offsets all disappeared).
+func Compact(bt Batch, drop func(delta uint32) bool) ([]byte, error) {
+	var b Builder
+	b.Reset(bt.ProposalID(), bt.AppendTime())
+	it := bt.Iter()
+	var r Record
+	for it.Next(&r) {
+		if !drop(r.OffsetDelta) {
+			b.add(&r, r.OffsetDelta)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	b.delta = bt.Span()
+	return b.Finish(), nil
+}
+
+func (b *Builder) add(r *Record, delta uint32) {
+	b.delta = delta
 	var scratch [binary.MaxVarintLen64]byte
 	body := 0
 	uv := func(v uint64) int { return binary.PutUvarint(scratch[:], v) }
@@ -161,7 +186,7 @@ func Parse(data []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("%w: checksum %#08x, want %#08x", ErrCorrupt, got, want)
 	}
 	b := Batch{data: data}
-	if b.Count() > b.Span() || (b.Count() == 0) != (b.Span() == 0) {
+	if b.Count() > b.Span() || (b.Count() > 0 && b.Span() == 0) {
 		return Batch{}, fmt.Errorf("%w: %d records over a span of %d", ErrCorrupt, b.Count(), b.Span())
 	}
 	return b, nil

@@ -225,3 +225,31 @@ func BenchmarkIter(b *testing.B) {
 		}
 	}
 }
+
+func TestCompactKeepsOffsetsAndSpan(t *testing.T) {
+	b := mustParse(t, build(sample()))
+	data, err := Compact(b, func(d uint32) bool { return d == 0 || d == 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mustParse(t, data)
+	if c.Span() != 4 || c.Count() != 2 || c.ProposalID() != b.ProposalID() || c.AppendTime() != b.AppendTime() {
+		t.Fatalf("compacted header: span %d count %d", c.Span(), c.Count())
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := decodeAll(t, data)
+	if len(got) != 2 || got[0].OffsetDelta != 1 || got[1].OffsetDelta != 3 || string(got[0].Value) != "no key" {
+		t.Fatalf("kept %+v", got)
+	}
+	// Everything dropped: an empty batch that still covers its offsets.
+	empty, err := Compact(b, func(uint32) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustParse(t, empty)
+	if e.Count() != 0 || e.Span() != 4 || e.Validate() != nil {
+		t.Fatalf("empty compacted batch: count %d span %d", e.Count(), e.Span())
+	}
+}

@@ -469,7 +469,7 @@ func (s *streamer) positions() []*rewindv1.PartitionPosition {
 		b := sl.part.Bounds()
 		out[i] = &rewindv1.PartitionPosition{
 			Partition: sl.cur.Partition, NextOffset: sl.cur.Next,
-			EndOffset: b.Next, LogStartOffset: b.LogStart,
+			EndOffset: b.Next, LogStartOffset: b.LogStart, Clamped: sl.cur.Clamped,
 		}
 	}
 	return out

@@ -466,7 +466,10 @@ type GroupPartition struct {
 	// appended; zero when there is no lag.
 	LagTime *durationpb.Duration `protobuf:"bytes,8,opt,name=lag_time,json=lagTime,proto3" json:"lag_time,omitempty"`
 	// The member the partition is assigned to, if any.
-	MemberId      string `protobuf:"bytes,9,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberId string `protobuf:"bytes,9,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The committed offset lies below the log start: retention removed
+	// records the group never read; it resumes at the log start.
+	BelowLogStart bool `protobuf:"varint,10,opt,name=below_log_start,json=belowLogStart,proto3" json:"below_log_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -562,6 +565,13 @@ func (x *GroupPartition) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *GroupPartition) GetBelowLogStart() bool {
+	if x != nil {
+		return x.BelowLogStart
+	}
+	return false
 }
 
 // GroupTopic is a group's state on one topic.
@@ -1236,7 +1246,7 @@ const file_rewind_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\rR\n" +
 	"partitions\x127\n" +
-	"\tjoin_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bjoinTime\"\xe2\x02\n" +
+	"\tjoin_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bjoinTime\"\x8a\x03\n" +
 	"\x0eGroupPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x1c\n" +
 	"\tcommitted\x18\x02 \x01(\bR\tcommitted\x12)\n" +
@@ -1248,7 +1258,9 @@ const file_rewind_v1_group_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x06 \x01(\x04R\x0elogStartOffset\x12\x10\n" +
 	"\x03lag\x18\a \x01(\x04R\x03lag\x124\n" +
 	"\blag_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\alagTime\x12\x1b\n" +
-	"\tmember_id\x18\t \x01(\tR\bmemberId\"\xc5\x01\n" +
+	"\tmember_id\x18\t \x01(\tR\bmemberId\x12&\n" +
+	"\x0fbelow_log_start\x18\n" +
+	" \x01(\bR\rbelowLogStart\"\xc5\x01\n" +
 	"\n" +
 	"GroupTopic\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +

@@ -365,7 +365,12 @@ type SubscribeRequest struct {
 	// reader is a group with one member.
 	Group string `protobuf:"bytes,7,opt,name=group,proto3" json:"group,omitempty"`
 	// Shown in DescribeGroup to tell members apart (optional).
-	ClientName    string `protobuf:"bytes,8,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	ClientName string `protobuf:"bytes,8,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// When a start offset (an offset, a resume token, a group's committed
+	// offset) lies before the log start because retention removed it, start
+	// at the log start instead of failing with OutOfRange; the started event
+	// marks such partitions clamped. Group streams always clamp.
+	ClampStart    bool `protobuf:"varint,9,opt,name=clamp_start,json=clampStart,proto3" json:"clamp_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -456,6 +461,13 @@ func (x *SubscribeRequest) GetClientName() string {
 	return ""
 }
 
+func (x *SubscribeRequest) GetClampStart() bool {
+	if x != nil {
+		return x.ClampStart
+	}
+	return false
+}
+
 // PartitionPosition is where a stream stands in one partition.
 type PartitionPosition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -468,8 +480,11 @@ type PartitionPosition struct {
 	EndOffset uint64 `protobuf:"varint,3,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
 	// The partition's first stored offset when the event was made.
 	LogStartOffset uint64 `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The requested start lay before the log start (retention removed it):
+	// the stream starts at the log start instead.
+	Clamped       bool `protobuf:"varint,5,opt,name=clamped,proto3" json:"clamped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionPosition) Reset() {
@@ -528,6 +543,13 @@ func (x *PartitionPosition) GetLogStartOffset() uint64 {
 		return x.LogStartOffset
 	}
 	return 0
+}
+
+func (x *PartitionPosition) GetClamped() bool {
+	if x != nil {
+		return x.Clamped
+	}
+	return false
 }
 
 // StartedEvent is always the first event: the resolved start of each
@@ -1161,7 +1183,7 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tH\x00R\tmessageId\x12\x12\n" +
 	"\x03end\x18\x04 \x01(\bH\x00R\x03endB\n" +
 	"\n" +
-	"\bposition\"\xd7\x02\n" +
+	"\bposition\"\xf8\x02\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
@@ -1173,14 +1195,17 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"\x11progress_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x10progressInterval\x12\x14\n" +
 	"\x05group\x18\a \x01(\tR\x05group\x12\x1f\n" +
 	"\vclient_name\x18\b \x01(\tR\n" +
-	"clientName\"\x9b\x01\n" +
+	"clientName\x12\x1f\n" +
+	"\vclamp_start\x18\t \x01(\bR\n" +
+	"clampStart\"\xb5\x01\n" +
 	"\x11PartitionPosition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
 	"nextOffset\x12\x1d\n" +
 	"\n" +
 	"end_offset\x18\x03 \x01(\x04R\tendOffset\x12(\n" +
-	"\x10log_start_offset\x18\x04 \x01(\x04R\x0elogStartOffset\"\x8a\x01\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x04R\x0elogStartOffset\x12\x18\n" +
+	"\aclamped\x18\x05 \x01(\bR\aclamped\"\x8a\x01\n" +
 	"\fStartedEvent\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\x04R\atopicId\x12<\n" +
 	"\n" +

@@ -23,18 +23,82 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CleanupPolicy says how a topic sheds history.
+type CleanupPolicy int32
+
+const (
+	// The default: delete.
+	CleanupPolicy_CLEANUP_POLICY_UNSPECIFIED CleanupPolicy = 0
+	// Delete the oldest records beyond the limits (age, bytes, records).
+	CleanupPolicy_CLEANUP_POLICY_DELETE CleanupPolicy = 1
+	// Keep only the latest record of each key; a record with a key and an
+	// empty value (a tombstone) deletes the key and is itself removed after
+	// delete_retention. Offsets never change: compacted ones disappear.
+	CleanupPolicy_CLEANUP_POLICY_COMPACT CleanupPolicy = 2
+	// Both: compact, and delete beyond the limits.
+	CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE CleanupPolicy = 3
+)
+
+// Enum value maps for CleanupPolicy.
+var (
+	CleanupPolicy_name = map[int32]string{
+		0: "CLEANUP_POLICY_UNSPECIFIED",
+		1: "CLEANUP_POLICY_DELETE",
+		2: "CLEANUP_POLICY_COMPACT",
+		3: "CLEANUP_POLICY_COMPACT_DELETE",
+	}
+	CleanupPolicy_value = map[string]int32{
+		"CLEANUP_POLICY_UNSPECIFIED":    0,
+		"CLEANUP_POLICY_DELETE":         1,
+		"CLEANUP_POLICY_COMPACT":        2,
+		"CLEANUP_POLICY_COMPACT_DELETE": 3,
+	}
+)
+
+func (x CleanupPolicy) Enum() *CleanupPolicy {
+	p := new(CleanupPolicy)
+	*p = x
+	return p
+}
+
+func (x CleanupPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CleanupPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_rewind_v1_topic_proto_enumTypes[0].Descriptor()
+}
+
+func (CleanupPolicy) Type() protoreflect.EnumType {
+	return &file_rewind_v1_topic_proto_enumTypes[0]
+}
+
+func (x CleanupPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CleanupPolicy.Descriptor instead.
+func (CleanupPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_rewind_v1_topic_proto_rawDescGZIP(), []int{0}
+}
+
 // Retention says how long history is kept. Zero values mean "no limit".
-// Enforcement arrives with the storage work; the settings are stored now.
+// Limits apply per partition, in whole record batches: a partition keeps at
+// most max_bytes and max_records (it may keep a batch's worth fewer), and
+// nothing appended longer than max_age ago.
 type Retention struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Records older than this (by append time) may be deleted.
+	// Records older than this (by append time) are deleted.
 	MaxAge *durationpb.Duration `protobuf:"bytes,1,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
-	// Per partition: the oldest records may be deleted above this many bytes.
+	// Per partition: the oldest records are deleted beyond this many bytes.
 	MaxBytes uint64 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	// Per partition: the oldest records may be deleted above this many records.
-	MaxRecords    uint64 `protobuf:"varint,3,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Per partition: the oldest records are deleted beyond this many records.
+	MaxRecords uint64        `protobuf:"varint,3,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	Cleanup    CleanupPolicy `protobuf:"varint,4,opt,name=cleanup,proto3,enum=rewind.v1.CleanupPolicy" json:"cleanup,omitempty"`
+	// How long a tombstone survives compaction (default 24 h).
+	DeleteRetention *durationpb.Duration `protobuf:"bytes,5,opt,name=delete_retention,json=deleteRetention,proto3" json:"delete_retention,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Retention) Reset() {
@@ -86,6 +150,20 @@ func (x *Retention) GetMaxRecords() uint64 {
 		return x.MaxRecords
 	}
 	return 0
+}
+
+func (x *Retention) GetCleanup() CleanupPolicy {
+	if x != nil {
+		return x.Cleanup
+	}
+	return CleanupPolicy_CLEANUP_POLICY_UNSPECIFIED
+}
+
+func (x *Retention) GetDeleteRetention() *durationpb.Duration {
+	if x != nil {
+		return x.DeleteRetention
+	}
+	return nil
 }
 
 // TopicConfig is what a topic is created with.
@@ -617,6 +695,103 @@ func (x *DescribeTopicResponse) GetPartitions() []*PartitionInfo {
 	return nil
 }
 
+type AlterTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The new retention policy (replaces the old one as a whole).
+	Retention     *Retention `protobuf:"bytes,2,opt,name=retention,proto3" json:"retention,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTopicRequest) Reset() {
+	*x = AlterTopicRequest{}
+	mi := &file_rewind_v1_topic_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopicRequest) ProtoMessage() {}
+
+func (x *AlterTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_topic_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopicRequest.ProtoReflect.Descriptor instead.
+func (*AlterTopicRequest) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_topic_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AlterTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterTopicRequest) GetRetention() *Retention {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+type AlterTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *Topic                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTopicResponse) Reset() {
+	*x = AlterTopicResponse{}
+	mi := &file_rewind_v1_topic_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopicResponse) ProtoMessage() {}
+
+func (x *AlterTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_topic_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopicResponse.ProtoReflect.Descriptor instead.
+func (*AlterTopicResponse) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_topic_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AlterTopicResponse) GetTopic() *Topic {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
 type DeleteTopicRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -626,7 +801,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_rewind_v1_topic_proto_msgTypes[10]
+	mi := &file_rewind_v1_topic_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +813,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_topic_proto_msgTypes[10]
+	mi := &file_rewind_v1_topic_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +826,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_topic_proto_rawDescGZIP(), []int{10}
+	return file_rewind_v1_topic_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -669,7 +844,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_rewind_v1_topic_proto_msgTypes[11]
+	mi := &file_rewind_v1_topic_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +856,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_topic_proto_msgTypes[11]
+	mi := &file_rewind_v1_topic_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,19 +869,21 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_topic_proto_rawDescGZIP(), []int{11}
+	return file_rewind_v1_topic_proto_rawDescGZIP(), []int{13}
 }
 
 var File_rewind_v1_topic_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\n" +
-	"\x15rewind/v1/topic.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"}\n" +
+	"\x15rewind/v1/topic.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x01\n" +
 	"\tRetention\x122\n" +
 	"\amax_age\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\x1f\n" +
 	"\vmax_records\x18\x03 \x01(\x04R\n" +
-	"maxRecords\"\xfa\x01\n" +
+	"maxRecords\x122\n" +
+	"\acleanup\x18\x04 \x01(\x0e2\x18.rewind.v1.CleanupPolicyR\acleanup\x12D\n" +
+	"\x10delete_retention\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0fdeleteRetention\"\xfa\x01\n" +
 	"\vTopicConfig\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\rR\n" +
@@ -744,15 +921,27 @@ const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\v2\x10.rewind.v1.TopicR\x05topic\x128\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x18.rewind.v1.PartitionInfoR\n" +
-	"partitions\"(\n" +
+	"partitions\"[\n" +
+	"\x11AlterTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
+	"\tretention\x18\x02 \x01(\v2\x14.rewind.v1.RetentionR\tretention\"<\n" +
+	"\x12AlterTopicResponse\x12&\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.rewind.v1.TopicR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTopicResponse2\xd3\x02\n" +
+	"\x13DeleteTopicResponse*\x89\x01\n" +
+	"\rCleanupPolicy\x12\x1e\n" +
+	"\x1aCLEANUP_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15CLEANUP_POLICY_DELETE\x10\x01\x12\x1a\n" +
+	"\x16CLEANUP_POLICY_COMPACT\x10\x02\x12!\n" +
+	"\x1dCLEANUP_POLICY_COMPACT_DELETE\x10\x032\x9e\x03\n" +
 	"\fTopicService\x12L\n" +
 	"\vCreateTopic\x12\x1d.rewind.v1.CreateTopicRequest\x1a\x1e.rewind.v1.CreateTopicResponse\x12N\n" +
 	"\n" +
 	"ListTopics\x12\x1c.rewind.v1.ListTopicsRequest\x1a\x1d.rewind.v1.ListTopicsResponse\"\x03\x90\x02\x01\x12W\n" +
-	"\rDescribeTopic\x12\x1f.rewind.v1.DescribeTopicRequest\x1a .rewind.v1.DescribeTopicResponse\"\x03\x90\x02\x01\x12L\n" +
+	"\rDescribeTopic\x12\x1f.rewind.v1.DescribeTopicRequest\x1a .rewind.v1.DescribeTopicResponse\"\x03\x90\x02\x01\x12I\n" +
+	"\n" +
+	"AlterTopic\x12\x1c.rewind.v1.AlterTopicRequest\x1a\x1d.rewind.v1.AlterTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.rewind.v1.DeleteTopicRequest\x1a\x1e.rewind.v1.DeleteTopicResponseB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
 var (
@@ -767,49 +956,59 @@ func file_rewind_v1_topic_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_topic_proto_rawDescData
 }
 
-var file_rewind_v1_topic_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_rewind_v1_topic_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_rewind_v1_topic_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_rewind_v1_topic_proto_goTypes = []any{
-	(*Retention)(nil),             // 0: rewind.v1.Retention
-	(*TopicConfig)(nil),           // 1: rewind.v1.TopicConfig
-	(*Topic)(nil),                 // 2: rewind.v1.Topic
-	(*PartitionInfo)(nil),         // 3: rewind.v1.PartitionInfo
-	(*CreateTopicRequest)(nil),    // 4: rewind.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 5: rewind.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),     // 6: rewind.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 7: rewind.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),  // 8: rewind.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil), // 9: rewind.v1.DescribeTopicResponse
-	(*DeleteTopicRequest)(nil),    // 10: rewind.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),   // 11: rewind.v1.DeleteTopicResponse
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(CleanupPolicy)(0),            // 0: rewind.v1.CleanupPolicy
+	(*Retention)(nil),             // 1: rewind.v1.Retention
+	(*TopicConfig)(nil),           // 2: rewind.v1.TopicConfig
+	(*Topic)(nil),                 // 3: rewind.v1.Topic
+	(*PartitionInfo)(nil),         // 4: rewind.v1.PartitionInfo
+	(*CreateTopicRequest)(nil),    // 5: rewind.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),   // 6: rewind.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),     // 7: rewind.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),    // 8: rewind.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),  // 9: rewind.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil), // 10: rewind.v1.DescribeTopicResponse
+	(*AlterTopicRequest)(nil),     // 11: rewind.v1.AlterTopicRequest
+	(*AlterTopicResponse)(nil),    // 12: rewind.v1.AlterTopicResponse
+	(*DeleteTopicRequest)(nil),    // 13: rewind.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),   // 14: rewind.v1.DeleteTopicResponse
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_rewind_v1_topic_proto_depIdxs = []int32{
-	12, // 0: rewind.v1.Retention.max_age:type_name -> google.protobuf.Duration
-	0,  // 1: rewind.v1.TopicConfig.retention:type_name -> rewind.v1.Retention
-	12, // 2: rewind.v1.TopicConfig.dedupe_window:type_name -> google.protobuf.Duration
-	1,  // 3: rewind.v1.Topic.config:type_name -> rewind.v1.TopicConfig
-	13, // 4: rewind.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	13, // 5: rewind.v1.PartitionInfo.first_append_time:type_name -> google.protobuf.Timestamp
-	13, // 6: rewind.v1.PartitionInfo.last_append_time:type_name -> google.protobuf.Timestamp
-	1,  // 7: rewind.v1.CreateTopicRequest.config:type_name -> rewind.v1.TopicConfig
-	2,  // 8: rewind.v1.CreateTopicResponse.topic:type_name -> rewind.v1.Topic
-	2,  // 9: rewind.v1.ListTopicsResponse.topics:type_name -> rewind.v1.Topic
-	2,  // 10: rewind.v1.DescribeTopicResponse.topic:type_name -> rewind.v1.Topic
-	3,  // 11: rewind.v1.DescribeTopicResponse.partitions:type_name -> rewind.v1.PartitionInfo
-	4,  // 12: rewind.v1.TopicService.CreateTopic:input_type -> rewind.v1.CreateTopicRequest
-	6,  // 13: rewind.v1.TopicService.ListTopics:input_type -> rewind.v1.ListTopicsRequest
-	8,  // 14: rewind.v1.TopicService.DescribeTopic:input_type -> rewind.v1.DescribeTopicRequest
-	10, // 15: rewind.v1.TopicService.DeleteTopic:input_type -> rewind.v1.DeleteTopicRequest
-	5,  // 16: rewind.v1.TopicService.CreateTopic:output_type -> rewind.v1.CreateTopicResponse
-	7,  // 17: rewind.v1.TopicService.ListTopics:output_type -> rewind.v1.ListTopicsResponse
-	9,  // 18: rewind.v1.TopicService.DescribeTopic:output_type -> rewind.v1.DescribeTopicResponse
-	11, // 19: rewind.v1.TopicService.DeleteTopic:output_type -> rewind.v1.DeleteTopicResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	15, // 0: rewind.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	0,  // 1: rewind.v1.Retention.cleanup:type_name -> rewind.v1.CleanupPolicy
+	15, // 2: rewind.v1.Retention.delete_retention:type_name -> google.protobuf.Duration
+	1,  // 3: rewind.v1.TopicConfig.retention:type_name -> rewind.v1.Retention
+	15, // 4: rewind.v1.TopicConfig.dedupe_window:type_name -> google.protobuf.Duration
+	2,  // 5: rewind.v1.Topic.config:type_name -> rewind.v1.TopicConfig
+	16, // 6: rewind.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	16, // 7: rewind.v1.PartitionInfo.first_append_time:type_name -> google.protobuf.Timestamp
+	16, // 8: rewind.v1.PartitionInfo.last_append_time:type_name -> google.protobuf.Timestamp
+	2,  // 9: rewind.v1.CreateTopicRequest.config:type_name -> rewind.v1.TopicConfig
+	3,  // 10: rewind.v1.CreateTopicResponse.topic:type_name -> rewind.v1.Topic
+	3,  // 11: rewind.v1.ListTopicsResponse.topics:type_name -> rewind.v1.Topic
+	3,  // 12: rewind.v1.DescribeTopicResponse.topic:type_name -> rewind.v1.Topic
+	4,  // 13: rewind.v1.DescribeTopicResponse.partitions:type_name -> rewind.v1.PartitionInfo
+	1,  // 14: rewind.v1.AlterTopicRequest.retention:type_name -> rewind.v1.Retention
+	3,  // 15: rewind.v1.AlterTopicResponse.topic:type_name -> rewind.v1.Topic
+	5,  // 16: rewind.v1.TopicService.CreateTopic:input_type -> rewind.v1.CreateTopicRequest
+	7,  // 17: rewind.v1.TopicService.ListTopics:input_type -> rewind.v1.ListTopicsRequest
+	9,  // 18: rewind.v1.TopicService.DescribeTopic:input_type -> rewind.v1.DescribeTopicRequest
+	11, // 19: rewind.v1.TopicService.AlterTopic:input_type -> rewind.v1.AlterTopicRequest
+	13, // 20: rewind.v1.TopicService.DeleteTopic:input_type -> rewind.v1.DeleteTopicRequest
+	6,  // 21: rewind.v1.TopicService.CreateTopic:output_type -> rewind.v1.CreateTopicResponse
+	8,  // 22: rewind.v1.TopicService.ListTopics:output_type -> rewind.v1.ListTopicsResponse
+	10, // 23: rewind.v1.TopicService.DescribeTopic:output_type -> rewind.v1.DescribeTopicResponse
+	12, // 24: rewind.v1.TopicService.AlterTopic:output_type -> rewind.v1.AlterTopicResponse
+	14, // 25: rewind.v1.TopicService.DeleteTopic:output_type -> rewind.v1.DeleteTopicResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_topic_proto_init() }
@@ -822,13 +1021,14 @@ func file_rewind_v1_topic_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_topic_proto_rawDesc), len(file_rewind_v1_topic_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   12,
+			NumEnums:      1,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_rewind_v1_topic_proto_goTypes,
 		DependencyIndexes: file_rewind_v1_topic_proto_depIdxs,
+		EnumInfos:         file_rewind_v1_topic_proto_enumTypes,
 		MessageInfos:      file_rewind_v1_topic_proto_msgTypes,
 	}.Build()
 	File_rewind_v1_topic_proto = out.File

@@ -41,6 +41,8 @@ const (
 	// TopicServiceDescribeTopicProcedure is the fully-qualified name of the TopicService's
 	// DescribeTopic RPC.
 	TopicServiceDescribeTopicProcedure = "/rewind.v1.TopicService/DescribeTopic"
+	// TopicServiceAlterTopicProcedure is the fully-qualified name of the TopicService's AlterTopic RPC.
+	TopicServiceAlterTopicProcedure = "/rewind.v1.TopicService/AlterTopic"
 	// TopicServiceDeleteTopicProcedure is the fully-qualified name of the TopicService's DeleteTopic
 	// RPC.
 	TopicServiceDeleteTopicProcedure = "/rewind.v1.TopicService/DeleteTopic"
@@ -56,6 +58,9 @@ type TopicServiceClient interface {
 	// DescribeTopic returns a topic's configuration and the state of each of
 	// its partitions. NotFound if there is no such topic.
 	DescribeTopic(context.Context, *v1.DescribeTopicRequest) (*v1.DescribeTopicResponse, error)
+	// AlterTopic changes a topic's retention policy; it takes effect on every
+	// partition at once (the next retention pass applies new limits).
+	AlterTopic(context.Context, *v1.AlterTopicRequest) (*v1.AlterTopicResponse, error)
 	// DeleteTopic deletes a topic and all of its records. Open subscriptions
 	// end with NotFound. A topic later created with the same name gets a new
 	// id, so message IDs and resume tokens of the old one never match it.
@@ -93,6 +98,12 @@ func NewTopicServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		alterTopic: connect.NewClient[v1.AlterTopicRequest, v1.AlterTopicResponse](
+			httpClient,
+			baseURL+TopicServiceAlterTopicProcedure,
+			connect.WithSchema(topicServiceMethods.ByName("AlterTopic")),
+			connect.WithClientOptions(opts...),
+		),
 		deleteTopic: connect.NewClient[v1.DeleteTopicRequest, v1.DeleteTopicResponse](
 			httpClient,
 			baseURL+TopicServiceDeleteTopicProcedure,
@@ -107,6 +118,7 @@ type topicServiceClient struct {
 	createTopic   *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
 	listTopics    *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
 	describeTopic *connect.Client[v1.DescribeTopicRequest, v1.DescribeTopicResponse]
+	alterTopic    *connect.Client[v1.AlterTopicRequest, v1.AlterTopicResponse]
 	deleteTopic   *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
 }
 
@@ -137,6 +149,15 @@ func (c *topicServiceClient) DescribeTopic(ctx context.Context, req *v1.Describe
 	return nil, err
 }
 
+// AlterTopic calls rewind.v1.TopicService.AlterTopic.
+func (c *topicServiceClient) AlterTopic(ctx context.Context, req *v1.AlterTopicRequest) (*v1.AlterTopicResponse, error) {
+	response, err := c.alterTopic.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // DeleteTopic calls rewind.v1.TopicService.DeleteTopic.
 func (c *topicServiceClient) DeleteTopic(ctx context.Context, req *v1.DeleteTopicRequest) (*v1.DeleteTopicResponse, error) {
 	response, err := c.deleteTopic.CallUnary(ctx, connect.NewRequest(req))
@@ -156,6 +177,9 @@ type TopicServiceHandler interface {
 	// DescribeTopic returns a topic's configuration and the state of each of
 	// its partitions. NotFound if there is no such topic.
 	DescribeTopic(context.Context, *v1.DescribeTopicRequest) (*v1.DescribeTopicResponse, error)
+	// AlterTopic changes a topic's retention policy; it takes effect on every
+	// partition at once (the next retention pass applies new limits).
+	AlterTopic(context.Context, *v1.AlterTopicRequest) (*v1.AlterTopicResponse, error)
 	// DeleteTopic deletes a topic and all of its records. Open subscriptions
 	// end with NotFound. A topic later created with the same name gets a new
 	// id, so message IDs and resume tokens of the old one never match it.
@@ -189,6 +213,12 @@ func NewTopicServiceHandler(svc TopicServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	topicServiceAlterTopicHandler := connect.NewUnaryHandlerSimple(
+		TopicServiceAlterTopicProcedure,
+		svc.AlterTopic,
+		connect.WithSchema(topicServiceMethods.ByName("AlterTopic")),
+		connect.WithHandlerOptions(opts...),
+	)
 	topicServiceDeleteTopicHandler := connect.NewUnaryHandlerSimple(
 		TopicServiceDeleteTopicProcedure,
 		svc.DeleteTopic,
@@ -203,6 +233,8 @@ func NewTopicServiceHandler(svc TopicServiceHandler, opts ...connect.HandlerOpti
 			topicServiceListTopicsHandler.ServeHTTP(w, r)
 		case TopicServiceDescribeTopicProcedure:
 			topicServiceDescribeTopicHandler.ServeHTTP(w, r)
+		case TopicServiceAlterTopicProcedure:
+			topicServiceAlterTopicHandler.ServeHTTP(w, r)
 		case TopicServiceDeleteTopicProcedure:
 			topicServiceDeleteTopicHandler.ServeHTTP(w, r)
 		default:
@@ -224,6 +256,10 @@ func (UnimplementedTopicServiceHandler) ListTopics(context.Context, *v1.ListTopi
 
 func (UnimplementedTopicServiceHandler) DescribeTopic(context.Context, *v1.DescribeTopicRequest) (*v1.DescribeTopicResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.TopicService.DescribeTopic is not implemented"))
+}
+
+func (UnimplementedTopicServiceHandler) AlterTopic(context.Context, *v1.AlterTopicRequest) (*v1.AlterTopicResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.TopicService.AlterTopic is not implemented"))
 }
 
 func (UnimplementedTopicServiceHandler) DeleteTopic(context.Context, *v1.DeleteTopicRequest) (*v1.DeleteTopicResponse, error) {
