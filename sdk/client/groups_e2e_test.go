@@ -25,9 +25,10 @@ type delivery struct {
 
 // TestGroupOfThreeWhileMembersJoinAndLeave runs members over 8 partitions
 // while records are published and members come and go: every record is
-// delivered at least once, each member sees each partition in offset order,
-// and a member started after everyone stopped continues from the commits
-// without losing a record.
+// delivered at least once, each member sees each partition in offset order
+// for as long as it holds it (a member that gets a partition back re-reads
+// from the group's commit: at-least-once), and a member started after
+// everyone stopped continues from the commits without losing a record.
 func TestGroupOfThreeWhileMembersJoinAndLeave(t *testing.T) {
 	s := startServer(t, "")
 	c := client.New(s.addr)
@@ -46,11 +47,23 @@ func TestGroupOfThreeWhileMembersJoinAndLeave(t *testing.T) {
 			return err
 		}
 		defer sub.Close()
+		owned := map[uint32]bool{}
+		tenure := map[uint32]int{}
 		for sub.Next() {
+			if a, ok := sub.Event().(*client.Assigned); ok {
+				now := map[uint32]bool{}
+				for _, pp := range a.Partitions {
+					now[pp.Partition] = true
+					if !owned[pp.Partition] {
+						tenure[pp.Partition]++ // a new tenure re-reads from the group's commit
+					}
+				}
+				owned = now
+			}
 			if r, ok := sub.Event().(*client.Records); ok {
 				mu.Lock()
 				for _, rec := range r.Records {
-					seen = append(seen, delivery{name, rec.Partition, rec.Offset, string(rec.Value)})
+					seen = append(seen, delivery{fmt.Sprintf("%s#%d", name, tenure[rec.Partition]), rec.Partition, rec.Offset, string(rec.Value)})
 				}
 				mu.Unlock()
 			}
@@ -133,7 +146,7 @@ func TestGroupOfThreeWhileMembersJoinAndLeave(t *testing.T) {
 	for _, d := range seen {
 		k := fmt.Sprintf("%s/%d", d.member, d.part)
 		if prev, ok := last[k]; ok && d.off <= prev {
-			t.Fatalf("member %s saw partition %d offset %d after %d", d.member, d.part, d.off, prev)
+			t.Fatalf("member (and tenure) %s saw partition %d offset %d after %d", d.member, d.part, d.off, prev)
 		}
 		last[k] = d.off
 	}
@@ -159,7 +172,10 @@ func TestGroupOfThreeWhileMembersJoinAndLeave(t *testing.T) {
 	for sub.Next() {
 		if a, ok := sub.Event().(*client.Assigned); ok {
 			if len(a.Partitions) != 8 {
-				t.Fatalf("new sole member got %d partitions", len(a.Partitions))
+				// A member that just stopped may not have left yet on the
+				// server (its stream's end travels there): wait for the
+				// rebalance that gives this member everything.
+				continue
 			}
 			for _, pp := range a.Partitions {
 				if pp.NextOffset != groups[0].Partitions[pp.Partition].CommittedOffset {

@@ -310,9 +310,13 @@ func (s *Subscription) CommitErr() error { return s.commitErr }
 func (s *Subscription) commitDue() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
 	defer cancel()
-	if err := s.Commit(ctx, s.due); err != nil {
-		s.commitErr = err
-	} else {
+	err := s.Commit(ctx, s.due)
+	s.commitErr = err
+	if err == nil || connect.CodeOf(err) == connect.CodeFailedPrecondition {
+		// A fenced commit never succeeds: the partition moved (its new owner
+		// re-reads from the last commit) or a reset happened. Retrying it
+		// would only fail again; the other partitions of the request were
+		// committed.
 		clear(s.due)
 	}
 	s.lastCommit = time.Now()
