@@ -39,6 +39,13 @@ type Config struct {
 	FS vfs.FS
 	// Clock replaces the broker clock (tests). Default time.Now.
 	Clock func() time.Time
+	// HousekeepingInterval is how often retention limits are checked
+	// (default 1 s); CompactionInterval how often a compacted partition
+	// with new records is compacted (default 30 s).
+	HousekeepingInterval, CompactionInterval time.Duration
+	// MinFreeBytes: publishes fail with ResourceExhausted below this much
+	// free disk space (default 64 MiB; negative: no check).
+	MinFreeBytes int64
 }
 
 // Node is a running Rewind node.
@@ -53,6 +60,8 @@ func Open(cfg Config) (*Node, error) {
 	b, err := broker.Open(broker.Config{
 		Dir: cfg.Dir, FS: cfg.FS, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		TailCacheBytes: cfg.TailCacheBytes, StoreCacheBytes: cfg.StoreCacheBytes, Clock: cfg.Clock,
+		HousekeepingInterval: cfg.HousekeepingInterval, CompactionInterval: cfg.CompactionInterval,
+		MinFreeBytes: cfg.MinFreeBytes,
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -80,6 +81,28 @@ from the same run tabulate side by side.`,
 	ttfm.Flags().StringVar(&topic, "topic", "bench", "topic")
 	ttfm.Flags().Float64Var(&at, "at", 0.5, "where to seek, as a fraction of partition 0")
 	ttfm.Flags().IntVar(&nSeeks, "reps", 20, "seeks to measure")
-	cmd.AddCommand(pub, rep, ttfm)
+	var (
+		rate int
+		dur  time.Duration
+		size int
+	)
+	lat := &cobra.Command{
+		Use:   "latency",
+		Short: "Publish at a steady rate (open loop) and measure each acknowledgement",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := bench.Latency(cmd.Context(), g.client(), topic, rate, dur, size)
+			if err != nil {
+				return err
+			}
+			r.Print(os.Stdout, 0)
+			return nil
+		},
+	}
+	lat.Flags().StringVar(&topic, "topic", "lat", "topic (created with one partition if missing)")
+	lat.Flags().IntVar(&rate, "rate", 2000, "records per second")
+	lat.Flags().DurationVar(&dur, "duration", 15*time.Second, "how long")
+	lat.Flags().IntVar(&size, "size", 100, "value size in bytes")
+	cmd.AddCommand(pub, rep, ttfm, lat)
 	return cmd
 }

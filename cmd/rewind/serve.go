@@ -20,6 +20,8 @@ func newServe() *cobra.Command {
 	var (
 		listen, data, level, format, origins string
 		tailCache, storeCache                int64
+		housekeeping, compaction             time.Duration
+		minFree                              string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -33,8 +35,17 @@ func newServe() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			free := int64(-1)
+			if minFree != "0" {
+				n, err := parseBytes(minFree)
+				if err != nil {
+					return fmt.Errorf("--min-free-disk: %w", err)
+				}
+				free = int64(n)
+			}
 			node, err := engine.Open(engine.Config{
 				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
+				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
 			})
 			if err != nil {
 				return err
@@ -50,6 +61,9 @@ func newServe() *cobra.Command {
 	f.StringVar(&origins, "allow-origin", "", "comma-separated origins browsers may call from (CORS), or * for any; default none")
 	f.Int64Var(&tailCache, "tail-cache-mib", 256, "memory for the tail cache that serves live subscribers, MiB")
 	f.Int64Var(&storeCache, "store-cache-mib", 256, "memory for the storage block cache, MiB")
+	f.DurationVar(&housekeeping, "retention-interval", time.Second, "how often retention limits are enforced")
+	f.DurationVar(&compaction, "compaction-interval", 30*time.Second, "how often compacted topics with new records are compacted")
+	f.StringVar(&minFree, "min-free-disk", "64MiB", "refuse publishes (ResourceExhausted) below this much free disk space; 0 disables")
 	return cmd
 }
 

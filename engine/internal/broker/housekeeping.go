@@ -40,6 +40,21 @@ func (b *Broker) applyPolicy(t *meta.Topic) {
 	}
 }
 
+// withDefaults fills a retention policy's defaults, so that what is stored
+// (and shown) is what applies.
+func withDefaults(r meta.Retention) meta.Retention {
+	if r.Cleanup == "" {
+		r.Cleanup = "delete"
+	}
+	if r.Cleanup == "delete,compact" {
+		r.Cleanup = "compact,delete"
+	}
+	if r.Compacts() && r.DeleteRetentionNanos == 0 {
+		r.DeleteRetentionNanos = int64(DefaultDeleteRetention)
+	}
+	return r
+}
+
 // validateRetention reports what is wrong with a retention policy.
 func validateRetention(r meta.Retention) error {
 	switch r.Cleanup {
@@ -58,6 +73,7 @@ func (b *Broker) AlterTopic(ctx context.Context, name string, r meta.Retention) 
 	if err := ValidateTopicName(name); err != nil {
 		return nil, err
 	}
+	r = withDefaults(r)
 	if err := validateRetention(r); err != nil {
 		return nil, err
 	}
@@ -99,22 +115,30 @@ func (b *Broker) housekeeping() {
 			if err := b.retain(p); err != nil {
 				b.log.Warn("retention", "partition", p.Index(), "error", err)
 			}
-			mark, due := lastCompact[p], false
-			if next := p.Bounds().Next; next != mark.next && time.Since(mark.at) >= b.cfg.CompactionInterval {
-				due = true
-				lastCompact[p] = compactMark{next: next, at: time.Now()}
-			}
-			if due {
-				if err := b.compact(p); err != nil {
+			// Compact when at least as many records arrived since the last
+			// compaction as it kept (a dirty ratio of one half, as Kafka's
+			// default): the work per appended record stays bounded however
+			// large the compacted history is.
+			mark := lastCompact[p]
+			dirty := p.Bounds().Next - mark.end
+			if p.Policy().Compact && dirty > 0 && dirty >= mark.kept && time.Since(mark.at) >= b.cfg.CompactionInterval {
+				m, err := b.compact(p)
+				if err != nil {
 					b.log.Warn("compaction", "partition", p.Index(), "error", err)
 				}
+				m.at = time.Now()
+				lastCompact[p] = m
 			}
 		}
 	}
 }
 
+// compactChunk is how many batches one compaction command rewrites.
+const compactChunk = 16
+
 type compactMark struct {
-	next uint64
+	end  uint64 // the end offset the last compaction covered
+	kept uint64 // records it kept
 	at   time.Time
 }
 
@@ -147,20 +171,33 @@ func (b *Broker) retain(p *partition.Partition) error {
 
 // compact compacts one partition, one batch per raft command, so that
 // publishes keep their latency while it runs.
-func (b *Broker) compact(p *partition.Partition) error {
-	cmds, err := p.PlanCompaction(b.Now(), 0)
-	if err != nil || len(cmds) == 0 {
-		return err
+func (b *Broker) compact(p *partition.Partition) (compactMark, error) {
+	plan, err := p.PlanCompaction(b.Now(), 0)
+	mark := compactMark{end: plan.End, kept: uint64(plan.Kept)}
+	if err != nil || len(plan.Cmds) == 0 {
+		return mark, err
 	}
+	cmds := plan.Cmds
 	ctx, cancel := b.housekeepingContext()
 	defer cancel()
-	for _, c := range cmds {
-		if err := p.Compact(ctx, c); err != nil && !errors.Is(err, partition.ErrStalePlan) {
-			return err
+	// A few batches per raft command, and a pause as long as each command
+	// took: compaction gets at most half of the raft loop, publishes the
+	// rest.
+	for len(cmds) > 0 {
+		n := min(len(cmds), compactChunk)
+		t0 := time.Now()
+		if err := p.Compact(ctx, cmds[:n]...); err != nil && !errors.Is(err, partition.ErrStalePlan) {
+			return mark, err
+		}
+		cmds = cmds[n:]
+		select {
+		case <-time.After(time.Since(t0)):
+		case <-b.stop:
+			return mark, nil
 		}
 	}
-	b.log.Debug("compaction", "partition", p.Index(), "batches", len(cmds))
-	return nil
+	b.log.Debug("compaction", "partition", p.Index(), "batches", len(plan.Cmds), "kept", plan.Kept)
+	return mark, nil
 }
 
 // checkDisk sets or clears the disk-full flag.

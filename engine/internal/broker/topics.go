@@ -72,6 +72,7 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	if s.DedupeWindow < 0 {
 		s.DedupeWindow = DefaultDedupeWindow
 	}
+	s.Retention = withDefaults(s.Retention)
 	if err := validateRetention(s.Retention); err != nil {
 		errs = append(errs, err)
 	}

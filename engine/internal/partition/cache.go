@@ -81,6 +81,19 @@ func (c *Cache) Get(group, offset uint64) *Batch {
 	return nil
 }
 
+// Replace swaps the cached batch of group starting at b.Base for b (a
+// compacted version), if it is cached.
+func (c *Cache) Replace(group uint64, b *Batch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bs := c.mu.groups[group]
+	i := sort.Search(len(bs), func(i int) bool { return bs[i].Base >= b.Base })
+	if i < len(bs) && bs[i].Base == b.Base && bs[i].Span == b.Span {
+		c.mu.bytes += b.size() - bs[i].size()
+		bs[i] = b
+	}
+}
+
 // DropBelow forgets group's batches that end at or below offset.
 func (c *Cache) DropBelow(group, offset uint64) {
 	c.mu.Lock()

@@ -50,7 +50,7 @@ func FuzzApply(f *testing.F) {
 	f.Add(append(env, batch...))
 	f.Add(commandEntry(kindGroup, 7, []byte(`{"kind":"commit","group":"g","gen":1,"offset":1}`)))
 	f.Add(commandEntry(kindTruncate, 8, []byte(`{"offset":1}`)))
-	f.Add(commandEntry(kindCompact, 9, []byte(`{"base":0,"raft_index":1,"drop":[0]}`)))
+	f.Add(commandEntry(kindCompact, 9, []byte(`{"batches":[{"base":0,"raft_index":1,"drop":[0]}]}`)))
 	f.Add([]byte{kindBatch})
 	f.Add([]byte{9, 9, 9})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -183,7 +183,7 @@ func (p *Partition) applyCommand(w *pebble.Batch, data []byte) error {
 		}
 		opErr, err = p.applyTruncate(w, c)
 	case kindCompact:
-		var c CompactCmd
+		var c compactCmd
 		if err := json.Unmarshal(data[9:], &c); err != nil {
 			return fmt.Errorf("partition %d: %w: compact command: %v", p.cfg.Index, ErrCorrupt, err)
 		}

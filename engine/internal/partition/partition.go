@@ -142,10 +142,10 @@ type Partition struct {
 	logFloor uint64
 	// passEntries holds batch entries rewritten by compaction this pass.
 	passEntries map[uint64][]byte
-	// cacheBelow and cacheDirty tell Durable to drop cached batches below
-	// the new log start, or all of them after a compaction.
-	cacheBelow uint64
-	cacheDirty bool
+	// cacheBelow and cacheReplace tell Durable to drop cached batches below
+	// the new log start and to swap in compacted ones.
+	cacheBelow   uint64
+	cacheReplace []*Batch
 
 	mu struct {
 		sync.Mutex
@@ -685,12 +685,13 @@ func (p *Partition) Durable() {
 	clear(p.passKeys)
 	clear(p.passGroups)
 	clear(p.passEntries)
-	if p.cacheDirty {
-		p.cfg.Cache.Drop(p.cfg.Group)
-		p.cacheDirty = false
-	} else if p.cacheBelow > 0 {
+	if p.cacheBelow > 0 {
 		p.cfg.Cache.DropBelow(p.cfg.Group, p.cacheBelow)
 	}
+	for _, b := range p.cacheReplace {
+		p.cfg.Cache.Replace(p.cfg.Group, b)
+	}
+	p.cacheReplace = nil
 	results := p.opResults
 	p.opResults = nil
 	for _, r := range results {

@@ -67,6 +67,13 @@ type truncateCmd struct {
 	Offset uint64 `json:"offset"`
 }
 
+// compactCmd is one compaction raft command: several batches at once, so
+// that compaction costs few raft entries (and fsyncs) and a bounded time on
+// the loop per entry.
+type compactCmd struct {
+	Batches []CompactCmd `json:"batches"`
+}
+
 // CompactCmd drops records of one batch.
 type CompactCmd struct {
 	Base      uint64   `json:"base"`
@@ -85,9 +92,10 @@ func (p *Partition) Truncate(ctx context.Context, x uint64) error {
 	return err
 }
 
-// Compact applies one compaction command through the raft log.
-func (p *Partition) Compact(ctx context.Context, c CompactCmd) error {
-	_, err := p.command(ctx, kindCompact, c)
+// Compact applies compaction plans for some batches, as one raft command.
+// It returns ErrStalePlan if none of them still applied.
+func (p *Partition) Compact(ctx context.Context, cs ...CompactCmd) error {
+	_, err := p.command(ctx, kindCompact, compactCmd{Batches: cs})
 	return err
 }
 
@@ -167,7 +175,24 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 	return nil, nil
 }
 
-func (p *Partition) applyCompact(w *pebble.Batch, c CompactCmd) (opErr, err error) {
+func (p *Partition) applyCompact(w *pebble.Batch, cmd compactCmd) (opErr, err error) {
+	stale := 0
+	for _, c := range cmd.Batches {
+		opErr, err := p.compactBatch(w, c)
+		if err != nil {
+			return nil, err
+		}
+		if opErr != nil {
+			stale++
+		}
+	}
+	if stale > 0 && stale == len(cmd.Batches) {
+		return fmt.Errorf("%w: none of the %d batches fits any more", ErrStalePlan, stale), nil
+	}
+	return nil, nil
+}
+
+func (p *Partition) compactBatch(w *pebble.Batch, c CompactCmd) (opErr, err error) {
 	if c.Base < p.st.LogStart {
 		return fmt.Errorf("%w: batch %d is below the log start", ErrStalePlan, c.Base), nil
 	}
@@ -211,7 +236,11 @@ func (p *Partition) applyCompact(w *pebble.Batch, c CompactCmd) (opErr, err erro
 		return nil, err
 	}
 	p.st.Bytes -= min(saved, p.st.Bytes)
-	p.cacheDirty = true
+	nb, err := record.Parse(entry[batchEnvelope:])
+	if err != nil {
+		return nil, err
+	}
+	p.cacheReplace = append(p.cacheReplace, &Batch{Base: c.Base, AppendTime: row.appendTime, Span: row.span, RaftIndex: c.RaftIndex, Records: nb})
 	return nil, nil
 }
 
@@ -292,24 +321,26 @@ func (p *Partition) bytesBoundary(maxBytes uint64, vis State) (uint64, error) {
 // the latest for its key) appended more than DeleteRetention before now.
 // Records without a key are kept. At most maxCmds commands are returned
 // (0: no bound).
-func (p *Partition) PlanCompaction(now int64, maxCmds int) ([]CompactCmd, error) {
+func (p *Partition) PlanCompaction(now int64, maxCmds int) (CompactionPlan, error) {
 	pol := p.Policy()
 	vis := p.Bounds()
 	if !pol.Compact || vis.Empty() {
-		return nil, nil
+		return CompactionPlan{End: vis.Next}, nil
 	}
+	var records, dropped int
 	latest := map[string]uint64{}
 	if err := p.scan(vis, func(b *Batch, off uint64, r *record.Record) {
 		if len(r.Key) > 0 {
 			latest[string(r.Key)] = off
 		}
 	}); err != nil {
-		return nil, err
+		return CompactionPlan{}, err
 	}
 	tombFloor := now - int64(pol.DeleteRetention)
 	var cmds []CompactCmd
 	var cur *CompactCmd
 	err := p.scan(vis, func(b *Batch, off uint64, r *record.Record) {
+		records++
 		if len(r.Key) == 0 {
 			return
 		}
@@ -325,8 +356,18 @@ func (p *Partition) PlanCompaction(now int64, maxCmds int) ([]CompactCmd, error)
 			cur = &cmds[len(cmds)-1]
 		}
 		cur.Drop = append(cur.Drop, r.OffsetDelta)
+		dropped++
 	})
-	return cmds, err
+	return CompactionPlan{Cmds: cmds, Kept: records - dropped, End: vis.Next}, err
+}
+
+// CompactionPlan is what PlanCompaction found.
+type CompactionPlan struct {
+	Cmds []CompactCmd
+	// Kept is how many records remain once the plan is applied.
+	Kept int
+	// End is the end offset the plan covers.
+	End uint64
 }
 
 // scan calls fn for every stored record of [vis.LogStart, vis.Next).

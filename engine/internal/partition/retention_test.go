@@ -142,11 +142,11 @@ func TestCompactionKeepsTheLatestPerKey(t *testing.T) {
 	}
 	compact := func() {
 		t.Helper()
-		cmds, err := p.PlanCompaction(h.clock.Load(), 0)
+		plan, err := p.PlanCompaction(h.clock.Load(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range cmds {
+		for _, c := range plan.Cmds {
 			if err := p.Compact(ctx, c); err != nil {
 				t.Fatal(err)
 			}
@@ -198,8 +198,8 @@ func TestCompactionKeepsTheLatestPerKey(t *testing.T) {
 	if diff := cmp.Diff(want, stored()); diff != "" {
 		t.Fatalf("after the delete retention (-want +got):\n%s", diff)
 	}
-	if cmds, _ := p.PlanCompaction(h.clock.Load(), 0); len(cmds) != 0 {
-		t.Fatalf("nothing left to compact, planned %v", cmds)
+	if plan, _ := p.PlanCompaction(h.clock.Load(), 0); len(plan.Cmds) != 0 || plan.Kept != 3 {
+		t.Fatalf("nothing left to compact, planned %+v", plan)
 	}
 	// A plan made stale by retention is refused without harm.
 	cmd := CompactCmd{Base: 0, RaftIndex: 99, Drop: []uint32{0}}

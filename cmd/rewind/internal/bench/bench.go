@@ -247,3 +247,58 @@ func TTFM(ctx context.Context, c *client.Client, topic string, at float64, reps 
 	r.Extra = map[string]float64{"offset": float64(mid)}
 	return r, nil
 }
+
+// Latency publishes one record of size bytes every 1/rate seconds for d, open
+// loop (a slow answer never delays the next send), and measures each
+// publish from send to durable acknowledgement.
+func Latency(ctx context.Context, c *client.Client, topic string, rate int, d time.Duration, size int) (Report, error) {
+	if err := EnsureTopic(ctx, c, topic, 1); err != nil {
+		return Report{}, err
+	}
+	payload := make([]byte, size)
+	rand.Read(payload)
+	interval := time.Second / time.Duration(max(rate, 1))
+	var (
+		mu   sync.Mutex
+		lats []time.Duration
+		wg   sync.WaitGroup
+		errs = make(chan error, 1)
+	)
+	start := time.Now()
+	next := start
+	n := 0
+	for time.Since(start) < d {
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+		}
+		next = next.Add(interval)
+		n++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			if _, err := c.Publish(ctx, topic, client.Message{Value: payload}); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+				return
+			}
+			l := time.Since(t0)
+			mu.Lock()
+			lats = append(lats, l)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return Report{}, err
+	default:
+	}
+	elapsed := time.Since(start)
+	return Report{
+		Case: "rewind-lat", Latencies: lats,
+		Extra: map[string]float64{"achieved_rate": float64(len(lats)) / elapsed.Seconds()},
+	}, nil
+}
