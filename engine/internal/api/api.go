@@ -36,8 +36,8 @@ func New(b *broker.Broker, log hclog.Logger) *Server {
 	return &Server{b: b, log: log}
 }
 
-// Handler returns an http.Handler serving every service, plus gRPC health
-// and reflection.
+// Handler returns an http.Handler serving every service, plus gRPC health,
+// reflection and /metrics (Prometheus text format).
 func (s *Server) Handler() http.Handler {
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(MaxRequestBytes),
@@ -54,6 +54,7 @@ func (s *Server) Handler() http.Handler {
 		rewindv1connect.SubscribeServiceName,
 		rewindv1connect.GroupServiceName,
 	}
+	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))

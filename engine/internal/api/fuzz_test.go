@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"io"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,4 +120,20 @@ func FuzzPublish(f *testing.F) {
 			t.Fatalf("%d results for %d records", len(resp.GetResults()), len(req.GetRecords()))
 		}
 	})
+}
+
+func TestMetrics(t *testing.T) {
+	url := fuzzServer()
+	resp, err := httpClient().Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	io.Copy(&b, resp.Body)
+	for _, want := range []string{`rewind_partition_bytes{topic="t",partition="2"}`, "# TYPE rewind_partition_end_offset gauge", "rewind_disk_full 0"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("metrics lack %q:\n%s", want, b.String())
+		}
+	}
 }

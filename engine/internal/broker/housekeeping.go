@@ -200,6 +200,9 @@ func (b *Broker) compact(p *partition.Partition) (compactMark, error) {
 	return mark, nil
 }
 
+// DiskFull reports whether publishes are refused for lack of disk space.
+func (b *Broker) DiskFull() bool { return b.diskFull.Load() }
+
 // checkDisk sets or clears the disk-full flag.
 func (b *Broker) checkDisk() {
 	if b.cfg.MinFreeBytes < 0 {

@@ -1,0 +1,52 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// metrics serves the Prometheus text format: per partition, what is stored;
+// per node, whether publishes are refused for lack of disk.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	var b strings.Builder
+	gauge := func(name, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+	}
+	type row struct {
+		labels string
+		vals   [4]uint64
+	}
+	var rows []row
+	for _, t := range s.b.ListTopics() {
+		_, parts, err := s.b.DescribeTopic(t.Name)
+		if err != nil {
+			continue
+		}
+		for _, p := range parts {
+			rows = append(rows, row{
+				labels: fmt.Sprintf(`topic=%q,partition="%d"`, t.Name, p.Partition),
+				vals:   [4]uint64{p.State.Bytes, p.State.Next - p.State.LogStart, p.State.LogStart, p.State.Next},
+			})
+		}
+	}
+	for i, m := range []struct{ name, help string }{
+		{"rewind_partition_bytes", "Bytes of record batches stored in the partition."},
+		{"rewind_partition_records", "Records in the stored offset range (compacted offsets included)."},
+		{"rewind_partition_log_start_offset", "First offset still stored."},
+		{"rewind_partition_end_offset", "Offset the next record gets."},
+	} {
+		gauge(m.name, m.help)
+		for _, r := range rows {
+			fmt.Fprintf(&b, "%s{%s} %d\n", m.name, r.labels, r.vals[i])
+		}
+	}
+	gauge("rewind_disk_full", "1 while publishes are refused because free disk space is below the floor.")
+	full := 0
+	if s.b.DiskFull() {
+		full = 1
+	}
+	fmt.Fprintf(&b, "rewind_disk_full %d\n", full)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_, _ = w.Write([]byte(b.String()))
+}
