@@ -252,14 +252,23 @@ func TestDiskFullRefusesPublishesAndKeepsReplays(t *testing.T) {
 }
 
 // TestFailedFsyncStopsAcknowledgingAndLosesNothing makes every WAL fsync
-// fail after some publishes: the node stops acknowledging (no retry of the
+// (or write) fail after some publishes: the node stops acknowledging (no retry of the
 // failed fsync), and after a power cut everything it acknowledged is there.
 func TestFailedFsyncStopsAcknowledgingAndLosesNothing(t *testing.T) {
+	t.Run("fsync", func(t *testing.T) {
+		testFailedWAL(t, func(k errorfs.OpKind) bool { return k == errorfs.OpFileSync || k == errorfs.OpFileSyncData })
+	})
+	t.Run("write", func(t *testing.T) {
+		testFailedWAL(t, func(k errorfs.OpKind) bool { return k == errorfs.OpFileWrite || k == errorfs.OpFileWriteAt })
+	})
+}
+
+func testFailedWAL(t *testing.T, inject func(errorfs.OpKind) bool) {
 	mem := vfs.NewCrashableMem()
 	var failing atomic.Bool
 	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if failing.Load() && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) && strings.HasSuffix(op.Path, ".log") {
-			return errors.New("injected: fsync failed")
+		if failing.Load() && inject(op.Kind) && strings.HasSuffix(op.Path, ".log") {
+			return errors.New("injected: WAL I/O failed")
 		}
 		return nil
 	}))
