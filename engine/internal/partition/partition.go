@@ -154,10 +154,13 @@ type Partition struct {
 		queue   []*Append
 		ops     []*pendingOp
 		policy  Policy
-		pending int64         // bytes queued or in flight
-		room    chan struct{} // closed when pending drops
-		subs    map[chan<- struct{}]struct{}
-		err     error // set once stopped
+		// truncatingTo is the highest log start a truncate applied (maybe
+		// not visible yet).
+		truncatingTo uint64
+		pending      int64         // bytes queued or in flight
+		room         chan struct{} // closed when pending drops
+		subs         map[chan<- struct{}]struct{}
+		err          error // set once stopped
 		// flightTimes holds the append time of every batch in flight.
 		flightTimes map[uint64]int64
 	}
@@ -692,6 +695,15 @@ func (p *Partition) Durable() {
 		p.cfg.Cache.Replace(p.cfg.Group, b)
 	}
 	p.cacheReplace = nil
+	for _, ab := range applied {
+		p.cfg.Cache.Put(p.cfg.Group, ab.batch)
+	}
+	p.mu.Lock()
+	p.mu.visible = p.st
+	p.notifyLocked()
+	p.mu.Unlock()
+	// Answer commands only now: whoever waits sees their effect (a new log
+	// start) in Bounds.
 	results := p.opResults
 	p.opResults = nil
 	for _, r := range results {
@@ -701,13 +713,6 @@ func (p *Partition) Durable() {
 			close(po.done)
 		}
 	}
-	for _, ab := range applied {
-		p.cfg.Cache.Put(p.cfg.Group, ab.batch)
-	}
-	p.mu.Lock()
-	p.mu.visible = p.st
-	p.notifyLocked()
-	p.mu.Unlock()
 	for _, ab := range applied {
 		f := p.inflight[ab.id]
 		if f == nil {

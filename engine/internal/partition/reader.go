@@ -159,8 +159,11 @@ func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 // was reading (the log start moved past it meanwhile) as ErrBelowStart, not
 // as corruption.
 func (r *Reader) belowStart(from uint64, err error) error {
-	if b := r.p.Bounds(); from < b.LogStart {
-		return fmt.Errorf("%w: offset %d, log start %d (retention ran during the read)", ErrBelowStart, from, b.LogStart)
+	r.p.mu.Lock()
+	start := max(r.p.mu.visible.LogStart, r.p.mu.truncatingTo)
+	r.p.mu.Unlock()
+	if from < start {
+		return fmt.Errorf("%w: offset %d, log start %d (retention ran during the read)", ErrBelowStart, from, start)
 	}
 	return err
 }

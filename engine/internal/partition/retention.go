@@ -170,6 +170,12 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 		return nil, err
 	}
 	st.LogStart = x
+	// Readers may see the deletions as soon as the pass commits, a moment
+	// before Durable publishes the new log start: let them know now, so a
+	// read that finds its batch gone is reported as below the log start.
+	p.mu.Lock()
+	p.mu.truncatingTo = max(p.mu.truncatingTo, x)
+	p.mu.Unlock()
 	st.Bytes -= min(removed, st.Bytes)
 	p.cacheBelow = max(p.cacheBelow, x)
 	return nil, nil
