@@ -26,11 +26,12 @@ import (
 
 // Client talks to one Rewind server.
 type Client struct {
-	topics rewindv1connect.TopicServiceClient
-	pub    rewindv1connect.PublishServiceClient
-	sub    rewindv1connect.SubscribeServiceClient
-	groups rewindv1connect.GroupServiceClient
-	retry  retryPolicy
+	topics  rewindv1connect.TopicServiceClient
+	pub     rewindv1connect.PublishServiceClient
+	sub     rewindv1connect.SubscribeServiceClient
+	groups  rewindv1connect.GroupServiceClient
+	plugins rewindv1connect.PluginServiceClient
+	retry   retryPolicy
 }
 
 // Protocol selects the wire protocol.
@@ -105,11 +106,12 @@ func New(addr string, opts ...Option) *Client {
 	}
 	copts = append(copts, o.connectOpts...)
 	return &Client{
-		topics: rewindv1connect.NewTopicServiceClient(o.httpClient, addr, copts...),
-		pub:    rewindv1connect.NewPublishServiceClient(o.httpClient, addr, copts...),
-		sub:    rewindv1connect.NewSubscribeServiceClient(o.httpClient, addr, copts...),
-		groups: rewindv1connect.NewGroupServiceClient(o.httpClient, addr, copts...),
-		retry:  o.retry,
+		topics:  rewindv1connect.NewTopicServiceClient(o.httpClient, addr, copts...),
+		pub:     rewindv1connect.NewPublishServiceClient(o.httpClient, addr, copts...),
+		sub:     rewindv1connect.NewSubscribeServiceClient(o.httpClient, addr, copts...),
+		groups:  rewindv1connect.NewGroupServiceClient(o.httpClient, addr, copts...),
+		plugins: rewindv1connect.NewPluginServiceClient(o.httpClient, addr, copts...),
+		retry:   o.retry,
 	}
 }
 

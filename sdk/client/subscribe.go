@@ -67,6 +67,9 @@ type Started struct {
 	TopicID     uint64
 	Partitions  []PartitionPosition
 	ResumeToken string
+	// FilterModule is the filter module the stream runs ("sha256:HEX"),
+	// empty without one.
+	FilterModule string
 }
 
 // Records carries records of one partition in offset order.
@@ -74,12 +77,16 @@ type Records struct {
 	Partition   uint32
 	Records     []Record
 	ResumeToken string // continues right after the last record
+	// FilterModule is the module that produced the records, if any.
+	FilterModule string
 }
 
-// Progress is sent periodically, also while idle.
+// Progress is sent periodically, also while idle. In a filtered stream it
+// moves on through history even when nothing matches.
 type Progress struct {
-	Partitions  []PartitionPosition
-	ResumeToken string
+	Partitions   []PartitionPosition
+	ResumeToken  string
+	FilterModule string
 }
 
 // CaughtUp says a partition's history is read; what follows is live.
@@ -93,8 +100,9 @@ type CaughtUp struct {
 
 // Ended is the last event of a stream with a stop position.
 type Ended struct {
-	Partitions  []PartitionPosition
-	ResumeToken string
+	Partitions   []PartitionPosition
+	ResumeToken  string
+	FilterModule string
 }
 
 func (*Started) isEvent()  {}
@@ -112,6 +120,26 @@ type subOptions struct {
 	autoCommit    bool
 	commitEvery   time.Duration
 	clamp         bool
+	filter        *rewindv1.ReplayFilter
+}
+
+// Filter runs a registered WebAssembly filter or transform beside each
+// partition reader: plugin is "NAME", "NAME@VERSION" or "sha256:HEX";
+// config is given to the module (e.g. JSON). Only what the module keeps or
+// emits is delivered, with the offsets, message IDs and idempotency keys of
+// the records it read.
+func Filter(plugin string, config []byte) SubscribeOption {
+	return func(o *subOptions) {
+		o.filter = &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Plugin{Plugin: plugin}, Config: config}
+	}
+}
+
+// InlineFilter is Filter with a module sent with the request (not stored;
+// size-capped by the server, 4 MiB by default).
+func InlineFilter(module, config []byte) SubscribeOption {
+	return func(o *subOptions) {
+		o.filter = &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Inline{Inline: module}, Config: config}
+	}
 }
 
 // ClampStart starts at the log start, instead of failing with OutOfRange,
@@ -188,7 +216,7 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 	for _, opt := range opts {
 		opt(&o)
 	}
-	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp}
+	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp, Filter: o.filter}
 	if o.progressEvery > 0 {
 		req.ProgressInterval = durationpb.New(o.progressEvery)
 	}
@@ -393,32 +421,23 @@ func positions(ps []*rewindv1.PartitionPosition) []PartitionPosition {
 func convert(m *rewindv1.SubscribeResponse) Event {
 	switch e := m.GetEvent().(type) {
 	case *rewindv1.SubscribeResponse_Started:
-		return &Started{TopicID: e.Started.GetTopicId(), Partitions: positions(e.Started.GetPartitions()), ResumeToken: e.Started.GetResumeToken()}
+		return &Started{TopicID: e.Started.GetTopicId(), Partitions: positions(e.Started.GetPartitions()), ResumeToken: e.Started.GetResumeToken(),
+			FilterModule: e.Started.GetFilterModule()}
 	case *rewindv1.SubscribeResponse_Records:
 		in := e.Records.GetRecords()
-		out := &Records{Partition: e.Records.GetPartition(), ResumeToken: e.Records.GetResumeToken(), Records: make([]Record, len(in))}
+		out := &Records{Partition: e.Records.GetPartition(), ResumeToken: e.Records.GetResumeToken(), Records: make([]Record, len(in)),
+			FilterModule: e.Records.GetFilterModule()}
 		for i, r := range in {
-			rec := &out.Records[i]
-			rec.Partition, rec.Offset, rec.MessageID = r.GetPartition(), r.GetOffset(), r.GetMessageId()
-			rec.AppendTime = time.Unix(0, r.GetAppendTimeUnixNanos())
-			rec.Key, rec.Value, rec.IdempotencyKey = r.GetKey(), r.GetValue(), r.GetIdempotencyKey()
-			if et := r.GetEventTimeUnixNanos(); et != 0 {
-				rec.EventTime = time.Unix(0, et)
-			}
-			if hs := r.GetHeaders(); len(hs) > 0 {
-				rec.Headers = make([]Header, len(hs))
-				for j, h := range hs {
-					rec.Headers[j] = Header{Key: h.GetKey(), Value: h.GetValue()}
-				}
-			}
+			out.Records[i] = recordOf(r)
 		}
 		return out
 	case *rewindv1.SubscribeResponse_Progress:
-		return &Progress{Partitions: positions(e.Progress.GetPartitions()), ResumeToken: e.Progress.GetResumeToken()}
+		return &Progress{Partitions: positions(e.Progress.GetPartitions()), ResumeToken: e.Progress.GetResumeToken(),
+			FilterModule: e.Progress.GetFilterModule()}
 	case *rewindv1.SubscribeResponse_CaughtUp:
 		return &CaughtUp{Partition: e.CaughtUp.GetPartition(), NextOffset: e.CaughtUp.GetNextOffset(), LaggingPartitions: e.CaughtUp.GetLaggingPartitions()}
 	case *rewindv1.SubscribeResponse_End:
-		return &Ended{Partitions: positions(e.End.GetPartitions()), ResumeToken: e.End.GetResumeToken()}
+		return &Ended{Partitions: positions(e.End.GetPartitions()), ResumeToken: e.End.GetResumeToken(), FilterModule: e.End.GetFilterModule()}
 	case *rewindv1.SubscribeResponse_Assignment:
 		a := e.Assignment
 		return &Assigned{MemberID: a.GetMemberId(), Generation: a.GetGeneration(), Epoch: a.GetEpoch(), Partitions: positions(a.GetPartitions()), Revoked: a.GetRevoked()}
@@ -427,4 +446,22 @@ func convert(m *rewindv1.SubscribeResponse) Event {
 		return &ReplayStarted{Epoch: r.GetEpoch(), Partition: r.GetPartition(), FromOffset: r.GetFromOffset(), Generation: r.GetGeneration()}
 	}
 	return &Progress{} // an event type from a newer server: harmless
+}
+
+func recordOf(r *rewindv1.Record) Record {
+	rec := Record{
+		Partition: r.GetPartition(), Offset: r.GetOffset(), MessageID: r.GetMessageId(),
+		AppendTime: time.Unix(0, r.GetAppendTimeUnixNanos()),
+		Key:        r.GetKey(), Value: r.GetValue(), IdempotencyKey: r.GetIdempotencyKey(),
+	}
+	if et := r.GetEventTimeUnixNanos(); et != 0 {
+		rec.EventTime = time.Unix(0, et)
+	}
+	if hs := r.GetHeaders(); len(hs) > 0 {
+		rec.Headers = make([]Header, len(hs))
+		for j, h := range hs {
+			rec.Headers[j] = Header{Key: h.GetKey(), Value: h.GetValue()}
+		}
+	}
+	return rec
 }

@@ -48,11 +48,13 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(rewindv1connect.NewPublishServiceHandler(s, opts...))
 	mux.Handle(rewindv1connect.NewSubscribeServiceHandler(s, opts...))
 	mux.Handle(rewindv1connect.NewGroupServiceHandler(s, opts...))
+	mux.Handle(rewindv1connect.NewPluginServiceHandler(s, opts...))
 	services := []string{
 		rewindv1connect.TopicServiceName,
 		rewindv1connect.PublishServiceName,
 		rewindv1connect.SubscribeServiceName,
 		rewindv1connect.GroupServiceName,
+		rewindv1connect.PluginServiceName,
 	}
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
@@ -67,4 +69,5 @@ var (
 	_ rewindv1connect.PublishServiceHandler   = (*Server)(nil)
 	_ rewindv1connect.SubscribeServiceHandler = (*Server)(nil)
 	_ rewindv1connect.GroupServiceHandler     = (*Server)(nil)
+	_ rewindv1connect.PluginServiceHandler    = (*Server)(nil)
 )

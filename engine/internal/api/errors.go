@@ -17,6 +17,8 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/resume"
+	"github.com/rewind-io/rewind/engine/internal/stream"
+	"github.com/rewind-io/rewind/sandbox"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
@@ -31,6 +33,7 @@ var codes = []struct {
 	{partition.ErrFenced, connect.CodeFailedPrecondition},
 	{broker.ErrNoTopic, connect.CodeNotFound},
 	{broker.ErrNoGroup, connect.CodeNotFound},
+	{broker.ErrNoPlugin, connect.CodeNotFound},
 	{groups.ErrDeleted, connect.CodeNotFound},
 	{groups.ErrUnknownGeneration, connect.CodeFailedPrecondition},
 	{groups.ErrHasMembers, connect.CodeFailedPrecondition},
@@ -83,6 +86,9 @@ func toConnect(log hclog.Logger, err error) error {
 		})
 		return e
 	}
+	if e := filterConnectError(err); e != nil {
+		return e
+	}
 	var big *broker.RecordTooLargeError
 	if errors.As(err, &big) {
 		e := connect.NewError(connect.CodeInvalidArgument, err)
@@ -113,3 +119,53 @@ func invalidf(format string, args ...any) error {
 }
 
 func unixNano(ns int64) time.Time { return time.Unix(0, ns) }
+
+// filterFailures maps sandbox failure kinds to the API's enum and Connect
+// codes: the module's own faults abort the stream, exhausted budgets are
+// ResourceExhausted, refused modules InvalidArgument.
+var filterFailures = map[sandbox.Kind]struct {
+	failure rewindv1.FilterFailure
+	code    connect.Code
+}{
+	sandbox.KindInvalid: {rewindv1.FilterFailure_FILTER_FAILURE_INVALID, connect.CodeInvalidArgument},
+	sandbox.KindTrap:    {rewindv1.FilterFailure_FILTER_FAILURE_TRAP, connect.CodeAborted},
+	sandbox.KindFuel:    {rewindv1.FilterFailure_FILTER_FAILURE_FUEL, connect.CodeResourceExhausted},
+	sandbox.KindOutput:  {rewindv1.FilterFailure_FILTER_FAILURE_OUTPUT, connect.CodeAborted},
+	sandbox.KindLimit:   {rewindv1.FilterFailure_FILTER_FAILURE_LIMIT, connect.CodeResourceExhausted},
+	sandbox.KindGuest:   {rewindv1.FilterFailure_FILTER_FAILURE_GUEST, connect.CodeAborted},
+}
+
+// filterConnectError maps a failed filter (mid-stream, or a module refused
+// at upload or subscribe) to a Connect error with a FilterError detail; nil
+// when err is no sandbox failure.
+func filterConnectError(err error) *connect.Error {
+	var se *sandbox.Error
+	if !errors.As(err, &se) {
+		return nil
+	}
+	f, ok := filterFailures[se.Kind]
+	if !ok {
+		return nil
+	}
+	e := connect.NewError(f.code, err)
+	addDetail(e, filterErrorOf(err))
+	return e
+}
+
+// filterErrorOf is the FilterError detail of err.
+func filterErrorOf(err error) *rewindv1.FilterError {
+	d := &rewindv1.FilterError{Reason: err.Error()}
+	var se *sandbox.Error
+	if errors.As(err, &se) {
+		d.Failure = filterFailures[se.Kind].failure
+		d.Reason = se.Error()
+		if se.Module != "" {
+			d.Module = "sha256:" + se.Module
+		}
+	}
+	var fe *stream.FilterError
+	if errors.As(err, &fe) {
+		d.Module, d.Partition, d.Offset = fe.Module, fe.Partition, fe.Offset
+	}
+	return d
+}

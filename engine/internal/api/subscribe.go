@@ -38,9 +38,13 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 		}
 		opts.ProgressInterval = d.AsDuration()
 	}
+	filter, err := filterOf(req.GetFilter())
+	if err != nil {
+		return err
+	}
 	err = s.b.Subscribe(ctx, broker.SubscribeParams{
 		Topic: req.GetTopic(), Partitions: req.GetPartitions(), Start: start, Stop: stop, Options: opts,
-		Group: req.GetGroup(), ClientName: req.GetClientName(),
+		Group: req.GetGroup(), ClientName: req.GetClientName(), Filter: filter,
 	}, out)
 	if err != nil && ctx.Err() != nil {
 		// The client went away: nothing to tell it.

@@ -5,8 +5,10 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/store"
 	"github.com/rewind-io/rewind/raftlog"
+	"github.com/rewind-io/rewind/sandbox"
 )
 
 var (
@@ -83,6 +86,12 @@ type Config struct {
 	// FreeBytes reports the free space of the data directory. Default:
 	// the filesystem's (vfs.FS.GetDiskUsage). Tests replace it.
 	FreeBytes func() (uint64, error)
+	// Sandbox bounds WebAssembly filter modules; zero fields take the
+	// sandbox's defaults.
+	Sandbox sandbox.Limits
+	// MaxInlineModuleBytes bounds a module sent with a subscribe request.
+	// Default 4 MiB.
+	MaxInlineModuleBytes int
 }
 
 // Validate reports every problem with c at once.
@@ -96,6 +105,12 @@ func (c *Config) Validate() error {
 	}
 	if c.PublishTimeout < 0 || c.TickInterval < 0 {
 		errs = append(errs, errors.New("broker: negative duration"))
+	}
+	if c.MaxInlineModuleBytes < 0 {
+		errs = append(errs, errors.New("broker: negative MaxInlineModuleBytes"))
+	}
+	if err := c.Sandbox.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -128,6 +143,9 @@ func (c Config) withDefaults() Config {
 	if c.MinFreeBytes == 0 {
 		c.MinFreeBytes = 64 << 20
 	}
+	if c.MaxInlineModuleBytes == 0 {
+		c.MaxInlineModuleBytes = 4 << 20
+	}
 	if c.FreeBytes == nil {
 		fs, dir := c.FS, c.Dir
 		c.FreeBytes = func() (uint64, error) {
@@ -147,6 +165,8 @@ type Broker struct {
 	meta   *meta.Meta
 	cache  *partition.Cache
 	groups *groups.Coordinator
+	// sandbox runs filter modules for streams and plugin tests.
+	sandbox *sandbox.Runtime
 
 	mu struct {
 		sync.Mutex
@@ -198,8 +218,20 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.db = db
+	cacheDir := ""
+	if cfg.FS == vfs.Default {
+		cacheDir = filepath.Join(cfg.Dir, "wasm-cache")
+	}
+	b.sandbox, err = sandbox.New(context.Background(), sandbox.Config{
+		CacheDir: cacheDir, Limits: cfg.Sandbox, Logger: cfg.Logger.Named("sandbox"),
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	host, err := raftlog.Open(raftlog.Config{NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.TickInterval})
 	if err != nil {
+		_ = b.sandbox.Close(context.Background())
 		db.Close()
 		return nil, err
 	}
@@ -207,6 +239,7 @@ func Open(cfg Config) (*Broker, error) {
 	host.Start()
 	fail := func(err error) (*Broker, error) {
 		host.Close()
+		_ = b.sandbox.Close(context.Background())
 		db.Close()
 		return nil, err
 	}
@@ -266,9 +299,19 @@ func (b *Broker) Close() error {
 		case <-time.After(10 * time.Second):
 			b.log.Warn("streams still running at shutdown (clients not reading?)")
 		}
-		b.closeErr = errors.Join(b.host.Close(), b.db.Close())
+		b.closeErr = errors.Join(b.host.Close(), b.sandbox.Close(context.Background()), b.db.Close())
 	})
 	return b.closeErr
+}
+
+// open returns ErrClosed once the broker is closing.
+func (b *Broker) open() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return ErrClosed
+	}
+	return nil
 }
 
 // Now returns the broker clock in Unix nanoseconds.

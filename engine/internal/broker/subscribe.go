@@ -23,6 +23,8 @@ type SubscribeParams struct {
 	// partitions without a committed offset start).
 	Group      string
 	ClientName string
+	// Filter, when set, runs a WebAssembly module over the stream.
+	Filter *FilterSpec
 }
 
 // Subscribe serves one stream until it ends (nil after its end event), ctx
@@ -39,6 +41,14 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	lt, err := b.topic(sp.Topic)
 	if err != nil {
 		return err
+	}
+	if sp.Filter != nil {
+		f, release, err := b.filter(ctx, sp.Filter)
+		if err != nil {
+			return err
+		}
+		defer release()
+		sp.Options.Filter = f
 	}
 	if sp.Group != "" {
 		return b.subscribeGroup(ctx, lt, sp, sink)

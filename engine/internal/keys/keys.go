@@ -7,6 +7,7 @@
 //	'm' 't' <topic id:8>                  topic record
 //	'm' 's'                               metadata state (id counters)
 //	'm' 'x' <group:8>                     partition group awaiting deletion
+//	'm' 'w' ...                           the plugin registry (see package plugins)
 //	'o' <group:8> <base offset:8>         offset index: one row per batch
 //	't' <group:8> <append time:8> <base offset:8>   time index: one row per batch
 //	'p' <group:8>                         partition applied state
@@ -33,6 +34,9 @@ const (
 
 // FormatKey holds the store format version.
 var FormatKey = []byte{Meta, 'f'}
+
+// PluginPrefix is the plugin registry's key prefix.
+var PluginPrefix = []byte{Meta, 'w'}
 
 // MetaStateKey holds the metadata state machine's counters.
 var MetaStateKey = []byte{Meta, 's'}

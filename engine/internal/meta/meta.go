@@ -1,5 +1,5 @@
-// Package meta is the metadata state machine: the catalog of topics, kept in
-// its own raft group (the same code path that will hold membership and
+// Package meta is the metadata state machine: the catalog of topics and the
+// plugin registry (package plugins), kept in its own raft group (the same code path that will hold membership and
 // placement once nodes replicate). Topic ids and partition group ids come
 // from counters advanced at apply, so they are never reused: a re-created
 // topic never aliases the old one's message IDs or resume tokens.
@@ -20,6 +20,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/plugins"
 	"github.com/rewind-io/rewind/raftlog"
 )
 
@@ -94,6 +95,9 @@ type command struct {
 	Create *Spec  `json:"create,omitempty"`
 	Delete string `json:"delete,omitempty"`
 	Alter  *Alter `json:"alter,omitempty"`
+
+	PluginUpload *plugins.Upload `json:"plugin_upload,omitempty"`
+	PluginDelete *plugins.Delete `json:"plugin_delete,omitempty"`
 }
 
 // Alter changes a topic's retention policy.
@@ -128,6 +132,7 @@ type Config struct {
 // Meta is the metadata state machine. It implements raftlog.StateMachine.
 type Meta struct {
 	cfg Config
+	reg *plugins.Registry
 
 	// Loop-owned.
 	st      state
@@ -147,9 +152,11 @@ type Meta struct {
 }
 
 type result struct {
-	id    uint64
-	topic *Topic
-	err   error
+	id        uint64
+	topic     *Topic
+	plugins   []*plugins.Plugin
+	unchanged bool
+	err       error
 }
 
 // Open loads the catalog from the store.
@@ -195,6 +202,9 @@ func Open(cfg Config) (*Meta, error) {
 	m.mu.nextID = binary.LittleEndian.Uint64(seed[:]) &^ (1<<32 - 1)
 	m.mu.waiters = make(map[uint64]chan result)
 	m.publishLocked()
+	if m.reg, err = plugins.Open(cfg.DB, keys.PluginPrefix); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -262,20 +272,45 @@ func (m *Meta) Delete(ctx context.Context, name string) (*Topic, error) {
 	return m.propose(ctx, command{Delete: name})
 }
 
+// Plugins is the plugin registry; its reads see what is durable.
+func (m *Meta) Plugins() *plugins.Registry { return m.reg }
+
+// UploadPlugin proposes registering a module (validated by the caller) and
+// waits until it is durable. unchanged reports that the name's newest
+// version already had these bytes.
+func (m *Meta) UploadPlugin(ctx context.Context, u *plugins.Upload) (p *plugins.Plugin, unchanged bool, err error) {
+	r, err := m.proposeResult(ctx, command{PluginUpload: u})
+	if err != nil {
+		return nil, false, err
+	}
+	return r.plugins[0], r.unchanged, nil
+}
+
+// DeletePlugin proposes deleting versions and waits until it is durable.
+func (m *Meta) DeletePlugin(ctx context.Context, d *plugins.Delete) ([]*plugins.Plugin, error) {
+	r, err := m.proposeResult(ctx, command{PluginDelete: d})
+	return r.plugins, err
+}
+
 func (m *Meta) propose(ctx context.Context, cmd command) (*Topic, error) {
+	r, err := m.proposeResult(ctx, cmd)
+	return r.topic, err
+}
+
+func (m *Meta) proposeResult(ctx context.Context, cmd command) (result, error) {
 	ch := make(chan result, 1)
 	m.mu.Lock()
 	if m.mu.err != nil {
 		err := m.mu.err
 		m.mu.Unlock()
-		return nil, err
+		return result{}, err
 	}
 	m.mu.nextID++
 	cmd.ID = m.mu.nextID
 	data, err := json.Marshal(cmd)
 	if err != nil {
 		m.mu.Unlock()
-		return nil, err
+		return result{}, err
 	}
 	m.mu.queue = append(m.mu.queue, data)
 	m.mu.waiters[cmd.ID] = ch
@@ -283,12 +318,12 @@ func (m *Meta) propose(ctx context.Context, cmd command) (*Topic, error) {
 	m.cfg.Host.Wake(GroupID)
 	select {
 	case r := <-ch:
-		return r.topic, r.err
+		return r, r.err
 	case <-ctx.Done():
 		m.mu.Lock()
 		delete(m.mu.waiters, cmd.ID)
 		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+		return result{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
 	}
 }
 
@@ -336,6 +371,12 @@ func (m *Meta) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 			r.topic, r.err = m.applyDelete(w, cmd.Delete)
 		case cmd.Alter != nil:
 			r.topic, r.err = m.applyAlter(w, cmd.Alter)
+		case cmd.PluginUpload != nil:
+			var p *plugins.Plugin
+			p, r.unchanged, r.err = m.reg.ApplyUpload(w, cmd.PluginUpload)
+			r.plugins = []*plugins.Plugin{p}
+		case cmd.PluginDelete != nil:
+			r.plugins, r.err = m.reg.ApplyDelete(w, cmd.PluginDelete)
 		default:
 			return fmt.Errorf("meta: entry %d: empty command", e.GetIndex())
 		}
@@ -418,6 +459,7 @@ func (m *Meta) Durable() {
 	m.mu.Lock()
 	m.publishLocked()
 	m.mu.Unlock()
+	m.reg.Publish()
 	changes, results := m.changes, m.results
 	m.changes, m.results = nil, nil
 	if len(changes) > 0 && m.cfg.OnChange != nil {

@@ -11,6 +11,10 @@
 // stops the reading: memory per stream is one event, and nothing is ever
 // dropped.
 //
+// With Options.Filter, records pass through a WebAssembly module beside the
+// reader (filter.go): what the module keeps or emits is delivered, with the
+// offsets, message IDs and idempotency keys of the records it read.
+//
 // A group member's stream is steered by its coordinator through
 // Options.Control: partitions are added and revoked, and cursors seek in
 // place after a group reset, between two rounds.
@@ -19,6 +23,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -27,6 +32,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/engine/internal/resume"
+	"github.com/rewind-io/rewind/sandbox"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
@@ -50,6 +56,13 @@ type Options struct {
 	// by itself (no cursor is ever "done"), and it applies the control
 	// messages it receives between rounds.
 	Control <-chan Control
+	// Filter, when set, runs every record through a WebAssembly module;
+	// see filter.go.
+	Filter *sandbox.Filter
+	// MaxScanPerEvent bounds the records a filtered stream reads from one
+	// partition per round, delivered or not, so partitions take turns and
+	// progress events keep flowing. Default 65536.
+	MaxScanPerEvent int
 }
 
 func (o Options) withDefaults() Options {
@@ -64,6 +77,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MaxScanPerEvent <= 0 {
+		o.MaxScanPerEvent = 1 << 16
 	}
 	return o
 }
@@ -125,6 +141,9 @@ func Run(ctx context.Context, topicID uint64, parts []*partition.Partition, curs
 		sink:    sink,
 		notify:  make(chan struct{}, 1),
 	}
+	if f := s.opts.Filter; f != nil {
+		s.filter = &filtering{f: f, module: "sha256:" + f.Module().SHA256()}
+	}
 	defer s.closeAll()
 	for i, p := range parts {
 		s.add(p, cursors[i])
@@ -160,6 +179,7 @@ type streamer struct {
 	slab    []rewindv1.Record
 	ptrs    []*rewindv1.Record
 	scratch record.Record
+	filter  *filtering // nil without a filter
 }
 
 // pendingBatch is a batch a cursor stopped reading in the middle of, with
@@ -231,7 +251,7 @@ func (s *streamer) run(ctx context.Context) error {
 			}
 			if c.Next < vis.Next || sl.pending.b != nil {
 				before := c.Next
-				if err := s.readEvent(sl, vis.Next); err != nil {
+				if err := s.readEvent(ctx, sl, vis.Next); err != nil {
 					return err
 				}
 				progressed = progressed || c.Next != before
@@ -371,16 +391,21 @@ func (s *streamer) nextStopTime() (int64, bool) {
 
 // readEvent reads batches of one partition up to the visible end and sends
 // at most one records event.
-func (s *streamer) readEvent(sl *slot, end uint64) error {
+func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 	c := &sl.cur
 	if sl.limit == 0 {
 		sl.limit = min(firstEventRecords, s.opts.MaxRecordsPerEvent)
 	}
 	maxRecords := sl.limit
 	maxBytes := min(s.opts.MaxEventBytes, maxRecords*1024)
+	maxScan := math.MaxInt
+	if s.filter != nil {
+		maxScan = s.opts.MaxScanPerEvent
+	}
 	s.slab, s.ptrs = s.slab[:0], s.ptrs[:0]
-	bytes := 0
+	bytes, scanned := 0, 0
 	full := false
+	var err error
 	for !full && !c.Done {
 		pb := &sl.pending
 		if pb.b == nil {
@@ -404,11 +429,21 @@ func (s *streamer) readEvent(sl *slot, end uint64) error {
 				break
 			}
 			if deliver {
-				s.appendRecord(c.Partition, off, b.AppendTime, r)
-				bytes += len(r.Key) + len(r.Value) + len(r.IdempotencyKey)
+				if f := s.filter; f != nil {
+					if !f.fits(r, maxRecords-len(s.ptrs)) {
+						if bytes, err = s.runFilter(ctx, sl, bytes); err != nil {
+							return err
+						}
+					}
+					f.add(off, b.AppendTime, r)
+				} else {
+					s.appendRecord(c.Partition, off, b.AppendTime, r)
+					bytes += len(r.Key) + len(r.Value) + len(r.IdempotencyKey)
+				}
 			}
 			c.Advance(off)
-			if len(s.ptrs) >= maxRecords || bytes >= maxBytes {
+			scanned++
+			if len(s.ptrs) >= maxRecords || bytes >= maxBytes || scanned >= maxScan {
 				full, exhausted = true, false
 				break
 			}
@@ -423,13 +458,26 @@ func (s *streamer) readEvent(sl *slot, end uint64) error {
 			*pb = pendingBatch{}
 		}
 	}
+	if s.filter != nil {
+		if _, err := s.runFilter(ctx, sl, bytes); err != nil {
+			return err
+		}
+	}
 	if len(s.ptrs) == 0 {
 		return nil
 	}
 	sl.limit = min(2*sl.limit, s.opts.MaxRecordsPerEvent)
-	s.recEv.Partition = c.Partition
+	return s.sendRecords(c.Partition)
+}
+
+// sendRecords sends the records gathered in s.ptrs.
+func (s *streamer) sendRecords(partition uint32) error {
+	s.recEv.Partition = partition
 	s.recEv.Records = s.ptrs
 	s.recEv.ResumeToken = s.token()
+	if s.filter != nil {
+		s.recEv.FilterModule = s.filter.module
+	}
 	s.resp.Event = &rewindv1.SubscribeResponse_Records{Records: &s.recEv}
 	return s.sink.Send(&s.resp)
 }
@@ -488,7 +536,7 @@ func (s *streamer) send(resp *rewindv1.SubscribeResponse) error { return s.sink.
 
 func (s *streamer) sendStarted() error {
 	return s.send(&rewindv1.SubscribeResponse{Event: &rewindv1.SubscribeResponse_Started{Started: &rewindv1.StartedEvent{
-		TopicId: s.topicID, Partitions: s.positions(), ResumeToken: s.token(),
+		TopicId: s.topicID, Partitions: s.positions(), ResumeToken: s.token(), FilterModule: s.filterModule(),
 	}}})
 }
 
@@ -500,7 +548,7 @@ func (s *streamer) sendAssignment(a *Assignment) error {
 
 func (s *streamer) sendProgress() error {
 	return s.send(&rewindv1.SubscribeResponse{Event: &rewindv1.SubscribeResponse_Progress{Progress: &rewindv1.ProgressEvent{
-		Partitions: s.positions(), ResumeToken: s.token(),
+		Partitions: s.positions(), ResumeToken: s.token(), FilterModule: s.filterModule(),
 	}}})
 }
 
@@ -512,6 +560,6 @@ func (s *streamer) sendCaughtUp(c *cursor.Cursor) error {
 
 func (s *streamer) sendEnd() error {
 	return s.send(&rewindv1.SubscribeResponse{Event: &rewindv1.SubscribeResponse_End{End: &rewindv1.EndEvent{
-		Partitions: s.positions(), ResumeToken: s.token(),
+		Partitions: s.positions(), ResumeToken: s.token(), FilterModule: s.filterModule(),
 	}}})
 }

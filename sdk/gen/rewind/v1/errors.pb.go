@@ -22,6 +22,78 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// FilterFailure classifies FilterError.
+type FilterFailure int32
+
+const (
+	FilterFailure_FILTER_FAILURE_UNSPECIFIED FilterFailure = 0
+	// The module trapped: unreachable, abort, a bad memory access, stack
+	// overflow, proc_exit, memory exhausted.
+	FilterFailure_FILTER_FAILURE_TRAP FilterFailure = 1
+	// The module ran out of fuel: an endless loop or too much work per call.
+	FilterFailure_FILTER_FAILURE_FUEL FilterFailure = 2
+	// Its output broke the ABI (index out of range or order, bad length,
+	// unknown action).
+	FilterFailure_FILTER_FAILURE_OUTPUT FilterFailure = 3
+	// A limit: too many outputs for one input, a record larger than the
+	// module's input buffer, too much output.
+	FilterFailure_FILTER_FAILURE_LIMIT FilterFailure = 4
+	// The module reported a failure (rewind_init refused the config, or
+	// rewind_filter returned an error code).
+	FilterFailure_FILTER_FAILURE_GUEST FilterFailure = 5
+	// The module was refused at validation.
+	FilterFailure_FILTER_FAILURE_INVALID FilterFailure = 6
+)
+
+// Enum value maps for FilterFailure.
+var (
+	FilterFailure_name = map[int32]string{
+		0: "FILTER_FAILURE_UNSPECIFIED",
+		1: "FILTER_FAILURE_TRAP",
+		2: "FILTER_FAILURE_FUEL",
+		3: "FILTER_FAILURE_OUTPUT",
+		4: "FILTER_FAILURE_LIMIT",
+		5: "FILTER_FAILURE_GUEST",
+		6: "FILTER_FAILURE_INVALID",
+	}
+	FilterFailure_value = map[string]int32{
+		"FILTER_FAILURE_UNSPECIFIED": 0,
+		"FILTER_FAILURE_TRAP":        1,
+		"FILTER_FAILURE_FUEL":        2,
+		"FILTER_FAILURE_OUTPUT":      3,
+		"FILTER_FAILURE_LIMIT":       4,
+		"FILTER_FAILURE_GUEST":       5,
+		"FILTER_FAILURE_INVALID":     6,
+	}
+)
+
+func (x FilterFailure) Enum() *FilterFailure {
+	p := new(FilterFailure)
+	*p = x
+	return p
+}
+
+func (x FilterFailure) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FilterFailure) Descriptor() protoreflect.EnumDescriptor {
+	return file_rewind_v1_errors_proto_enumTypes[0].Descriptor()
+}
+
+func (FilterFailure) Type() protoreflect.EnumType {
+	return &file_rewind_v1_errors_proto_enumTypes[0]
+}
+
+func (x FilterFailure) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FilterFailure.Descriptor instead.
+func (FilterFailure) EnumDescriptor() ([]byte, []int) {
+	return file_rewind_v1_errors_proto_rawDescGZIP(), []int{0}
+}
+
 // OffsetRange is attached as an error detail to OutOfRange errors: the range
 // of offsets a partition holds right now.
 type OffsetRange struct {
@@ -245,6 +317,87 @@ func (x *IdempotencyConflict) GetMessageId() string {
 	return ""
 }
 
+// FilterError is attached to the error that ends a filtered stream (Aborted
+// or ResourceExhausted) or a failed plugin test: which module failed, where,
+// and why. Every record of the partition before offset was delivered.
+type FilterError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The module, "sha256:HEX".
+	Module    string `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The offset of the first record of the batch the module failed on.
+	Offset        uint64        `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Failure       FilterFailure `protobuf:"varint,4,opt,name=failure,proto3,enum=rewind.v1.FilterFailure" json:"failure,omitempty"`
+	Reason        string        `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterError) Reset() {
+	*x = FilterError{}
+	mi := &file_rewind_v1_errors_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterError) ProtoMessage() {}
+
+func (x *FilterError) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_errors_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterError.ProtoReflect.Descriptor instead.
+func (*FilterError) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_errors_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FilterError) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *FilterError) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FilterError) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *FilterError) GetFailure() FilterFailure {
+	if x != nil {
+		return x.Failure
+	}
+	return FilterFailure_FILTER_FAILURE_UNSPECIFIED
+}
+
+func (x *FilterError) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_rewind_v1_errors_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_errors_proto_rawDesc = "" +
@@ -267,7 +420,21 @@ const file_rewind_v1_errors_proto_rawDesc = "" +
 	"\tpartition\x18\x03 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x05 \x01(\tR\tmessageIdB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
+	"message_id\x18\x05 \x01(\tR\tmessageId\"\xa7\x01\n" +
+	"\vFilterError\x12\x16\n" +
+	"\x06module\x18\x01 \x01(\tR\x06module\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\x122\n" +
+	"\afailure\x18\x04 \x01(\x0e2\x18.rewind.v1.FilterFailureR\afailure\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason*\xcc\x01\n" +
+	"\rFilterFailure\x12\x1e\n" +
+	"\x1aFILTER_FAILURE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13FILTER_FAILURE_TRAP\x10\x01\x12\x17\n" +
+	"\x13FILTER_FAILURE_FUEL\x10\x02\x12\x19\n" +
+	"\x15FILTER_FAILURE_OUTPUT\x10\x03\x12\x18\n" +
+	"\x14FILTER_FAILURE_LIMIT\x10\x04\x12\x18\n" +
+	"\x14FILTER_FAILURE_GUEST\x10\x05\x12\x1a\n" +
+	"\x16FILTER_FAILURE_INVALID\x10\x06B8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
 var (
 	file_rewind_v1_errors_proto_rawDescOnce sync.Once
@@ -281,20 +448,24 @@ func file_rewind_v1_errors_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_errors_proto_rawDescData
 }
 
-var file_rewind_v1_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_rewind_v1_errors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_rewind_v1_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_rewind_v1_errors_proto_goTypes = []any{
-	(*OffsetRange)(nil),           // 0: rewind.v1.OffsetRange
-	(*RecordTooLarge)(nil),        // 1: rewind.v1.RecordTooLarge
-	(*IdempotencyConflict)(nil),   // 2: rewind.v1.IdempotencyConflict
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(FilterFailure)(0),            // 0: rewind.v1.FilterFailure
+	(*OffsetRange)(nil),           // 1: rewind.v1.OffsetRange
+	(*RecordTooLarge)(nil),        // 2: rewind.v1.RecordTooLarge
+	(*IdempotencyConflict)(nil),   // 3: rewind.v1.IdempotencyConflict
+	(*FilterError)(nil),           // 4: rewind.v1.FilterError
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 }
 var file_rewind_v1_errors_proto_depIdxs = []int32{
-	3, // 0: rewind.v1.OffsetRange.earliest_time:type_name -> google.protobuf.Timestamp
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	5, // 0: rewind.v1.OffsetRange.earliest_time:type_name -> google.protobuf.Timestamp
+	0, // 1: rewind.v1.FilterError.failure:type_name -> rewind.v1.FilterFailure
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_errors_proto_init() }
@@ -307,13 +478,14 @@ func file_rewind_v1_errors_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_errors_proto_rawDesc), len(file_rewind_v1_errors_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   3,
+			NumEnums:      1,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_rewind_v1_errors_proto_goTypes,
 		DependencyIndexes: file_rewind_v1_errors_proto_depIdxs,
+		EnumInfos:         file_rewind_v1_errors_proto_enumTypes,
 		MessageInfos:      file_rewind_v1_errors_proto_msgTypes,
 	}.Build()
 	File_rewind_v1_errors_proto = out.File

@@ -370,7 +370,11 @@ type SubscribeRequest struct {
 	// offset) lies before the log start because retention removed it, start
 	// at the log start instead of failing with OutOfRange; the started event
 	// marks such partitions clamped. Group streams always clamp.
-	ClampStart    bool `protobuf:"varint,9,opt,name=clamp_start,json=clampStart,proto3" json:"clamp_start,omitempty"`
+	ClampStart bool `protobuf:"varint,9,opt,name=clamp_start,json=clampStart,proto3" json:"clamp_start,omitempty"`
+	// Run a WebAssembly filter or transform beside each partition reader:
+	// only what it keeps (or emits) is delivered, with the offsets, message
+	// IDs and idempotency keys of the records it read, in offset order.
+	Filter        *ReplayFilter `protobuf:"bytes,10,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -468,6 +472,110 @@ func (x *SubscribeRequest) GetClampStart() bool {
 	return false
 }
 
+func (x *SubscribeRequest) GetFilter() *ReplayFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// ReplayFilter names the module a stream runs and its config.
+type ReplayFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Module:
+	//
+	//	*ReplayFilter_Plugin
+	//	*ReplayFilter_Inline
+	Module isReplayFilter_Module `protobuf_oneof:"module"`
+	// Given to the module's rewind_init (e.g. JSON parameters); at most the
+	// module's input buffer size.
+	Config        []byte `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayFilter) Reset() {
+	*x = ReplayFilter{}
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayFilter) ProtoMessage() {}
+
+func (x *ReplayFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayFilter.ProtoReflect.Descriptor instead.
+func (*ReplayFilter) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReplayFilter) GetModule() isReplayFilter_Module {
+	if x != nil {
+		return x.Module
+	}
+	return nil
+}
+
+func (x *ReplayFilter) GetPlugin() string {
+	if x != nil {
+		if x, ok := x.Module.(*ReplayFilter_Plugin); ok {
+			return x.Plugin
+		}
+	}
+	return ""
+}
+
+func (x *ReplayFilter) GetInline() []byte {
+	if x != nil {
+		if x, ok := x.Module.(*ReplayFilter_Inline); ok {
+			return x.Inline
+		}
+	}
+	return nil
+}
+
+func (x *ReplayFilter) GetConfig() []byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type isReplayFilter_Module interface {
+	isReplayFilter_Module()
+}
+
+type ReplayFilter_Plugin struct {
+	// A registered plugin: "NAME" (its newest version), "NAME@VERSION" or
+	// "sha256:HEX".
+	Plugin string `protobuf:"bytes,1,opt,name=plugin,proto3,oneof"`
+}
+
+type ReplayFilter_Inline struct {
+	// A module sent with the request (size-capped by the server, 4 MiB by
+	// default). It is validated like an upload and not stored.
+	Inline []byte `protobuf:"bytes,2,opt,name=inline,proto3,oneof"`
+}
+
+func (*ReplayFilter_Plugin) isReplayFilter_Module() {}
+
+func (*ReplayFilter_Inline) isReplayFilter_Module() {}
+
 // PartitionPosition is where a stream stands in one partition.
 type PartitionPosition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -489,7 +597,7 @@ type PartitionPosition struct {
 
 func (x *PartitionPosition) Reset() {
 	*x = PartitionPosition{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[3]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +609,7 @@ func (x *PartitionPosition) String() string {
 func (*PartitionPosition) ProtoMessage() {}
 
 func (x *PartitionPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[3]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +622,7 @@ func (x *PartitionPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionPosition.ProtoReflect.Descriptor instead.
 func (*PartitionPosition) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{3}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PartitionPosition) GetPartition() uint32 {
@@ -555,17 +663,20 @@ func (x *PartitionPosition) GetClamped() bool {
 // StartedEvent is always the first event: the resolved start of each
 // partition.
 type StartedEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TopicId       uint64                 `protobuf:"varint,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	Partitions    []*PartitionPosition   `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	ResumeToken   string                 `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TopicId     uint64                 `protobuf:"varint,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions  []*PartitionPosition   `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	ResumeToken string                 `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// The filter module this stream runs ("sha256:HEX"); empty without
+	// one.
+	FilterModule  string `protobuf:"bytes,4,opt,name=filter_module,json=filterModule,proto3" json:"filter_module,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartedEvent) Reset() {
 	*x = StartedEvent{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[4]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +688,7 @@ func (x *StartedEvent) String() string {
 func (*StartedEvent) ProtoMessage() {}
 
 func (x *StartedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[4]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +701,7 @@ func (x *StartedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartedEvent.ProtoReflect.Descriptor instead.
 func (*StartedEvent) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{4}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StartedEvent) GetTopicId() uint64 {
@@ -614,20 +725,30 @@ func (x *StartedEvent) GetResumeToken() string {
 	return ""
 }
 
+func (x *StartedEvent) GetFilterModule() string {
+	if x != nil {
+		return x.FilterModule
+	}
+	return ""
+}
+
 // RecordsEvent carries records of one partition, in offset order.
 type RecordsEvent struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
 	Records   []*Record              `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
 	// Resumes the whole stream right after the last record of this event.
-	ResumeToken   string `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	ResumeToken string `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// The filter module that produced these records ("sha256:HEX"); empty
+	// without one.
+	FilterModule  string `protobuf:"bytes,4,opt,name=filter_module,json=filterModule,proto3" json:"filter_module,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecordsEvent) Reset() {
 	*x = RecordsEvent{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[5]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +760,7 @@ func (x *RecordsEvent) String() string {
 func (*RecordsEvent) ProtoMessage() {}
 
 func (x *RecordsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[5]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +773,7 @@ func (x *RecordsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordsEvent.ProtoReflect.Descriptor instead.
 func (*RecordsEvent) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{5}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RecordsEvent) GetPartition() uint32 {
@@ -676,18 +797,28 @@ func (x *RecordsEvent) GetResumeToken() string {
 	return ""
 }
 
+func (x *RecordsEvent) GetFilterModule() string {
+	if x != nil {
+		return x.FilterModule
+	}
+	return ""
+}
+
 // ProgressEvent is sent every progress_interval.
 type ProgressEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partitions    []*PartitionPosition   `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	ResumeToken   string                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Partitions  []*PartitionPosition   `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	ResumeToken string                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// The filter module this stream runs ("sha256:HEX"); empty without
+	// one.
+	FilterModule  string `protobuf:"bytes,3,opt,name=filter_module,json=filterModule,proto3" json:"filter_module,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProgressEvent) Reset() {
 	*x = ProgressEvent{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[6]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +830,7 @@ func (x *ProgressEvent) String() string {
 func (*ProgressEvent) ProtoMessage() {}
 
 func (x *ProgressEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[6]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +843,7 @@ func (x *ProgressEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressEvent.ProtoReflect.Descriptor instead.
 func (*ProgressEvent) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{6}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProgressEvent) GetPartitions() []*PartitionPosition {
@@ -725,6 +856,13 @@ func (x *ProgressEvent) GetPartitions() []*PartitionPosition {
 func (x *ProgressEvent) GetResumeToken() string {
 	if x != nil {
 		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *ProgressEvent) GetFilterModule() string {
+	if x != nil {
+		return x.FilterModule
 	}
 	return ""
 }
@@ -744,7 +882,7 @@ type CaughtUpEvent struct {
 
 func (x *CaughtUpEvent) Reset() {
 	*x = CaughtUpEvent{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[7]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +894,7 @@ func (x *CaughtUpEvent) String() string {
 func (*CaughtUpEvent) ProtoMessage() {}
 
 func (x *CaughtUpEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[7]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +907,7 @@ func (x *CaughtUpEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUpEvent.ProtoReflect.Descriptor instead.
 func (*CaughtUpEvent) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{7}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CaughtUpEvent) GetPartition() uint32 {
@@ -795,16 +933,19 @@ func (x *CaughtUpEvent) GetLaggingPartitions() uint32 {
 
 // EndEvent is the last event of a stream with a stop position.
 type EndEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partitions    []*PartitionPosition   `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	ResumeToken   string                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Partitions  []*PartitionPosition   `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	ResumeToken string                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// The filter module this stream runs ("sha256:HEX"); empty without
+	// one.
+	FilterModule  string `protobuf:"bytes,3,opt,name=filter_module,json=filterModule,proto3" json:"filter_module,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EndEvent) Reset() {
 	*x = EndEvent{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[8]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +957,7 @@ func (x *EndEvent) String() string {
 func (*EndEvent) ProtoMessage() {}
 
 func (x *EndEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[8]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +970,7 @@ func (x *EndEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEvent.ProtoReflect.Descriptor instead.
 func (*EndEvent) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{8}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EndEvent) GetPartitions() []*PartitionPosition {
@@ -842,6 +983,13 @@ func (x *EndEvent) GetPartitions() []*PartitionPosition {
 func (x *EndEvent) GetResumeToken() string {
 	if x != nil {
 		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *EndEvent) GetFilterModule() string {
+	if x != nil {
+		return x.FilterModule
 	}
 	return ""
 }
@@ -864,7 +1012,7 @@ type AssignmentEvent struct {
 
 func (x *AssignmentEvent) Reset() {
 	*x = AssignmentEvent{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[9]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1024,7 @@ func (x *AssignmentEvent) String() string {
 func (*AssignmentEvent) ProtoMessage() {}
 
 func (x *AssignmentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[9]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1037,7 @@ func (x *AssignmentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentEvent.ProtoReflect.Descriptor instead.
 func (*AssignmentEvent) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{9}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AssignmentEvent) GetMemberId() string {
@@ -941,7 +1089,7 @@ type ReplayStartedEvent struct {
 
 func (x *ReplayStartedEvent) Reset() {
 	*x = ReplayStartedEvent{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[10]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1101,7 @@ func (x *ReplayStartedEvent) String() string {
 func (*ReplayStartedEvent) ProtoMessage() {}
 
 func (x *ReplayStartedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[10]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1114,7 @@ func (x *ReplayStartedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayStartedEvent.ProtoReflect.Descriptor instead.
 func (*ReplayStartedEvent) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{10}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReplayStartedEvent) GetEpoch() uint64 {
@@ -1015,7 +1163,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[11]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1175,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_subscribe_proto_msgTypes[11]
+	mi := &file_rewind_v1_subscribe_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1188,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{11}
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -1183,7 +1331,7 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tH\x00R\tmessageId\x12\x12\n" +
 	"\x03end\x18\x04 \x01(\bH\x00R\x03endB\n" +
 	"\n" +
-	"\bposition\"\xf8\x02\n" +
+	"\bposition\"\xa9\x03\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
@@ -1197,7 +1345,14 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"\vclient_name\x18\b \x01(\tR\n" +
 	"clientName\x12\x1f\n" +
 	"\vclamp_start\x18\t \x01(\bR\n" +
-	"clampStart\"\xb5\x01\n" +
+	"clampStart\x12/\n" +
+	"\x06filter\x18\n" +
+	" \x01(\v2\x17.rewind.v1.ReplayFilterR\x06filter\"d\n" +
+	"\fReplayFilter\x12\x18\n" +
+	"\x06plugin\x18\x01 \x01(\tH\x00R\x06plugin\x12\x18\n" +
+	"\x06inline\x18\x02 \x01(\fH\x00R\x06inline\x12\x16\n" +
+	"\x06config\x18\x03 \x01(\fR\x06configB\b\n" +
+	"\x06module\"\xb5\x01\n" +
 	"\x11PartitionPosition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
@@ -1205,32 +1360,36 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"\n" +
 	"end_offset\x18\x03 \x01(\x04R\tendOffset\x12(\n" +
 	"\x10log_start_offset\x18\x04 \x01(\x04R\x0elogStartOffset\x12\x18\n" +
-	"\aclamped\x18\x05 \x01(\bR\aclamped\"\x8a\x01\n" +
+	"\aclamped\x18\x05 \x01(\bR\aclamped\"\xaf\x01\n" +
 	"\fStartedEvent\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\x04R\atopicId\x12<\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1c.rewind.v1.PartitionPositionR\n" +
 	"partitions\x12!\n" +
-	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\"|\n" +
+	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\x12#\n" +
+	"\rfilter_module\x18\x04 \x01(\tR\ffilterModule\"\xa1\x01\n" +
 	"\fRecordsEvent\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12+\n" +
 	"\arecords\x18\x02 \x03(\v2\x11.rewind.v1.RecordR\arecords\x12!\n" +
-	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\"p\n" +
+	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\x12#\n" +
+	"\rfilter_module\x18\x04 \x01(\tR\ffilterModule\"\x95\x01\n" +
 	"\rProgressEvent\x12<\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1c.rewind.v1.PartitionPositionR\n" +
 	"partitions\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"}\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12#\n" +
+	"\rfilter_module\x18\x03 \x01(\tR\ffilterModule\"}\n" +
 	"\rCaughtUpEvent\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
 	"nextOffset\x12-\n" +
-	"\x12lagging_partitions\x18\x03 \x01(\rR\x11laggingPartitions\"k\n" +
+	"\x12lagging_partitions\x18\x03 \x01(\rR\x11laggingPartitions\"\x90\x01\n" +
 	"\bEndEvent\x12<\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1c.rewind.v1.PartitionPositionR\n" +
 	"partitions\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xbc\x01\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12#\n" +
+	"\rfilter_module\x18\x03 \x01(\tR\ffilterModule\"\xbc\x01\n" +
 	"\x0fAssignmentEvent\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1e\n" +
 	"\n" +
@@ -1275,50 +1434,52 @@ func file_rewind_v1_subscribe_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_subscribe_proto_rawDescData
 }
 
-var file_rewind_v1_subscribe_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_rewind_v1_subscribe_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_rewind_v1_subscribe_proto_goTypes = []any{
 	(*StartPosition)(nil),         // 0: rewind.v1.StartPosition
 	(*StopPosition)(nil),          // 1: rewind.v1.StopPosition
 	(*SubscribeRequest)(nil),      // 2: rewind.v1.SubscribeRequest
-	(*PartitionPosition)(nil),     // 3: rewind.v1.PartitionPosition
-	(*StartedEvent)(nil),          // 4: rewind.v1.StartedEvent
-	(*RecordsEvent)(nil),          // 5: rewind.v1.RecordsEvent
-	(*ProgressEvent)(nil),         // 6: rewind.v1.ProgressEvent
-	(*CaughtUpEvent)(nil),         // 7: rewind.v1.CaughtUpEvent
-	(*EndEvent)(nil),              // 8: rewind.v1.EndEvent
-	(*AssignmentEvent)(nil),       // 9: rewind.v1.AssignmentEvent
-	(*ReplayStartedEvent)(nil),    // 10: rewind.v1.ReplayStartedEvent
-	(*SubscribeResponse)(nil),     // 11: rewind.v1.SubscribeResponse
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(*Record)(nil),                // 14: rewind.v1.Record
+	(*ReplayFilter)(nil),          // 3: rewind.v1.ReplayFilter
+	(*PartitionPosition)(nil),     // 4: rewind.v1.PartitionPosition
+	(*StartedEvent)(nil),          // 5: rewind.v1.StartedEvent
+	(*RecordsEvent)(nil),          // 6: rewind.v1.RecordsEvent
+	(*ProgressEvent)(nil),         // 7: rewind.v1.ProgressEvent
+	(*CaughtUpEvent)(nil),         // 8: rewind.v1.CaughtUpEvent
+	(*EndEvent)(nil),              // 9: rewind.v1.EndEvent
+	(*AssignmentEvent)(nil),       // 10: rewind.v1.AssignmentEvent
+	(*ReplayStartedEvent)(nil),    // 11: rewind.v1.ReplayStartedEvent
+	(*SubscribeResponse)(nil),     // 12: rewind.v1.SubscribeResponse
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*Record)(nil),                // 15: rewind.v1.Record
 }
 var file_rewind_v1_subscribe_proto_depIdxs = []int32{
-	12, // 0: rewind.v1.StartPosition.time:type_name -> google.protobuf.Timestamp
-	13, // 1: rewind.v1.StartPosition.time_back:type_name -> google.protobuf.Duration
-	12, // 2: rewind.v1.StopPosition.time:type_name -> google.protobuf.Timestamp
+	13, // 0: rewind.v1.StartPosition.time:type_name -> google.protobuf.Timestamp
+	14, // 1: rewind.v1.StartPosition.time_back:type_name -> google.protobuf.Duration
+	13, // 2: rewind.v1.StopPosition.time:type_name -> google.protobuf.Timestamp
 	0,  // 3: rewind.v1.SubscribeRequest.start:type_name -> rewind.v1.StartPosition
 	1,  // 4: rewind.v1.SubscribeRequest.stop:type_name -> rewind.v1.StopPosition
-	13, // 5: rewind.v1.SubscribeRequest.progress_interval:type_name -> google.protobuf.Duration
-	3,  // 6: rewind.v1.StartedEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	14, // 7: rewind.v1.RecordsEvent.records:type_name -> rewind.v1.Record
-	3,  // 8: rewind.v1.ProgressEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	3,  // 9: rewind.v1.EndEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	3,  // 10: rewind.v1.AssignmentEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	4,  // 11: rewind.v1.SubscribeResponse.started:type_name -> rewind.v1.StartedEvent
-	5,  // 12: rewind.v1.SubscribeResponse.records:type_name -> rewind.v1.RecordsEvent
-	6,  // 13: rewind.v1.SubscribeResponse.progress:type_name -> rewind.v1.ProgressEvent
-	7,  // 14: rewind.v1.SubscribeResponse.caught_up:type_name -> rewind.v1.CaughtUpEvent
-	8,  // 15: rewind.v1.SubscribeResponse.end:type_name -> rewind.v1.EndEvent
-	9,  // 16: rewind.v1.SubscribeResponse.assignment:type_name -> rewind.v1.AssignmentEvent
-	10, // 17: rewind.v1.SubscribeResponse.replay_started:type_name -> rewind.v1.ReplayStartedEvent
-	2,  // 18: rewind.v1.SubscribeService.Subscribe:input_type -> rewind.v1.SubscribeRequest
-	11, // 19: rewind.v1.SubscribeService.Subscribe:output_type -> rewind.v1.SubscribeResponse
-	19, // [19:20] is the sub-list for method output_type
-	18, // [18:19] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	14, // 5: rewind.v1.SubscribeRequest.progress_interval:type_name -> google.protobuf.Duration
+	3,  // 6: rewind.v1.SubscribeRequest.filter:type_name -> rewind.v1.ReplayFilter
+	4,  // 7: rewind.v1.StartedEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	15, // 8: rewind.v1.RecordsEvent.records:type_name -> rewind.v1.Record
+	4,  // 9: rewind.v1.ProgressEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	4,  // 10: rewind.v1.EndEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	4,  // 11: rewind.v1.AssignmentEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	5,  // 12: rewind.v1.SubscribeResponse.started:type_name -> rewind.v1.StartedEvent
+	6,  // 13: rewind.v1.SubscribeResponse.records:type_name -> rewind.v1.RecordsEvent
+	7,  // 14: rewind.v1.SubscribeResponse.progress:type_name -> rewind.v1.ProgressEvent
+	8,  // 15: rewind.v1.SubscribeResponse.caught_up:type_name -> rewind.v1.CaughtUpEvent
+	9,  // 16: rewind.v1.SubscribeResponse.end:type_name -> rewind.v1.EndEvent
+	10, // 17: rewind.v1.SubscribeResponse.assignment:type_name -> rewind.v1.AssignmentEvent
+	11, // 18: rewind.v1.SubscribeResponse.replay_started:type_name -> rewind.v1.ReplayStartedEvent
+	2,  // 19: rewind.v1.SubscribeService.Subscribe:input_type -> rewind.v1.SubscribeRequest
+	12, // 20: rewind.v1.SubscribeService.Subscribe:output_type -> rewind.v1.SubscribeResponse
+	20, // [20:21] is the sub-list for method output_type
+	19, // [19:20] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_subscribe_proto_init() }
@@ -1343,7 +1504,11 @@ func file_rewind_v1_subscribe_proto_init() {
 		(*StopPosition_MessageId)(nil),
 		(*StopPosition_End)(nil),
 	}
-	file_rewind_v1_subscribe_proto_msgTypes[11].OneofWrappers = []any{
+	file_rewind_v1_subscribe_proto_msgTypes[3].OneofWrappers = []any{
+		(*ReplayFilter_Plugin)(nil),
+		(*ReplayFilter_Inline)(nil),
+	}
+	file_rewind_v1_subscribe_proto_msgTypes[12].OneofWrappers = []any{
 		(*SubscribeResponse_Started)(nil),
 		(*SubscribeResponse_Records)(nil),
 		(*SubscribeResponse_Progress)(nil),
@@ -1358,7 +1523,7 @@ func file_rewind_v1_subscribe_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_subscribe_proto_rawDesc), len(file_rewind_v1_subscribe_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

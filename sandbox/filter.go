@@ -1,0 +1,202 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
+
+// Filter is a module with its config: what one replay runs. It is cheap;
+// instances are taken from the runtime's pool for each Run. A Filter is
+// safe for concurrent use.
+type Filter struct {
+	m      *Module
+	config []byte
+	key    string
+}
+
+// NewFilter returns a filter running m with config (given to rewind_init).
+// config is copied. The filter uses m's reference: keep m until the filter
+// is no longer used.
+func (m *Module) NewFilter(config []byte) *Filter {
+	return &Filter{m: m, config: append([]byte(nil), config...), key: configKey(config)}
+}
+
+func configKey(config []byte) string {
+	s := sha256.Sum256(config)
+	return hex.EncodeToString(s[:])
+}
+
+// Module returns the filter's module.
+func (f *Filter) Module() *Module { return f.m }
+
+// MaxRecordsPerCall bounds a useful Batch: Run splits larger ones.
+func (f *Filter) MaxRecordsPerCall() int { return f.m.r.lim.MaxRecordsPerCall }
+
+// InputCap bounds the encoded size of one call's records (the module's
+// input buffer and MaxInputBytes): a record larger than this cannot be
+// filtered.
+func (f *Filter) InputCap() int {
+	return min(int(f.m.info.InputCap), f.m.r.lim.MaxInputBytes)
+}
+
+// Run filters the records of b, appending the outputs to dst in input
+// order. It splits b into calls of at most MaxRecordsPerCall records and
+// InputCap bytes, and retries with fewer records when the guest's output
+// buffer is full. On failure it returns the outputs of the calls that
+// succeeded and an *Error whose Index is the first record of the failing
+// call; the instance that failed is discarded.
+//
+// Run waits for a free guest-call slot (MaxConcurrentCalls) first; ctx
+// bounds that wait and instantiation, not the guest calls, which fuel
+// bounds.
+func (f *Filter) Run(ctx context.Context, b *Batch, dst []Output) ([]Output, error) {
+	if b.Len() == 0 {
+		return dst, nil
+	}
+	r := f.m.r
+	if err := r.acquireCall(ctx); err != nil {
+		return dst, err
+	}
+	defer r.releaseCall()
+	in, err := f.instance(ctx)
+	if err != nil {
+		return dst, withIndex(err, 0)
+	}
+	dst, err = f.run(in, b, dst)
+	if err != nil {
+		in.close(in.ctx)
+		return dst, err
+	}
+	r.putIdle(in)
+	return dst, nil
+}
+
+func withIndex(err error, i int) error {
+	if e, ok := err.(*Error); ok {
+		e.Index = i
+	}
+	return err
+}
+
+func (f *Filter) run(in *instance, b *Batch, dst []Output) ([]Output, error) {
+	lim := f.m.r.lim
+	inCap := min(int(in.inCap), lim.MaxInputBytes)
+	n := b.Len()
+	for i := 0; i < n; {
+		j := min(n, i+lim.MaxRecordsPerCall)
+		for j > i && b.starts[i]+inCap < spanEnd(b, j) {
+			j--
+		}
+		if j == i {
+			return dst, &Error{Kind: KindLimit, Module: f.m.sha, Index: i,
+				Reason: fmt.Sprintf("a record is %d bytes encoded; the module's input buffer holds %d", b.recordSize(i), inCap)}
+		}
+		for {
+			before := len(dst)
+			var full bool
+			var err error
+			dst, full, err = f.call(in, b, i, j, dst)
+			if err != nil {
+				return dst[:before], withIndex(err, i)
+			}
+			if !full {
+				break
+			}
+			if j-i == 1 {
+				return dst, &Error{Kind: KindLimit, Module: f.m.sha, Index: i,
+					Reason: fmt.Sprintf("the outputs of one record do not fit the module's output buffer (%d bytes)", in.outCap)}
+			}
+			j = i + (j-i)/2
+		}
+		i = j
+	}
+	return dst, nil
+}
+
+// spanEnd is where record j starts (the end of records before it).
+func spanEnd(b *Batch, j int) int {
+	if j < len(b.starts) {
+		return b.starts[j]
+	}
+	return len(b.buf)
+}
+
+// call runs one guest call over records [i, j) of b.
+func (f *Filter) call(in *instance, b *Batch, i, j int, dst []Output) ([]Output, bool, error) {
+	lim := f.m.r.lim
+	data := b.span(i, j)
+	if !in.mem.Write(in.in, data) {
+		return dst, false, errorf(KindTrap, f.m.sha, "input buffer no longer inside memory")
+	}
+	in.stack[0], in.stack[1] = uint64(j-i), uint64(len(data))
+	in.begin(lim.FuelPerCall)
+	err := in.filter.CallWithStack(in.ctx, in.stack[:])
+	in.flushLogs()
+	if err != nil {
+		return dst, false, in.classify(err, "rewind_filter", lim.FuelPerCall)
+	}
+	rc := int32(in.stack[0])
+	switch {
+	case rc == -2:
+		return dst, true, nil
+	case rc < 0:
+		return dst, false, errorf(KindGuest, f.m.sha, "rewind_filter returned %d (the module failed; see its log)", rc)
+	case uint32(rc) > in.outCap:
+		return dst, false, errorf(KindOutput, f.m.sha, "rewind_filter returned %d output bytes; its output buffer holds %d", rc, in.outCap)
+	case int(rc) > lim.MaxOutputBytes:
+		return dst, false, errorf(KindLimit, f.m.sha, "%d output bytes in one call, over the limit of %d", rc, lim.MaxOutputBytes)
+	}
+	out, ok := in.mem.Read(in.out, uint32(rc))
+	if !ok {
+		return dst, false, errorf(KindOutput, f.m.sha, "output buffer no longer inside memory")
+	}
+	before := len(dst)
+	dst, err = decodeOutputs(dst, out, j-i, lim.MaxOutputsPerInput)
+	if err != nil {
+		e := err.(*Error)
+		e.Module = f.m.sha
+		return dst[:before], false, e
+	}
+	for k := before; k < len(dst); k++ {
+		dst[k].Index += i
+	}
+	return dst, false, nil
+}
+
+// instance takes an idle instance initialised with f's config, or makes
+// one.
+func (f *Filter) instance(ctx context.Context) (*instance, error) {
+	r := f.m.r
+	r.mu.Lock()
+	for e := r.mu.idle.Front(); e != nil; e = e.Next() {
+		if in := e.Value.(*instance); in.m == f.m && in.key == f.key {
+			r.mu.idle.Remove(e)
+			r.mu.Unlock()
+			return in, nil
+		}
+	}
+	r.mu.Unlock()
+	return f.m.newInstance(f.config, true)
+}
+
+// putIdle keeps an instance for reuse, closing the least recently used
+// beyond MaxIdleInstances.
+func (r *Runtime) putIdle(in *instance) {
+	r.mu.Lock()
+	if r.mu.closed {
+		r.mu.Unlock()
+		in.close(in.ctx)
+		return
+	}
+	r.mu.idle.PushFront(in)
+	var evict *instance
+	if r.mu.idle.Len() > r.lim.MaxIdleInstances {
+		evict = r.mu.idle.Remove(r.mu.idle.Back()).(*instance)
+	}
+	r.mu.Unlock()
+	if evict != nil {
+		evict.close(evict.ctx)
+	}
+}

@@ -1,0 +1,95 @@
+package sandbox_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/rewind-io/rewind/sandbox"
+	"github.com/rewind-io/rewind/sdk/guest/build"
+)
+
+// The modules the tests run are built from source: the Go examples with
+// the go command, the AssemblyScript examples and hostile modules with npm.
+var (
+	goDir = filepath.Join("..", "sdk", "guest", "examples", "go")
+	asDir = filepath.Join("..", "sdk", "guest", "assemblyscript")
+)
+
+var built sync.Map // "go/name" or "as/name" -> []byte
+
+func goModule(tb testing.TB, name string) []byte {
+	tb.Helper()
+	return buildOnce(tb, "go/"+name, func() ([]byte, error) {
+		return build.Go(context.Background(), filepath.Join(goDir, name))
+	})
+}
+
+func asModule(tb testing.TB, name string) []byte {
+	tb.Helper()
+	return buildOnce(tb, "as/"+name, func() ([]byte, error) {
+		return build.AssemblyScript(asDir, name)
+	})
+}
+
+func buildOnce(tb testing.TB, key string, fn func() ([]byte, error)) []byte {
+	tb.Helper()
+	if b, ok := built.Load(key); ok {
+		return b.([]byte)
+	}
+	b, err := fn()
+	if err != nil {
+		tb.Fatalf("build %s: %v", key, err)
+	}
+	built.Store(key, b)
+	return b
+}
+
+// module builds one example in a language ("go" or "as").
+func module(tb testing.TB, lang, name string) []byte {
+	if lang == "go" {
+		return goModule(tb, name)
+	}
+	return asModule(tb, name)
+}
+
+func newRuntime(tb testing.TB, lim sandbox.Limits) *sandbox.Runtime {
+	tb.Helper()
+	r, err := sandbox.New(context.Background(), sandbox.Config{Limits: lim})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func compile(tb testing.TB, r *sandbox.Runtime, wasm []byte) *sandbox.Module {
+	tb.Helper()
+	m, err := r.Compile(context.Background(), wasm)
+	if err != nil {
+		tb.Fatalf("compile: %v", err)
+	}
+	tb.Cleanup(m.Release)
+	return m
+}
+
+// rec is a test record.
+type rec struct {
+	offset  uint64
+	time    int64
+	key     string
+	value   string
+	headers []sandbox.Header
+}
+
+func batchOf(recs []rec) *sandbox.Batch {
+	b := new(sandbox.Batch)
+	for _, r := range recs {
+		b.Add(r.offset, r.time, []byte(r.key), []byte(r.value), len(r.headers))
+		for _, h := range r.headers {
+			b.AddHeader(h.Key, h.Value)
+		}
+	}
+	return b
+}

@@ -1,0 +1,174 @@
+package client
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+)
+
+// Plugin is one registered version of a filter or transform module.
+type Plugin struct {
+	Name    string
+	Version uint32
+	// Module is the module's identity, "sha256:HEX".
+	Module      string
+	Size        uint64
+	UploadTime  time.Time
+	Description string
+	Imports     []string
+	// InputBufferBytes bounds the records the module can take: a record
+	// larger than its input buffer cannot be filtered by it.
+	InputBufferBytes, OutputBufferBytes uint32
+}
+
+// Ref returns "NAME@VERSION".
+func (p Plugin) Ref() string { return p.Name + "@" + strconv.FormatUint(uint64(p.Version), 10) }
+
+func pluginOf(p *rewindv1.Plugin) Plugin {
+	return Plugin{
+		Name: p.GetName(), Version: p.GetVersion(), Module: p.GetModule(), Size: p.GetSizeBytes(),
+		UploadTime: p.GetUploadTime().AsTime(), Description: p.GetDescription(), Imports: p.GetImports(),
+		InputBufferBytes: p.GetInputBufferBytes(), OutputBufferBytes: p.GetOutputBufferBytes(),
+	}
+}
+
+// UploadPlugin validates and registers module as the next version of name.
+// unchanged reports that the name's newest version already had these bytes
+// (nothing was added). A refused module is InvalidArgument with a
+// FilterError detail saying why.
+func (c *Client) UploadPlugin(ctx context.Context, name string, module []byte, description string) (p Plugin, unchanged bool, err error) {
+	resp, err := c.plugins.UploadPlugin(ctx, &rewindv1.UploadPluginRequest{Name: name, Module: module, Description: description})
+	if err != nil {
+		return Plugin{}, false, err
+	}
+	return pluginOf(resp.GetPlugin()), resp.GetUnchanged(), nil
+}
+
+// ListPlugins lists every registered version (of name, if not empty).
+func (c *Client) ListPlugins(ctx context.Context, name string) ([]Plugin, error) {
+	resp, err := c.plugins.ListPlugins(ctx, &rewindv1.ListPluginsRequest{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Plugin, len(resp.GetPlugins()))
+	for i, p := range resp.GetPlugins() {
+		out[i] = pluginOf(p)
+	}
+	return out, nil
+}
+
+// GetPlugin describes "NAME", "NAME@VERSION" or "sha256:HEX", with the
+// module's bytes when withModule is set.
+func (c *Client) GetPlugin(ctx context.Context, ref string, withModule bool) (Plugin, []byte, error) {
+	resp, err := c.plugins.GetPlugin(ctx, &rewindv1.GetPluginRequest{Plugin: ref, IncludeModule: withModule})
+	if err != nil {
+		return Plugin{}, nil, err
+	}
+	return pluginOf(resp.GetPlugin()), resp.GetModule(), nil
+}
+
+// DeletePlugin removes "NAME@VERSION", or every version of "NAME".
+func (c *Client) DeletePlugin(ctx context.Context, ref string) ([]Plugin, error) {
+	resp, err := c.plugins.DeletePlugin(ctx, &rewindv1.DeletePluginRequest{Plugin: ref})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Plugin, len(resp.GetDeleted()))
+	for i, p := range resp.GetDeleted() {
+		out[i] = pluginOf(p)
+	}
+	return out, nil
+}
+
+// TestResult is what a module made of one input.
+type TestResult struct {
+	Input Record
+	// Outputs is empty when the input was dropped, the input itself when
+	// kept unchanged, or a transform's replacements.
+	Outputs []Record
+}
+
+// TestReport is the outcome of TestPlugin.
+type TestReport struct {
+	Module                 string
+	Results                []TestResult
+	Scanned, Kept, Emitted uint64
+	// Failure is set when the module failed; Results stop before the
+	// failing batch.
+	Failure *rewindv1.FilterError
+}
+
+// TestSource is what TestPlugin runs a module over: sample records, or a
+// range of a topic.
+type TestSource struct {
+	// Records are sample inputs (Offset and AppendTime matter; the rest is
+	// passed through).
+	Records []Record
+	// Topic, with From (default earliest), Partitions (default all) and
+	// Limit (default 100, at most 10000), reads real records instead.
+	Topic      string
+	From       *Position
+	Partitions []uint32
+	Limit      uint32
+}
+
+// TestPlugin runs a module (filter: a plugin reference, or inline bytes
+// when module is set) over src and returns what it kept or emitted.
+func (c *Client) TestPlugin(ctx context.Context, plugin string, module, config []byte, src TestSource) (*TestReport, error) {
+	req := &rewindv1.TestPluginRequest{Filter: &rewindv1.ReplayFilter{Config: config}}
+	if module != nil {
+		req.Filter.Module = &rewindv1.ReplayFilter_Inline{Inline: module}
+	} else {
+		req.Filter.Module = &rewindv1.ReplayFilter_Plugin{Plugin: plugin}
+	}
+	if src.Topic != "" {
+		tr := &rewindv1.TestTopicRange{Topic: src.Topic, Partitions: src.Partitions, Limit: src.Limit}
+		if src.From != nil {
+			sp, err := src.From.startProto()
+			if err != nil {
+				return nil, err
+			}
+			tr.Start = sp
+		}
+		req.Input = &rewindv1.TestPluginRequest_Topic{Topic: tr}
+	} else {
+		rs := &rewindv1.TestRecords{}
+		for _, r := range src.Records {
+			rs.Records = append(rs.Records, r.proto())
+		}
+		req.Input = &rewindv1.TestPluginRequest_Records{Records: rs}
+	}
+	resp, err := c.plugins.TestPlugin(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &TestReport{Module: resp.GetModule(), Scanned: resp.GetScanned(), Kept: resp.GetKept(), Emitted: resp.GetEmitted(), Failure: resp.GetError()}
+	for _, r := range resp.GetResults() {
+		tr := TestResult{Input: recordOf(r.GetInput())}
+		for _, o := range r.GetOutputs() {
+			tr.Outputs = append(tr.Outputs, recordOf(o))
+		}
+		out.Results = append(out.Results, tr)
+	}
+	return out, nil
+}
+
+// proto converts a client record for TestPlugin.
+func (r Record) proto() *rewindv1.Record {
+	p := &rewindv1.Record{
+		Partition: r.Partition, Offset: r.Offset, MessageId: r.MessageID, Key: r.Key, Value: r.Value,
+		IdempotencyKey: r.IdempotencyKey,
+	}
+	if !r.AppendTime.IsZero() {
+		p.AppendTimeUnixNanos = r.AppendTime.UnixNano()
+	}
+	if !r.EventTime.IsZero() {
+		p.EventTimeUnixNanos = r.EventTime.UnixNano()
+	}
+	for _, h := range r.Headers {
+		p.Headers = append(p.Headers, &rewindv1.Header{Key: h.Key, Value: h.Value})
+	}
+	return p
+}
