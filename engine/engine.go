@@ -18,6 +18,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/sandbox"
 )
 
 // Config configures a node. The zero value of every field but Dir selects
@@ -46,6 +47,13 @@ type Config struct {
 	// MinFreeBytes: publishes fail with ResourceExhausted below this much
 	// free disk space (default 64 MiB; negative: no check).
 	MinFreeBytes int64
+	// Filters bounds WebAssembly filter and transform modules (memory,
+	// fuel per call, module size, concurrent guest calls, ...); zero fields
+	// take their defaults (sandbox.Limits, docs/design.md).
+	Filters sandbox.Limits
+	// MaxInlineModuleBytes bounds a module sent with a subscribe request
+	// instead of being uploaded. Default 4 MiB.
+	MaxInlineModuleBytes int
 }
 
 // Node is a running Rewind node.
@@ -61,7 +69,7 @@ func Open(cfg Config) (*Node, error) {
 		Dir: cfg.Dir, FS: cfg.FS, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		TailCacheBytes: cfg.TailCacheBytes, StoreCacheBytes: cfg.StoreCacheBytes, Clock: cfg.Clock,
 		HousekeepingInterval: cfg.HousekeepingInterval, CompactionInterval: cfg.CompactionInterval,
-		MinFreeBytes: cfg.MinFreeBytes,
+		MinFreeBytes: cfg.MinFreeBytes, Sandbox: cfg.Filters, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes,
 	})
 	if err != nil {
 		return nil, err

@@ -29,10 +29,16 @@ type server struct {
 
 func startServer(t testing.TB, dir string) *server {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
+	return startServerWith(t, engine.Config{Dir: dir})
+}
+
+func startServerWith(t testing.TB, cfg engine.Config) *server {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
 	}
-	n, err := engine.Open(engine.Config{Dir: dir})
+	dir := cfg.Dir
+	n, err := engine.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
+
+	"connectrpc.com/connect"
 	"strconv"
 	"time"
 
@@ -171,4 +174,23 @@ func (r Record) proto() *rewindv1.Record {
 		p.Headers = append(p.Headers, &rewindv1.Header{Key: h.Key, Value: h.Value})
 	}
 	return p
+}
+
+// FilterFailureOf returns the FilterError detail of an error from a
+// filtered subscription or from UploadPlugin: which module failed, where
+// (partition, and the offset of the batch), why, and a resume token that
+// continues the stream from there. It returns nil for other errors.
+func FilterFailureOf(err error) *rewindv1.FilterError {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if fe, ok := v.(*rewindv1.FilterError); ok {
+				return fe
+			}
+		}
+	}
+	return nil
 }

@@ -165,7 +165,7 @@ func filterErrorOf(err error) *rewindv1.FilterError {
 	}
 	var fe *stream.FilterError
 	if errors.As(err, &fe) {
-		d.Module, d.Partition, d.Offset = fe.Module, fe.Partition, fe.Offset
+		d.Module, d.Partition, d.Offset, d.ResumeToken = fe.Module, fe.Partition, fe.Offset, fe.ResumeToken
 	}
 	return d
 }

@@ -31,7 +31,10 @@ type FilterError struct {
 	// Offset is the first record of the batch the module failed on; every
 	// record before it in this partition was delivered.
 	Offset uint64
-	Err    error // a *sandbox.Error, or the context's error
+	// ResumeToken is the stream's position at the failure: resuming from
+	// it re-reads the failing batch and nothing before it.
+	ResumeToken string
+	Err         error // a *sandbox.Error, or the context's error
 }
 
 func (e *FilterError) Error() string {
@@ -126,7 +129,7 @@ func (s *streamer) runFilter(ctx context.Context, sl *slot, bytes int) (int, err
 	// Deliver what came before the failing call, and stand at its start.
 	sl.cur.Next = f.cands[idx].off
 	sl.pending = pendingBatch{}
-	ferr := &FilterError{Module: f.module, Partition: sl.cur.Partition, Offset: f.cands[idx].off, Err: err}
+	ferr := &FilterError{Module: f.module, Partition: sl.cur.Partition, Offset: f.cands[idx].off, ResumeToken: s.token(), Err: err}
 	if len(s.ptrs) > 0 {
 		if serr := s.sendRecords(sl.cur.Partition); serr != nil {
 			return bytes, errors.Join(ferr, serr)

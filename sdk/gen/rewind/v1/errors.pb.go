@@ -326,9 +326,13 @@ type FilterError struct {
 	Module    string `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
 	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// The offset of the first record of the batch the module failed on.
-	Offset        uint64        `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	Failure       FilterFailure `protobuf:"varint,4,opt,name=failure,proto3,enum=rewind.v1.FilterFailure" json:"failure,omitempty"`
-	Reason        string        `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Offset  uint64        `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Failure FilterFailure `protobuf:"varint,4,opt,name=failure,proto3,enum=rewind.v1.FilterFailure" json:"failure,omitempty"`
+	Reason  string        `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Where the stream stood when it failed: every partition at its next
+	// undelivered record, the failing one at offset. Subscribing with this
+	// token (and a fixed or different filter) continues without a gap.
+	ResumeToken   string `protobuf:"bytes,6,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,6 +402,13 @@ func (x *FilterError) GetReason() string {
 	return ""
 }
 
+func (x *FilterError) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
 var File_rewind_v1_errors_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_errors_proto_rawDesc = "" +
@@ -420,13 +431,14 @@ const file_rewind_v1_errors_proto_rawDesc = "" +
 	"\tpartition\x18\x03 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x05 \x01(\tR\tmessageId\"\xa7\x01\n" +
+	"message_id\x18\x05 \x01(\tR\tmessageId\"\xca\x01\n" +
 	"\vFilterError\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x122\n" +
 	"\afailure\x18\x04 \x01(\x0e2\x18.rewind.v1.FilterFailureR\afailure\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason*\xcc\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12!\n" +
+	"\fresume_token\x18\x06 \x01(\tR\vresumeToken*\xcc\x01\n" +
 	"\rFilterFailure\x12\x1e\n" +
 	"\x1aFILTER_FAILURE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FILTER_FAILURE_TRAP\x10\x01\x12\x17\n" +
