@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -54,9 +55,15 @@ func module(tb testing.TB, lang, name string) []byte {
 	return asModule(tb, name)
 }
 
+// cacheDir is a compilation cache shared by the runtimes of the test
+// binaries, kept between runs: compiling a Go module takes seconds under
+// the race detector. wazero keys entries by module bytes, its version and
+// the CPU, and writes them atomically.
+var cacheDir = filepath.Join(os.TempDir(), "rewind-sandbox-test-cache")
+
 func newRuntime(tb testing.TB, lim sandbox.Limits) *sandbox.Runtime {
 	tb.Helper()
-	r, err := sandbox.New(context.Background(), sandbox.Config{Limits: lim})
+	r, err := sandbox.New(context.Background(), sandbox.Config{Limits: lim, CacheDir: cacheDir})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -262,6 +262,9 @@ func (r *Runtime) Forget(sha string) {
 
 // acquireCall waits for a guest-call token.
 func (r *Runtime) acquireCall(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // even when a slot is free: select would pick at random
+	}
 	select {
 	case r.calls <- struct{}{}:
 	case <-r.done:

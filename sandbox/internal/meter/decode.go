@@ -73,6 +73,9 @@ const (
 	opI64ShrU       = 0x88
 	opI64ExtendI32U = 0xad
 	opI32Const      = 0x41
+	opLocalGet      = 0x20
+	opLocalSet      = 0x21
+	opLocalTee      = 0x22
 
 	blockTypeEmpty = 0x40
 	valI64         = 0x7e
@@ -102,9 +105,11 @@ type module struct {
 	importedGlobals uint32
 	definedGlobals  uint32
 	exportCount     uint32
-	types           uint32 // entries in the type section, rec groups flattened
-	funcCount       uint32 // entries in the function section
-	bodyCount       uint32 // entries in the code section
+	types           uint32   // entries in the type section, rec groups flattened
+	funcCount       uint32   // entries in the function section
+	params          []uint32 // parameter count of each type
+	funcTypes       []uint32 // type index of each defined function
+	bodyCount       uint32   // entries in the code section
 
 	globalSec, exportSec, codeSec int // indexes in sections, or -1
 	globalEntries, exportEntries  int // offsets of the first entry (after the count)
@@ -113,17 +118,25 @@ type module struct {
 	codeInputSize int     // the size of the original content
 	points        []point // scratch: metering points of the current function
 	fuelIdx       uint32  // the index the fuel global gets (the scratch one follows)
-	bulk          [2][]byte
+	scratch       []byte  // the function body being instrumented
 	info          Info
 }
 
-// point is where a check goes in a function body: at pos, the top of a loop
-// body (shift < 0), or right before a bulk instruction whose length operand
-// is on top of the stack, which costs one unit plus length>>shift.
+// point is where code goes in a function body, at pos, and which.
 type point struct {
-	pos   int
-	shift int8
+	pos  int
+	kind pointKind
 }
+
+type pointKind uint8
+
+const (
+	atLoop      pointKind = iota // the top of a loop body: one unit
+	atSave                       // before a call, return or exit: store the fuel
+	atRestore                    // after a call: load the fuel
+	atBulkBytes                  // before memory.fill/copy/init: 1 + len>>bulkMemoryShift
+	atBulkElems                  // before table.grow/fill/copy/init: 1 + len
+)
 
 // reader reads the input from pos up to end; offsets are from the start of
 // the whole input, so errors name the right place.
@@ -505,11 +518,19 @@ func parseModule(in []byte) (*module, error) {
 			}
 			sr.pos = sr.end // the content of other custom sections is opaque
 		case secType:
-			m.types, err = sr.typeSection()
+			m.types, err = sr.typeSection(&m.params)
 		case secImport:
 			m.importedGlobals, err = sr.importSection(&m.info)
 		case secFunction:
-			m.funcCount, err = sr.vector("functions", func() error { _, err := sr.u32(); return err })
+			m.funcCount, err = sr.vector("functions", func() error {
+				at := sr.pos
+				t, err := sr.u32()
+				if err == nil && t >= uint32(len(m.params)) {
+					err = &FormatError{Offset: at, Reason: fmt.Sprintf("function type index %d out of range (%d types)", t, len(m.params))}
+				}
+				m.funcTypes = append(m.funcTypes, t)
+				return err
+			})
 		case secTable:
 			_, err = sr.vector("tables", func() error {
 				l, err := sr.tableType()
@@ -551,7 +572,7 @@ func parseModule(in []byte) (*module, error) {
 				return nil, unsupported(s.start, "more than %d globals", maxGlobals-newGlobals)
 			}
 			m.fuelIdx = m.importedGlobals + m.definedGlobals
-			err = m.codeSection(&sr, fuelCheck(m.fuelIdx))
+			err = m.codeSection(&sr)
 		case secData:
 			_, err = sr.vector("data segments", sr.dataSegment)
 		}
@@ -587,17 +608,21 @@ func (r *reader) vector(what string, elem func() error) (uint32, error) {
 }
 
 // funcTypeBody reads a function type after its 0x60 tag.
-func (r *reader) funcTypeBody() error {
-	for range 2 { // parameters, results
-		if _, err := r.vector("value types", r.valType); err != nil {
-			return err
+func (r *reader) funcTypeBody() (params uint32, err error) {
+	for i := range 2 { // parameters, results
+		n, err := r.vector("value types", r.valType)
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 {
+			params = n
 		}
 	}
-	return nil
+	return params, nil
 }
 
 // funcType reads a function type.
-func (r *reader) funcType() error {
+func (r *reader) funcType(params *[]uint32) error {
 	at := r.pos
 	b, err := r.byte()
 	if err != nil {
@@ -606,7 +631,9 @@ func (r *reader) funcType() error {
 	if b != 0x60 {
 		return unsupportedType(at, b)
 	}
-	return r.funcTypeBody()
+	n, err := r.funcTypeBody()
+	*params = append(*params, n)
+	return err
 }
 
 func unsupportedType(at int, b byte) error {
@@ -618,7 +645,8 @@ func unsupportedType(at int, b byte) error {
 }
 
 // typeSection reads the type section and returns the number of types.
-func (r *reader) typeSection() (uint32, error) {
+// It appends each type's parameter count to params.
+func (r *reader) typeSection(params *[]uint32) (uint32, error) {
 	var types uint32
 	_, err := r.vector("types", func() error {
 		at := r.pos
@@ -629,9 +657,11 @@ func (r *reader) typeSection() (uint32, error) {
 		switch b {
 		case 0x60:
 			types++
-			return r.funcTypeBody()
+			n, err := r.funcTypeBody()
+			*params = append(*params, n)
+			return err
 		case 0x4e: // rec group
-			n, err := r.vector("types in rec group", r.funcType)
+			n, err := r.vector("types in rec group", func() error { return r.funcType(params) })
 			types += n
 			return err
 		}
@@ -860,13 +890,16 @@ func (r *reader) nameSection() error {
 }
 
 // codeSection instruments every function body into m.code.
-func (m *module) codeSection(r *reader, check []byte) error {
+func (m *module) codeSection(r *reader) error {
 	m.codeInputSize = r.remaining()
 	n, err := r.count("function bodies")
 	if err != nil {
 		return err
 	}
-	m.code = make([]byte, 0, r.remaining()+r.remaining()/8+len(check)*int(n)+5)
+	if n != m.funcCount {
+		return &FormatError{Offset: r.pos, Reason: fmt.Sprintf("%d functions declared but %d bodies", m.funcCount, n)}
+	}
+	m.code = make([]byte, 0, r.remaining()+r.remaining()/4+64*int(n)+5)
 	m.code = appendU32(m.code, n)
 	m.bodyCount = n
 	for i := uint32(0); i < n; i++ {
@@ -878,18 +911,25 @@ func (m *module) codeSection(r *reader, check []byte) error {
 		if err != nil {
 			return err
 		}
-		if err := m.body(&body, check); err != nil {
+		if err := m.body(&body, m.params[m.funcTypes[i]]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// body instruments one function body (locals and code) into m.code.
-func (m *module) body(r *reader, check []byte) error {
-	start := r.pos
+// body instruments one function body (locals and code) into m.code. The
+// function keeps its fuel in a new i64 local (a register, where the global
+// is a memory access): loaded from the global on entry and after every
+// call, stored back before every call, return and trap.
+func (m *module) body(r *reader, params uint32) error {
+	decls, err := r.count("local declarations")
+	if err != nil {
+		return err
+	}
+	entries := r.pos
 	var locals uint64
-	if _, err := r.vector("local declarations", func() error {
+	for range decls {
 		at := r.pos
 		n, err := r.u32()
 		if err != nil {
@@ -898,32 +938,37 @@ func (m *module) body(r *reader, check []byte) error {
 		if locals += uint64(n); locals > MaxLocals {
 			return unsupported(at, "function with more than %d locals", MaxLocals)
 		}
-		return r.valType()
-	}); err != nil {
-		return err
+		if err := r.valType(); err != nil {
+			return err
+		}
+	}
+	if uint64(params)+locals >= maxU32 {
+		return unsupported(entries, "function with %d parameters and locals", uint64(params)+locals)
 	}
 	codeStart := r.pos
 	m.points = m.points[:0]
 	if err := m.scanCode(r); err != nil {
 		return err
 	}
-	size := uint64(r.end-start) + uint64(len(check))
-	for _, p := range m.points {
-		size += uint64(len(m.checkFor(p, check)))
-	}
-	if size > maxU32 {
-		return unsupported(start, "instrumented function body larger than 4 GiB")
-	}
-	m.code = appendU32(m.code, uint32(size))
-	m.code = append(m.code, r.buf[start:codeStart]...)
-	m.code = append(m.code, check...)
+	sn := newSnippets(m.fuelIdx, uint32(uint64(params)+locals))
+	b := m.scratch[:0]
+	b = appendU32(b, decls+1)
+	b = append(b, r.buf[entries:codeStart]...)
+	b = append(b, 1, valI64)
+	b = append(b, sn.entry...)
 	last := codeStart
 	for _, p := range m.points {
-		m.code = append(m.code, r.buf[last:p.pos]...)
-		m.code = append(m.code, m.checkFor(p, check)...)
+		b = append(b, r.buf[last:p.pos]...)
+		b = append(b, sn.at(p)...)
 		last = p.pos
 	}
-	m.code = append(m.code, r.buf[last:r.end]...)
+	b = append(b, r.buf[last:r.end]...)
+	m.scratch = b
+	if uint64(len(b)) > maxU32 {
+		return unsupported(codeStart, "instrumented function body larger than 4 GiB")
+	}
+	m.code = appendU32(m.code, uint32(len(b)))
+	m.code = append(m.code, b...)
 	return nil
 }
 
@@ -988,42 +1033,67 @@ func (m *module) scanCode(r *reader) error {
 			return r.errf("function body ends inside a block")
 		}
 		switch {
-		case op <= 0x01 || op == 0x05 || op == 0x0a || op == 0x0f || op == 0x1a || op == 0x1b ||
+		case op <= 0x01 || op == 0x05 || op == 0x1a || op == 0x1b ||
 			(op >= 0x45 && op <= 0xc4) || op == 0xd1 || op == 0xd4:
-			// unreachable, nop, else, throw_ref, return, drop, select,
-			// numeric instructions, ref.is_null, ref.as_non_null: no immediates.
+			// unreachable, nop, else, drop, select, numeric instructions,
+			// ref.is_null, ref.as_non_null: no immediates.
+		case op == 0x0f: // return
+			m.points = append(m.points, point{pos: at, kind: atSave})
+		case op == 0x08 || op == 0x0a || op == 0x1f:
+			// A throw leaves functions without the store before a return,
+			// so a callee's spending would be lost to a catching caller.
+			return unsupported(at, "exception handling (opcode %#x)", op)
 		case op == opBlock || op == opIf:
 			err = r.blockType()
 			depth++
 		case op == opLoop:
 			err = r.blockType()
 			depth++
-			m.points = append(m.points, point{pos: r.pos, shift: -1})
-		case op == 0x1f: // try_table
-			if err = r.blockType(); err == nil {
-				err = r.catches()
-			}
-			depth++
+			m.points = append(m.points, point{pos: r.pos, kind: atLoop})
 		case op == opEnd:
 			depth--
-		case op == 0x08 || op == 0x0c || op == 0x0d || op == 0xd5 || op == 0xd6 ||
-			op == 0x10 || op == 0x12 || op == 0x14 || op == 0x15 ||
-			(op >= 0x20 && op <= 0x22) || op == 0x25 || op == 0x26 || op == 0xd2:
-			// throw, br, br_if, br_on_null, br_on_non_null, call, return_call,
-			// call_ref, return_call_ref, local.*, table.get/set, ref.func.
+			if depth == 0 {
+				m.points = append(m.points, point{pos: at, kind: atSave})
+			}
+		case op == 0x0c || op == 0x0d || op == 0xd5 || op == 0xd6:
+			// br, br_if, br_on_null, br_on_non_null: a branch to the
+			// function's own label returns.
+			var l uint32
+			if l, err = r.u32(); err == nil && l == uint32(depth-1) {
+				m.points = append(m.points, point{pos: at, kind: atSave})
+			}
+		case op == 0x10 || op == 0x14: // call, call_ref
+			m.points = append(m.points, point{pos: at, kind: atSave})
+			if err = u32(); err == nil {
+				m.points = append(m.points, point{pos: r.pos, kind: atRestore})
+			}
+		case op == 0x12 || op == 0x15: // return_call, return_call_ref
+			m.points = append(m.points, point{pos: at, kind: atSave})
+			err = u32()
+		case (op >= 0x20 && op <= 0x22) || op == 0x25 || op == 0x26 || op == 0xd2:
+			// local.*, table.get/set, ref.func.
 			err = u32()
 		case op == opGlobalGet || op == opGlobalSet:
 			err = r.globalIndex()
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+			m.points = append(m.points, point{pos: at, kind: atSave})
 			if err = u32(); err == nil {
 				err = u32()
 			}
+			if err == nil && op == 0x11 {
+				m.points = append(m.points, point{pos: r.pos, kind: atRestore})
+			}
 		case op == 0x0e: // br_table
-			var n uint32
+			var n, l uint32
+			toFunc := false
 			if n, err = r.count("br_table labels"); err == nil {
 				for i := uint32(0); i <= n && err == nil; i++ { // n labels and the default
-					err = u32()
+					l, err = r.u32()
+					toFunc = toFunc || l == uint32(depth-1)
 				}
+			}
+			if toFunc {
+				m.points = append(m.points, point{pos: at, kind: atSave})
 			}
 		case op == 0x1c: // select t*
 			err = r.expect(1, "number of select types")
@@ -1049,9 +1119,9 @@ func (m *module) scanCode(r *reader) error {
 			if sub, err = r.miscInstr(); err == nil {
 				switch sub {
 				case 8, 10, 11: // memory.init, memory.copy, memory.fill: bytes
-					m.points = append(m.points, point{pos: at, shift: bulkMemoryShift})
+					m.points = append(m.points, point{pos: at, kind: atBulkBytes})
 				case 12, 14, 15, 17: // table.init, table.copy, table.grow, table.fill: elements
-					m.points = append(m.points, point{pos: at, shift: 0})
+					m.points = append(m.points, point{pos: at, kind: atBulkElems})
 					m.info.TableGrow = m.info.TableGrow || sub == 15
 				}
 			}

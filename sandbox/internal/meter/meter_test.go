@@ -114,7 +114,9 @@ func TestEquivalence(t *testing.T) {
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("%s%v: results differ (-original +metered):\n%s", c.fn, c.args, diff)
 				}
-				if left < 0 || left >= ample {
+				// After a trap that is not fuel's, the global holds what
+				// the last store left: not negative, at most the budget.
+				if left < 0 || left > ample || (gotErr == nil && left == ample) {
 					t.Errorf("%s%v: fuel left %d, want in [0, %d)", c.fn, c.args, left, ample)
 				}
 				t.Logf("%s%v = %v (err %v), %d fuel", c.fn, c.args, got, gotErr, ample-left)
@@ -203,12 +205,15 @@ func TestEndlessLoop(t *testing.T) {
 // fuel non-negative, so the host can tell the two apart.
 func TestOtherTraps(t *testing.T) {
 	ctl, fuel := metered(t, controlModule(), 0)
-	if _, left, err := spend(t, ctl, fuel, 1000, "trap", 99); err == nil || left != 999 {
-		t.Errorf("trap(99): err %v, %d fuel left; want a trap and 999", err, left)
+	// The function keeps its fuel in a local and stores it at calls,
+	// returns and fuel traps, so after another trap the global holds the
+	// value of the last store: here, the budget.
+	if _, left, err := spend(t, ctl, fuel, 1000, "trap", 99); err == nil || left != 1000 {
+		t.Errorf("trap(99): err %v, %d fuel left; want a trap and 1000", err, left)
 	}
 	mem, mfuel := metered(t, memoryModule(), 0)
-	if _, left, err := spend(t, mem, mfuel, 1000, "oob"); err == nil || left != 999 {
-		t.Errorf("oob: err %v, %d fuel left; want a trap and 999", err, left)
+	if _, left, err := spend(t, mem, mfuel, 1000, "oob"); err == nil || left != 1000 {
+		t.Errorf("oob: err %v, %d fuel left; want a trap and 1000", err, left)
 	}
 }
 
@@ -257,23 +262,9 @@ func TestGlobalsAndStart(t *testing.T) {
 	}
 }
 
-// fuelCheckBytes is the injected check, spelled out.
-func fuelCheckBytes(idx byte) []byte {
-	return []byte{
-		0x23, idx, // global.get
-		0x42, 0x01, // i64.const 1
-		0x7d,      // i64.sub
-		0x24, idx, // global.set
-		0x23, idx, // global.get
-		0x42, 0x00, // i64.const 0
-		0x53,       // i64.lt_s
-		0x04, 0x40, // if
-		0x00, // unreachable
-		0x0b, // end
-	}
-}
-
-// TestInjectedCode pins the exact bytes of an instrumented function.
+// TestInjectedCode pins the exact bytes of an instrumented function: the
+// fuel local (index 1: after the declared i32) loaded on entry, checked at
+// entry and at each loop body, stored before the final end.
 func TestInjectedCode(t *testing.T) {
 	for _, imported := range []int{0, 2} {
 		m := newMod()
@@ -287,14 +278,28 @@ func TestInjectedCode(t *testing.T) {
 		m.fn(v, op(tI32), loop(tVoid), block(tVoid), loop(tI32), i32c(3), end_, op(0x1a), end_, end_)
 		out := mustInstrument(t, m.encode(), Options{})
 		idx := byte(imported + 3)
-		check := fuelCheckBytes(idx)
+		check := []byte{
+			0x20, 1, // local.get $l
+			0x42, 1, // i64.const 1
+			0x7d,    // i64.sub
+			0x22, 1, // local.tee $l
+			0x42, 0, // i64.const 0
+			0x53,       // i64.lt_s
+			0x04, 0x40, // if
+			0x20, 1, 0x24, idx, // local.get $l, global.set $fuel
+			0x00, // unreachable
+			0x0b, // end
+		}
 		wantBody := cat(
-			op(1, 1, tI32), // locals
+			op(2, 1, tI32, 1, tI64), // locals: the declared one and the fuel
+			op(0x23, idx, 0x21, 1),  // global.get $fuel, local.set $l
 			check,
 			op(0x03, 0x40), check,
 			op(0x02, 0x40),
 			op(0x03, 0x7f), check,
-			op(0x41, 3, 0x0b, 0x1a, 0x0b, 0x0b, 0x0b))
+			op(0x41, 3, 0x0b, 0x1a, 0x0b, 0x0b),
+			op(0x20, 1, 0x24, idx), // the store before the final end
+			op(0x0b))
 		secs := splitSections(t, out)
 		code := secs[len(secs)-1]
 		if code.id != secCode {
@@ -919,5 +924,30 @@ func TestInfo(t *testing.T) {
 	res, err = InstrumentModule(bulkRefModule(), Options{})
 	if err != nil || !res.Info.TableGrow {
 		t.Errorf("bulkRefModule: TableGrow %v, err %v; want true", res != nil && res.Info.TableGrow, err)
+	}
+}
+
+// TestExceptionsRefused checks that exception handling is refused: a throw
+// leaves a function without storing its fuel local, so a catching caller
+// would not see what the callee spent.
+func TestExceptionsRefused(t *testing.T) {
+	_, err := Instrument(exceptionModule())
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "exception handling") {
+		t.Fatalf("Instrument(exceptions) = %v, want an UnsupportedError for exception handling", err)
+	}
+}
+
+// TestCalleeSpendingCounts checks that fuel spent by callees is charged to
+// the caller's budget: a loop calling a looping function runs out.
+func TestCalleeSpendingCounts(t *testing.T) {
+	mod, fuel := metered(t, loopsModule(), 0)
+	// nested(3, 4) = entry + 3 outer + 12 inner; depth(n) recurses n times.
+	_, left, err := spend(t, mod, fuel, 1000, "depth", 999)
+	if err != nil || left != 0 {
+		t.Fatalf("depth(999) with 1000 fuel: %d left, %v; want 0 and no error", left, err)
+	}
+	if _, left, err = spend(t, mod, fuel, 999, "depth", 999); err == nil || left != -1 {
+		t.Fatalf("depth(999) with 999 fuel: %d left, %v; want a fuel trap", left, err)
 	}
 }

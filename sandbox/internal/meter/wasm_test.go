@@ -538,9 +538,6 @@ func testModules() []testModule {
 		{name: "tailcall", wasm: tailCallModule(), features: allFeatures, calls: []testCall{
 			c("tc", 0, 0), c("tc", 100000, 1), c("tci", 10, 5),
 		}},
-		{name: "exceptions", wasm: exceptionModule(), features: allFeatures, calls: []testCall{
-			c("f", 3), c("f", 10),
-		}},
 		{name: "atomics", wasm: atomicsModule(), features: allFeatures, calls: []testCall{c("atomics", 11)}},
 	}
 }
