@@ -3,14 +3,17 @@
 //	rewind serve                      run a node (embedded defaults)
 //	rewind topic create|list|describe|delete
 //	rewind publish TOPIC [VALUE]
-//	rewind replay TOPIC --from POS [--to POS]
+//	rewind replay TOPIC --from POS [--to POS] [--filter REF]
 //	rewind subscribe TOPIC --group G  consume as a group member
 //	rewind group list|describe|reset|delete
+//	rewind plugin new|build|test|upload|list|get|delete
+//	                                  WebAssembly filters and transforms
 //	rewind demo                       see it work in one command
 //	rewind bench publish|replay|ttfm  measure
 //
 // This package turns flags into configuration and calls; the logic lives in
-// engine (the server) and sdk/client (the client).
+// engine (the server), sdk/client (the client) and sdk/guest (filter
+// modules: their SDKs, builders and project scaffolds).
 package main
 
 import (
@@ -61,7 +64,7 @@ func newRoot() *cobra.Command {
 		server = defaultServer
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
-	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newDemo(), newBench(g))
+	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newDemo(), newBench(g))
 	return root
 }
 

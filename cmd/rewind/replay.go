@@ -15,9 +15,10 @@ func newReplay(g *globals) *cobra.Command {
 		from, to, format string
 		parts            []uint
 		follow, clamp    bool
+		flt              filterFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "replay TOPIC --from POS [--to POS]",
+		Use:   "replay TOPIC --from POS [--to POS] [--filter REF | --filter-file F.wasm] [--filter-config JSON]",
 		Short: "Read a topic from a position: history, live, or both",
 		Long: `Read a topic from a start position, in offset order within each partition.
 
@@ -33,7 +34,14 @@ POS is one of:
 
 Without --follow or --to the replay stops at the end as of its start. --to
 takes N, @time, -duration, id:<message-id> or end; the stop itself is not
-printed. --follow keeps reading live records after the history.`,
+printed. --follow keeps reading live records after the history.
+
+--filter runs a registered WebAssembly module (NAME for its newest version,
+NAME@VERSION, or sha256:HEX) beside each partition reader, and only what it
+keeps or emits is printed; --filter-file sends a module file with the
+request instead (see rewind plugin). --filter-config is the module's config.
+If the module fails, the replay stops with the module, partition, offset and
+reason, and a command that resumes where it stopped.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -48,6 +56,13 @@ printed. --follow keeps reading live records after the history.`,
 				ps[i] = uint32(p)
 			}
 			opts := []client.SubscribeOption{client.From(start), client.Partitions(ps...)}
+			fopt, err := flt.option()
+			if err != nil {
+				return err
+			}
+			if fopt != nil {
+				opts = append(opts, fopt)
+			}
 			if clamp {
 				opts = append(opts, client.ClampStart())
 			}
@@ -63,7 +78,8 @@ printed. --follow keeps reading live records after the history.`,
 			case !follow:
 				opts = append(opts, client.Until(client.End()))
 			}
-			return replay(cmd, g.client(), args[0], format, opts)
+			resume := func(token string) string { return flt.resumeCommand(args[0], token, to, follow) }
+			return replay(cmd, g.client(), args[0], format, opts, resume)
 		},
 	}
 	f := cmd.Flags()
@@ -72,16 +88,19 @@ printed. --follow keeps reading live records after the history.`,
 	f.UintSliceVar(&parts, "partition", nil, "partition to read (repeatable; default all)")
 	f.BoolVar(&follow, "follow", false, "keep reading live records")
 	f.BoolVar(&clamp, "clamp", false, "if retention removed the start offset, start at the earliest stored record (and say so) instead of failing")
+	flt.add(cmd)
 	addFormat(cmd, &format)
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
 }
 
-func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []client.SubscribeOption) error {
+// replay prints the records of a subscription. resume renders the command
+// that continues from a resume token, for the error of a failed filter.
+func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []client.SubscribeOption, resume func(token string) string) error {
 	ctx := cmd.Context()
 	sub, err := c.Subscribe(ctx, topic, opts...)
 	if err != nil {
-		return err
+		return filterFailed(err, resume)
 	}
 	defer sub.Close()
 	out := newRecordWriter(os.Stdout, format)
@@ -125,7 +144,7 @@ func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []c
 		return nil // interrupted by the user
 	}
 	if err := sub.Err(); err != nil {
-		return err
+		return filterFailed(err, resume)
 	}
 	if progress {
 		fmt.Fprintf(os.Stderr, "\r\033[K%d records; resume with --from token:%s\n", n, sub.ResumeToken())

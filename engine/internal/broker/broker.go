@@ -167,6 +167,8 @@ type Broker struct {
 	groups *groups.Coordinator
 	// sandbox runs filter modules for streams and plugin tests.
 	sandbox *sandbox.Runtime
+	// filterGate caps filtered streams reading at once (stream.Options).
+	filterGate chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -229,6 +231,7 @@ func Open(cfg Config) (*Broker, error) {
 		db.Close()
 		return nil, err
 	}
+	b.filterGate = make(chan struct{}, b.sandbox.Limits().MaxConcurrentCalls)
 	host, err := raftlog.Open(raftlog.Config{NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.TickInterval})
 	if err != nil {
 		_ = b.sandbox.Close(context.Background())

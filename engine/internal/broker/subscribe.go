@@ -49,6 +49,7 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 		}
 		defer release()
 		sp.Options.Filter = f
+		sp.Options.FilterGate = b.filterGate
 	}
 	if sp.Group != "" {
 		return b.subscribeGroup(ctx, lt, sp, sink)

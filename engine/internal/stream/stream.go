@@ -63,6 +63,12 @@ type Options struct {
 	// partition per round, delivered or not, so partitions take turns and
 	// progress events keep flowing. Default 65536.
 	MaxScanPerEvent int
+	// FilterGate, when set, is a semaphore a filtered stream holds while it
+	// reads and filters a round: reading history and encoding it for the
+	// guest cost as much CPU as the guest itself, so capping the filtered
+	// readers at work, not only the guest calls, keeps a processor for
+	// raft and live delivery.
+	FilterGate chan struct{}
 }
 
 func (o Options) withDefaults() Options {
@@ -392,6 +398,14 @@ func (s *streamer) nextStopTime() (int64, bool) {
 // readEvent reads batches of one partition up to the visible end and sends
 // at most one records event.
 func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
+	if g := s.opts.FilterGate; g != nil && s.filter != nil {
+		select {
+		case g <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-g }()
+	}
 	c := &sl.cur
 	if sl.limit == 0 {
 		sl.limit = min(firstEventRecords, s.opts.MaxRecordsPerEvent)

@@ -1146,29 +1146,6 @@ func (m *module) scanCode(r *reader) error {
 	return nil
 }
 
-// catches reads the catch clauses of try_table.
-func (r *reader) catches() error {
-	_, err := r.vector("catch clauses", func() error {
-		at := r.pos
-		kind, err := r.byte()
-		if err != nil {
-			return err
-		}
-		switch kind {
-		case 0x00, 0x01: // catch, catch_ref: tag, label
-			if _, err := r.u32(); err != nil {
-				return err
-			}
-		case 0x02, 0x03: // catch_all, catch_all_ref: label
-		default:
-			return &FormatError{Offset: at, Reason: fmt.Sprintf("invalid catch kind %#x", kind)}
-		}
-		_, err = r.u32()
-		return err
-	})
-	return err
-}
-
 // miscInstr reads an 0xFC-prefixed instruction after the prefix.
 func (r *reader) miscInstr() (uint32, error) {
 	at := r.pos

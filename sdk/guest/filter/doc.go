@@ -2,7 +2,7 @@
 // WebAssembly modules that a replay carries to decide, record by record,
 // what the subscriber receives (a filter) or to rewrite it (a transform).
 // The package implements the module side of ABI v1 (docs/design.md,
-// section 16): its exports, the input and output encodings and the return
+// section 13): its exports, the input and output encodings and the return
 // codes. A module written with it is a Go main package that registers one
 // function.
 //
