@@ -22,7 +22,9 @@ type Limits struct {
 	// CompileTimeoutMillis bounds validating and compiling one module.
 	// Default 30 000 (30 s).
 	CompileTimeoutMillis int
-	// MaxRecordsPerCall bounds the records of one guest call. Default 1024.
+	// MaxRecordsPerCall bounds the records of one guest call. Default 256:
+	// a guest call cannot be preempted (a garbage collection waits for it),
+	// so calls stay short; per-record cost is flat from about 16 records.
 	MaxRecordsPerCall int
 	// MaxInputBytes bounds the encoded records of one call; the guest's
 	// input buffer may lower it. Default 4 MiB.
@@ -72,7 +74,7 @@ func (l Limits) WithDefaults() Limits {
 	}
 	set(&l.MaxFunctions, 100_000)
 	set(&l.CompileTimeoutMillis, 30_000)
-	set(&l.MaxRecordsPerCall, 1024)
+	set(&l.MaxRecordsPerCall, 256)
 	set(&l.MaxInputBytes, 4<<20)
 	set(&l.MaxOutputBytes, 4<<20)
 	set(&l.MaxOutputsPerInput, 16)

@@ -28,11 +28,6 @@ func le32(b []byte) uint32 {
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
-func le64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(le32(b)) | uint64(le32(b[4:]))<<32
-}
-
 func put32(b []byte, v uint32) {
 	_ = b[3]
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
@@ -51,37 +46,42 @@ func appendBytes(b, s []byte) []byte {
 }
 
 // nextRecord decodes the record framed at in[p:] and returns it with the
-// offset of the next one.
+// offset of the next one. It is one function on purpose: in WebAssembly
+// every Go call costs tens of instructions, and this runs once per record
+// (a record without headers calls nothing).
 func nextRecord(in []byte, p int) (r Record, next int, ok bool) {
-	if len(in)-p < 4 {
+	if len(in)-p < 4+recordFixed {
 		return r, p, false
 	}
-	n := le32(in[p:])
-	p += 4
-	if uint64(n) > uint64(len(in)-p) {
+	n := int(le32(in[p:]))
+	start := p + 4
+	if n < recordFixed || n > len(in)-start {
 		return r, p, false
 	}
-	next = p + int(n)
-	r, ok = decodeRecord(in[p:next:next])
-	return r, next, ok
-}
-
-// decodeRecord decodes one record body, which must be exactly b.
-func decodeRecord(b []byte) (r Record, ok bool) {
-	if len(b) < recordFixed {
-		return r, false
+	next = start + n
+	b := in[start:next:next]
+	r.Offset = uint64(le32(b)) | uint64(le32(b[4:]))<<32
+	r.Time = int64(uint64(le32(b[8:])) | uint64(le32(b[12:]))<<32)
+	q := 16
+	kl := int(le32(b[q:]))
+	q += 4
+	if kl > len(b)-q-8 { // the key, then value_len and header_count
+		return r, next, false
 	}
-	r.Offset = le64(b)
-	r.Time = int64(le64(b[8:]))
-	p := 16
-	if r.Key, p, ok = cut(b, p); !ok {
-		return r, false
+	r.Key = b[q : q+kl : q+kl]
+	q += kl
+	vl := int(le32(b[q:]))
+	q += 4
+	if vl > len(b)-q-4 { // the value, then header_count
+		return r, next, false
 	}
-	if r.Value, p, ok = cut(b, p); !ok {
-		return r, false
+	r.Value = b[q : q+vl : q+vl]
+	q += vl
+	if le32(b[q:]) == 0 {
+		return r, next, q+4 == len(b)
 	}
-	r.Headers, p, ok = cutHeaders(b, p)
-	return r, ok && p == len(b)
+	r.Headers, q, ok = cutHeaders(b, q)
+	return r, next, ok && q == len(b)
 }
 
 // cut reads length-prefixed bytes at b[p:].

@@ -8,7 +8,7 @@ import (
 // Host limits that a Harness applies as the server does by default.
 const (
 	// DefaultMaxRecordsPerCall is the server's default max_records_per_call.
-	DefaultMaxRecordsPerCall = 1024
+	DefaultMaxRecordsPerCall = 256
 	// MaxOutputsPerInput is the server's default max_outputs_per_input.
 	MaxOutputsPerInput = 16
 )

@@ -1,17 +1,7 @@
 // bigoutput: claims more output bytes than the output buffer holds.
 
 import { OUTPUT_CAP } from "../assembly/rewind/runtime";
-export {
-  rewind_abi_v1,
-  rewind_input,
-  rewind_input_cap,
-  rewind_output,
-  rewind_output_cap,
-} from "../assembly/rewind/abi";
-
-export function rewind_init(configLen: i32): i32 {
-  return 0;
-}
+export * from "./lib/raw";
 
 export function rewind_filter(count: i32, len: i32): i32 {
   return OUTPUT_CAP + 4096;

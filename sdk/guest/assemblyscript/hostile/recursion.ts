@@ -2,17 +2,7 @@
 // is exhausted (a trap in the host).
 
 import { OUTPUT } from "../assembly/rewind/runtime";
-export {
-  rewind_abi_v1,
-  rewind_input,
-  rewind_input_cap,
-  rewind_output,
-  rewind_output_cap,
-} from "../assembly/rewind/abi";
-
-export function rewind_init(configLen: i32): i32 {
-  return 0;
-}
+export * from "./lib/raw";
 
 // Not a tail call (the + 1 after it), and the store keeps every frame real.
 function down(n: i32): i32 {

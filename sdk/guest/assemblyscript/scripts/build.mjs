@@ -49,7 +49,7 @@ function sha256(...parts) {
   return h.digest("hex");
 }
 
-const shared = [...tsTree("assembly"), "scripts/build.mjs", "package-lock.json"];
+const shared = [...tsTree("assembly"), ...tsTree("hostile/lib"), "scripts/build.mjs", "package-lock.json"];
 const sharedHash = sha256(...shared.flatMap((f) => [f, readFileSync(f)]));
 const manifestPath = join("build", ".manifest.json");
 let manifest = {};
