@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/sandbox"
@@ -106,6 +107,10 @@ func (s *streamer) runFilter(ctx context.Context, sl *slot, bytes int) (int, err
 	defer f.reset()
 	var err error
 	f.outs, err = f.f.Run(ctx, &f.batch, f.outs[:0])
+	// A filtered reader runs flat out; yield so that goroutines queued on
+	// this processor (publishes, raft, live streams) need not wait for the
+	// scheduler's 10 ms time slice.
+	runtime.Gosched()
 	for _, o := range f.outs {
 		c := &f.cands[o.Index]
 		r := c.rec
