@@ -35,13 +35,16 @@ type Limits struct {
 	// MaxOutputsPerInput bounds how many records one input may become.
 	// Default 16.
 	MaxOutputsPerInput int
-	// FuelPerCall is the fuel one guest call may burn (about one unit per
-	// wasm instruction; see docs/design.md for the measured cost). A call
-	// that runs out traps. Default 100 000 000 (≈ 50 ms on the reference
-	// machine).
+	// FuelPerCall is the fuel one guest call may burn (one unit per
+	// function entry and loop iteration, bulk instructions by length; see
+	// docs/design.md). A call that runs out traps. Default 10 000 000:
+	// about 30 ms of a tight loop on the reference machine, the longest a
+	// hostile call can delay a garbage collection, and 80× what a 256-record
+	// call of the slowest example (Go, JSON) uses.
 	FuelPerCall int64
-	// FuelPerInit is the fuel of an instance's initialisation (_initialize
-	// and rewind_init). Default 1 000 000 000.
+	// FuelPerInit is the fuel of an instance's initialisation (start
+	// function, _initialize, buffer exports, rewind_init), each. Default
+	// 50 000 000 (a Go module's runtime starts on less than 1 000 000).
 	FuelPerInit int64
 	// MaxConcurrentCalls bounds guest calls running at once in the whole
 	// process, so raft ticks and live delivery always have a processor.
@@ -79,10 +82,10 @@ func (l Limits) WithDefaults() Limits {
 	set(&l.MaxOutputBytes, 4<<20)
 	set(&l.MaxOutputsPerInput, 16)
 	if l.FuelPerCall == 0 {
-		l.FuelPerCall = 100_000_000
+		l.FuelPerCall = 10_000_000
 	}
 	if l.FuelPerInit == 0 {
-		l.FuelPerInit = 1_000_000_000
+		l.FuelPerInit = 50_000_000
 	}
 	set(&l.MaxConcurrentCalls, max(1, runtime.GOMAXPROCS(0)-1))
 	set(&l.MaxIdleInstances, 32)
