@@ -31,12 +31,16 @@ func BenchmarkFilter(b *testing.B) {
 	for _, c := range []struct{ name, config string }{
 		{"keyprefix", `{"prefix":"k-42"}`},
 		{"jsonfield", `{"field":"type","equals":"order.created"}`},
+		{"jsonfield-99pct", `{"field":"type","equals":"order.updated"}`}, // the worst case: nearly all match
 		{"keepall", `{"prefix":""}`},
 	} {
 		for _, lang := range []string{"go", "as"} {
 			name := c.name
-			if name == "keepall" {
+			switch name {
+			case "keepall":
 				name = "keyprefix"
+			case "jsonfield-99pct":
+				name = "jsonfield"
 			}
 			m := compile(b, r, module(b, lang, name))
 			f := m.NewFilter([]byte(c.config))
