@@ -304,21 +304,15 @@ the command exits with status 1.`,
 
 // verdict is what a module did with one input: kept (delivered
 // unchanged), dropped, or replaced (by a transform, with one output or
-// several). The report does not say which action the module wrote, so a
-// single replacement equal to its input reads as kept.
+// several), as the server reports the action the module wrote.
 func verdict(r client.TestResult) string {
 	switch {
 	case len(r.Outputs) == 0:
 		return "dropped"
-	case len(r.Outputs) == 1 && sameRecord(r.Input, r.Outputs[0]):
+	case len(r.Outputs) == 1 && !slices.Contains(r.Replaced, true):
 		return "kept"
 	}
 	return "replaced"
-}
-
-func sameRecord(a, b client.Record) bool {
-	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Value, b.Value) &&
-		slices.EqualFunc(a.Headers, b.Headers, func(x, y client.Header) bool { return x.Key == y.Key && bytes.Equal(x.Value, y.Value) })
 }
 
 func failureKind(f *rewindv1.FilterError) string {

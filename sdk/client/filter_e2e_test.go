@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -276,6 +277,17 @@ func TestPluginRegistry(t *testing.T) {
 	}})
 	if err != nil || rep.Scanned != 3 || rep.Kept != 2 || len(rep.Results) != 3 || len(rep.Results[1].Outputs) != 0 || rep.Module != p1.Module {
 		t.Fatalf("test on samples: %+v, %v", rep, err)
+	}
+	if len(rep.Results[0].Replaced) != 1 || rep.Results[0].Replaced[0] {
+		t.Errorf("a kept record reports Replaced %v, want [false]", rep.Results[0].Replaced)
+	}
+	rep, err = c.TestPlugin(ctx, "", guest(t, "as/redact"), []byte(`{"field":"card"}`), client.TestSource{Records: []client.Record{
+		{Offset: 1, Value: []byte(`{"card":"4111"}`)}, {Offset: 2, Value: []byte(`{"id":1}`)},
+	}})
+	if err != nil || len(rep.Results) != 2 ||
+		!slices.Equal(rep.Results[0].Replaced, []bool{true}) || string(rep.Results[0].Outputs[0].Value) != `{"card":"***"}` ||
+		!slices.Equal(rep.Results[1].Replaced, []bool{false}) {
+		t.Fatalf("test of a transform: %+v, %v; want a replacement, then the input unchanged", rep, err)
 	}
 	if _, err := c.CreateTopic(ctx, "t", client.WithPartitions(2)); err != nil {
 		t.Fatal(err)

@@ -91,6 +91,9 @@ type TestResult struct {
 	// Outputs is empty when the input was dropped, the input itself when
 	// kept unchanged, or a transform's replacements.
 	Outputs []Record
+	// Replaced says, per output, whether it is a transform's replacement
+	// rather than the input delivered unchanged.
+	Replaced []bool
 }
 
 // TestReport is the outcome of TestPlugin.
@@ -149,7 +152,7 @@ func (c *Client) TestPlugin(ctx context.Context, plugin string, module, config [
 	}
 	out := &TestReport{Module: resp.GetModule(), Scanned: resp.GetScanned(), Kept: resp.GetKept(), Emitted: resp.GetEmitted(), Failure: resp.GetError()}
 	for _, r := range resp.GetResults() {
-		tr := TestResult{Input: recordOf(r.GetInput())}
+		tr := TestResult{Input: recordOf(r.GetInput()), Replaced: r.GetReplaced()}
 		for _, o := range r.GetOutputs() {
 			tr.Outputs = append(tr.Outputs, recordOf(o))
 		}

@@ -80,7 +80,7 @@ func (s *Server) TestPlugin(ctx context.Context, req *rewindv1.TestPluginRequest
 	}
 	out := &rewindv1.TestPluginResponse{Module: res.Module}
 	for _, r := range res.Results {
-		out.Results = append(out.Results, &rewindv1.TestResult{Input: r.Input, Outputs: r.Outputs})
+		out.Results = append(out.Results, &rewindv1.TestResult{Input: r.Input, Outputs: r.Outputs, Replaced: r.Replaced})
 		out.Scanned++
 		if len(r.Outputs) > 0 {
 			out.Kept++

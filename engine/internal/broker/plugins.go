@@ -137,6 +137,8 @@ func (b *Broker) filter(ctx context.Context, spec *FilterSpec) (f *sandbox.Filte
 type TestResult struct {
 	Input   *rewindv1.Record
 	Outputs []*rewindv1.Record
+	// Replaced says, per output, whether it is a replacement (action 1).
+	Replaced []bool
 }
 
 // TestOutcome is TestPlugin's answer.
@@ -221,6 +223,7 @@ func (b *Broker) TestPlugin(ctx context.Context, spec *FilterSpec, in TestInput)
 		}
 		for _, o := range outs {
 			in := res[o.Index].Input
+			res[o.Index].Replaced = append(res[o.Index].Replaced, o.Replaced)
 			if !o.Replaced {
 				res[o.Index].Outputs = append(res[o.Index].Outputs, in)
 				continue

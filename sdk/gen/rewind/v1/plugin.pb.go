@@ -838,7 +838,10 @@ type TestResult struct {
 	Input *Record                `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
 	// Empty when the input was dropped; the input itself when kept
 	// unchanged; the replacements of a transform.
-	Outputs       []*Record `protobuf:"bytes,2,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Outputs []*Record `protobuf:"bytes,2,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// Per output, whether it is a transform's replacement (action 1) rather
+	// than the input delivered unchanged (action 0).
+	Replaced      []bool `protobuf:"varint,3,rep,packed,name=replaced,proto3" json:"replaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -883,6 +886,13 @@ func (x *TestResult) GetInput() *Record {
 func (x *TestResult) GetOutputs() []*Record {
 	if x != nil {
 		return x.Outputs
+	}
+	return nil
+}
+
+func (x *TestResult) GetReplaced() []bool {
+	if x != nil {
+		return x.Replaced
 	}
 	return nil
 }
@@ -945,11 +955,12 @@ const file_rewind_v1_plugin_proto_rawDesc = "" +
 	"\ascanned\x18\x03 \x01(\x04R\ascanned\x12\x12\n" +
 	"\x04kept\x18\x04 \x01(\x04R\x04kept\x12\x18\n" +
 	"\aemitted\x18\x05 \x01(\x04R\aemitted\x12,\n" +
-	"\x05error\x18\x06 \x01(\v2\x16.rewind.v1.FilterErrorR\x05error\"b\n" +
+	"\x05error\x18\x06 \x01(\v2\x16.rewind.v1.FilterErrorR\x05error\"~\n" +
 	"\n" +
 	"TestResult\x12'\n" +
 	"\x05input\x18\x01 \x01(\v2\x11.rewind.v1.RecordR\x05input\x12+\n" +
-	"\aoutputs\x18\x02 \x03(\v2\x11.rewind.v1.RecordR\aoutputs2\x9c\x03\n" +
+	"\aoutputs\x18\x02 \x03(\v2\x11.rewind.v1.RecordR\aoutputs\x12\x1a\n" +
+	"\breplaced\x18\x03 \x03(\bR\breplaced2\x9c\x03\n" +
 	"\rPluginService\x12O\n" +
 	"\fUploadPlugin\x12\x1e.rewind.v1.UploadPluginRequest\x1a\x1f.rewind.v1.UploadPluginResponse\x12Q\n" +
 	"\vListPlugins\x12\x1d.rewind.v1.ListPluginsRequest\x1a\x1e.rewind.v1.ListPluginsResponse\"\x03\x90\x02\x01\x12K\n" +
