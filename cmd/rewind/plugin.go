@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -236,18 +239,23 @@ func readModuleArg(arg string) (module []byte, ref string, err error) {
 
 func newPluginTest(g *globals) *cobra.Command {
 	var (
-		topic, from, config, format string
-		limit                       uint32
-		parts                       []uint
+		topic, from, config, format, records string
+		limit                                uint32
+		parts                                []uint
 	)
 	cmd := &cobra.Command{
-		Use:   "test NAME|FILE --topic T [--from POS] [--limit N] [--config JSON] [--partition P]...",
-		Short: "Run a module over records of a topic and show what it keeps, drops and replaces",
+		Use:   "test NAME|FILE (--topic T [--from POS] [--limit N] [--partition P]... | --records FILE) [--config JSON]",
+		Short: "Run a module over records of a topic, or sample records, and show what it keeps, drops and replaces",
 		Long: `Run a module over up to --limit records of a topic (default 100, at most
 10000, partition by partition) read from --from (default earliest; see
 rewind replay --help for POS), and print for each record whether the module
 kept it, dropped it or replaced it (with the replacements), then the totals.
 Nothing is delivered to anyone and nothing is stored.
+
+Instead of --topic, --records FILE (- for standard input) gives sample
+records, one JSON object per line with the fields of rewind publish --input
+json ("key", "value", "headers") and an optional "offset" (default: the
+line's index from 0).
 
 FILE, a path ending in .wasm, is sent with the request; otherwise the
 argument is a registered plugin: NAME, NAME@VERSION or sha256:HEX. If the
@@ -266,9 +274,18 @@ the command exits with status 1.`,
 			if err != nil {
 				return fmt.Errorf("--from: %w", err)
 			}
+			if (topic == "") == (records == "") {
+				return errors.New("give --topic or --records (one of them)")
+			}
 			src := client.TestSource{Topic: topic, From: &start, Limit: limit}
 			for _, p := range parts {
 				src.Partitions = append(src.Partitions, uint32(p))
+			}
+			if records != "" {
+				if src.Records, err = readTestRecords(cmd, records); err != nil {
+					return err
+				}
+				src.Topic, src.From = "", nil
 			}
 			var cfg []byte
 			if config != "" {
@@ -292,13 +309,13 @@ the command exits with status 1.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&topic, "topic", "", "topic to read (required)")
+	f.StringVar(&topic, "topic", "", "topic to read")
+	f.StringVar(&records, "records", "", "sample records instead of a topic: a file of JSON lines, or - for stdin")
 	f.StringVar(&from, "from", "earliest", "start position")
 	f.Uint32Var(&limit, "limit", 0, "records to read in all (default 100, at most 10000)")
 	f.StringVar(&config, "config", "", "the module's config (JSON, as the module expects)")
 	f.UintSliceVar(&parts, "partition", nil, "partition to read (repeatable; default all)")
 	addFormat(cmd, &format)
-	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
 
@@ -658,4 +675,55 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// testRecord is one line of plugin test --records.
+type testRecord struct {
+	Key     *string           `json:"key"`
+	Value   string            `json:"value"`
+	Headers map[string]string `json:"headers"`
+	Offset  *uint64           `json:"offset"`
+}
+
+// readTestRecords reads the sample records of plugin test --records.
+func readTestRecords(cmd *cobra.Command, path string) ([]client.Record, error) {
+	var r io.Reader = cmd.InOrStdin()
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	var out []client.Record
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var in testRecord
+		if err := json.Unmarshal(sc.Bytes(), &in); err != nil {
+			return nil, fmt.Errorf("--records line %d: %w", line, err)
+		}
+		rec := client.Record{Offset: uint64(len(out)), Value: []byte(in.Value)}
+		if in.Offset != nil {
+			rec.Offset = *in.Offset
+		}
+		if in.Key != nil {
+			rec.Key = []byte(*in.Key)
+		}
+		for _, k := range slices.Sorted(maps.Keys(in.Headers)) {
+			rec.Headers = append(rec.Headers, client.Header{Key: k, Value: []byte(in.Headers[k])})
+		}
+		out = append(out, rec)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--records: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--records: no records")
+	}
+	return out, nil
 }

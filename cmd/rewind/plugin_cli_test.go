@@ -168,6 +168,18 @@ func TestPluginCLI(t *testing.T) {
 		return // the rest uses the project's module
 	}
 
+	t.Run("plugin test --records", func(t *testing.T) {
+		in := `{"key":"user-1a","value":"v1","offset":7}` + "\n" + `{"key":"other","value":"v2"}` + "\n\n" + `{"key":"user-12","value":"v3","headers":{"h":"x"}}` + "\n"
+		lines := splitLines(t, srv.ok(t, []byte(in), "plugin", "test", "kp", "--records", "-", "--config", config))
+		want := []string{"0\t7\tkept\tuser-1a\tv1", "0\t1\tdropped\tother\tv2", "0\t2\tkept\tuser-12\tv3",
+			"scanned 3, kept 2, dropped 1, emitted 2; module sha256:" + goSHA}
+		if d := cmp.Diff(want, lines); d != "" {
+			t.Errorf("plugin test --records (-want +got):\n%s", d)
+		}
+		srv.fails(t, "one of them", "plugin", "test", "kp", "--records", "-", "--topic", "orders")
+		srv.fails(t, "no records", "plugin", "test", "kp", "--records", "/dev/stdin")
+	})
+
 	t.Run("plugin test", func(t *testing.T) {
 		// By reference, in JSON: one result per record, in partition order.
 		var rep testReport
