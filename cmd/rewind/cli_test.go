@@ -138,9 +138,9 @@ type server struct {
 }
 
 // startServer starts `rewind serve` on listen with its data in dir and
-// waits until it answers `topic list`. Cleanup kills it if a test has not
-// stopped it.
-func startServer(t *testing.T, dir, listen string) *server {
+// waits until it answers `topic list`; extra are more serve flags. Cleanup
+// kills it if a test has not stopped it.
+func startServer(t *testing.T, dir, listen string, extra ...string) *server {
 	t.Helper()
 	s := &server{url: "http://" + listen, logPath: filepath.Join(t.TempDir(), "server.log"), done: make(chan struct{})}
 	logf, err := os.Create(s.logPath)
@@ -148,7 +148,7 @@ func startServer(t *testing.T, dir, listen string) *server {
 		t.Fatal(err)
 	}
 	defer logf.Close() // the child has its own descriptor
-	s.cmd = exec.Command(rewindBin, "serve", "--listen", listen, "--data", dir, "--log-level", "warn")
+	s.cmd = exec.Command(rewindBin, append([]string{"serve", "--listen", listen, "--data", dir, "--log-level", "warn"}, extra...)...)
 	s.cmd.Env = cliEnv()
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {

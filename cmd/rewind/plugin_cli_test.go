@@ -342,3 +342,29 @@ func TestPluginCLI(t *testing.T) {
 		replayFiltered(t, "--filter", "askp", "--filter-config", config)
 	})
 }
+
+// TestServeFilterFlags checks that serve's filter limits reach the sandbox:
+// with one unit of fuel per call every filtered replay runs out, and a
+// negative limit is refused at startup.
+func TestServeFilterFlags(t *testing.T) {
+	srv := startServer(t, t.TempDir(), freeAddr(t), "--filter-fuel", "1", "--filter-memory-mib", "32")
+	srv.ok(t, nil, "topic", "create", "f", "--partitions", "1")
+	srv.ok(t, nil, "publish", "f", "v", "--key", "k")
+	wasm, err := build.AssemblyScript("../../sdk/guest/assemblyscript", "keyprefix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "kp.wasm")
+	if err := os.WriteFile(file, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.cli(t, nil, "replay", "f", "--from", "earliest", "--filter-file", file, "--filter-config", `{"prefix":""}`)
+	if r.code != 1 || !strings.Contains(r.stderr, "resource_exhausted") || !strings.Contains(r.stderr, "fuel") {
+		t.Fatalf("replay with 1 fuel per call: exit %d, stderr %q; want resource_exhausted and fuel", r.code, r.stderr)
+	}
+
+	bad := runCLI(t, nil, nil, "serve", "--listen", freeAddr(t), "--data", t.TempDir(), "--filter-fuel", "-5")
+	if bad.code != 1 || !strings.Contains(bad.stderr, "FuelPerCall must not be negative") {
+		t.Fatalf("serve --filter-fuel -5: exit %d, stderr %q", bad.code, bad.stderr)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/sandbox"
 )
 
 func newServe() *cobra.Command {
@@ -22,6 +23,8 @@ func newServe() *cobra.Command {
 		tailCache, storeCache                int64
 		housekeeping, compaction             time.Duration
 		minFree                              string
+		filters                              sandbox.Limits
+		filterMemMiB, inlineMiB              int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -46,6 +49,7 @@ func newServe() *cobra.Command {
 			node, err := engine.Open(engine.Config{
 				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
 				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
+				Filters: withFilterMemory(filters, filterMemMiB), MaxInlineModuleBytes: inlineMiB << 20,
 			})
 			if err != nil {
 				return err
@@ -64,7 +68,20 @@ func newServe() *cobra.Command {
 	f.DurationVar(&housekeeping, "retention-interval", time.Second, "how often retention limits are enforced")
 	f.DurationVar(&compaction, "compaction-interval", 30*time.Second, "how often compacted topics with new records are compacted")
 	f.StringVar(&minFree, "min-free-disk", "64MiB", "refuse publishes (ResourceExhausted) below this much free disk space; 0 disables")
+	f.Int64Var(&filters.FuelPerCall, "filter-fuel", 0, "fuel per WebAssembly filter call (default 10000000, about 30 ms of a tight loop)")
+	f.IntVar(&filterMemMiB, "filter-memory-mib", 0, "linear memory per filter instance, MiB (default 64)")
+	f.IntVar(&filters.MaxConcurrentCalls, "filter-concurrency", 0, "filter calls and filtered readers at once (default GOMAXPROCS-1, at least 1)")
+	f.IntVar(&filters.MaxModuleBytes, "filter-max-module-bytes", 0, "largest module accepted by plugin upload (default 16 MiB)")
+	f.IntVar(&inlineMiB, "filter-max-inline-mib", 0, "largest module sent inline with a replay, MiB (default 4)")
 	return cmd
+}
+
+// withFilterMemory sets the filter memory limit from MiB (64 KiB pages).
+func withFilterMemory(l sandbox.Limits, mib int) sandbox.Limits {
+	if mib > 0 {
+		l.MaxMemoryPages = uint32(mib) * 16
+	}
+	return l
 }
 
 func newLogger(level, format string) (hclog.Logger, error) {
