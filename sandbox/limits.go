@@ -38,9 +38,10 @@ type Limits struct {
 	// FuelPerCall is the fuel one guest call may burn (one unit per
 	// function entry and loop iteration, bulk instructions by length; see
 	// docs/design.md). A call that runs out traps. Default 10 000 000:
-	// about 30 ms of a tight loop on the reference machine, the longest a
-	// hostile call can delay a garbage collection, and 80× what a 256-record
-	// call of the slowest example (Go, JSON) uses.
+	// an endless loop stops after 15–22 ms on the reference machine (the
+	// longest a hostile call can delay a garbage collection), and it is
+	// about 150× the 68 000 units that 256 matching records cost the
+	// slowest example (Go, JSON field).
 	FuelPerCall int64
 	// FuelPerInit is the fuel of an instance's initialisation (start
 	// function, _initialize, buffer exports, rewind_init), each. Default

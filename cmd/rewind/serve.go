@@ -68,7 +68,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&housekeeping, "retention-interval", time.Second, "how often retention limits are enforced")
 	f.DurationVar(&compaction, "compaction-interval", 30*time.Second, "how often compacted topics with new records are compacted")
 	f.StringVar(&minFree, "min-free-disk", "64MiB", "refuse publishes (ResourceExhausted) below this much free disk space; 0 disables")
-	f.Int64Var(&filters.FuelPerCall, "filter-fuel", 0, "fuel per WebAssembly filter call (default 10000000, about 30 ms of a tight loop)")
+	f.Int64Var(&filters.FuelPerCall, "filter-fuel", 0, "fuel per WebAssembly filter call (default 10000000, an endless loop stops after about 20 ms)")
 	f.IntVar(&filterMemMiB, "filter-memory-mib", 0, "linear memory per filter instance, MiB (default 64)")
 	f.IntVar(&filters.MaxConcurrentCalls, "filter-concurrency", 0, "filter calls and filtered readers at once (default GOMAXPROCS-1, at least 1)")
 	f.IntVar(&filters.MaxModuleBytes, "filter-max-module-bytes", 0, "largest module accepted by plugin upload (default 16 MiB)")
