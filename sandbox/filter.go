@@ -49,7 +49,7 @@ func (f *Filter) InputCap() int {
 // call; the instance that failed is discarded.
 //
 // Run waits for a free guest-call slot (MaxConcurrentCalls) first; ctx
-// bounds that wait and instantiation, not the guest calls, which fuel
+// bounds that wait, not instantiation or the guest calls, which fuel
 // bounds.
 func (f *Filter) Run(ctx context.Context, b *Batch, dst []Output) ([]Output, error) {
 	if b.Len() == 0 {
@@ -60,7 +60,7 @@ func (f *Filter) Run(ctx context.Context, b *Batch, dst []Output) ([]Output, err
 		return dst, err
 	}
 	defer r.releaseCall()
-	in, err := f.instance(ctx)
+	in, err := f.instance()
 	if err != nil {
 		return dst, withIndex(err, 0)
 	}
@@ -167,7 +167,7 @@ func (f *Filter) call(in *instance, b *Batch, i, j int, dst []Output) ([]Output,
 
 // instance takes an idle instance initialised with f's config, or makes
 // one.
-func (f *Filter) instance(ctx context.Context) (*instance, error) {
+func (f *Filter) instance() (*instance, error) {
 	r := f.m.r
 	r.mu.Lock()
 	for e := r.mu.idle.Front(); e != nil; e = e.Next() {

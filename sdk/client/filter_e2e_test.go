@@ -289,6 +289,16 @@ func TestPluginRegistry(t *testing.T) {
 		!slices.Equal(rep.Results[1].Replaced, []bool{false}) {
 		t.Fatalf("test of a transform: %+v, %v; want a replacement, then the input unchanged", rep, err)
 	}
+	// A module failing in the middle: the results stop before the failing
+	// call (256 records per call), which the failure names.
+	samples := make([]client.Record, 600)
+	for i := range samples {
+		samples[i] = client.Record{Offset: uint64(i), Key: []byte("k")}
+	}
+	rep, err = c.TestPlugin(ctx, "", guest(t, "as/failat"), []byte(`{"offset":400}`), client.TestSource{Records: samples})
+	if err != nil || rep.Failure == nil || rep.Failure.GetOffset() != 256 || len(rep.Results) != 256 || rep.Results[255].Input.Offset != 255 {
+		t.Fatalf("test of a module failing at offset 400: %d results, failure %+v, %v; want 256 results and a failure at 256", len(rep.Results), rep.Failure, err)
+	}
 	if _, err := c.CreateTopic(ctx, "t", client.WithPartitions(2)); err != nil {
 		t.Fatal(err)
 	}

@@ -184,67 +184,52 @@ func (b *Broker) TestPlugin(ctx context.Context, spec *FilterSpec, in TestInput)
 		return nil, fmt.Errorf("%w: %d test records, at most %d", ErrInvalid, len(inputs), MaxTestRecords)
 	}
 	out := &TestOutcome{Module: "sha256:" + f.Module().SHA256()}
+	// One batch: Run splits it into calls as a stream's would be, and on
+	// failure returns the outputs before the failing call and its index.
 	var batch sandbox.Batch
-	var outs []sandbox.Output
-	for start := 0; start < len(inputs); {
-		batch.Reset()
-		end := start
-		for end < len(inputs) && end-start < f.MaxRecordsPerCall() {
-			r := inputs[end]
-			size := sandbox.RecordOverhead + len(r.GetKey()) + len(r.GetValue())
-			for _, h := range r.GetHeaders() {
-				size += sandbox.HeaderSize([]byte(h.GetKey()), h.GetValue())
-			}
-			if end > start && batch.Size()+size > f.InputCap() {
-				break
-			}
-			batch.Add(r.GetOffset(), r.GetAppendTimeUnixNanos(), r.GetKey(), r.GetValue(), len(r.GetHeaders()))
-			for _, h := range r.GetHeaders() {
-				batch.AddHeader([]byte(h.GetKey()), h.GetValue())
-			}
-			end++
+	for _, r := range inputs {
+		batch.Add(r.GetOffset(), r.GetAppendTimeUnixNanos(), r.GetKey(), r.GetValue(), len(r.GetHeaders()))
+		for _, h := range r.GetHeaders() {
+			batch.AddHeader([]byte(h.GetKey()), h.GetValue())
 		}
-		var runErr error
-		outs, runErr = f.Run(ctx, &batch, outs[:0])
-		failed := len(inputs)
-		if runErr != nil {
-			var se *sandbox.Error
-			idx := 0
-			if errors.As(runErr, &se) {
-				idx = se.Index
-			}
-			failed = start + idx
-			r := inputs[min(failed, len(inputs)-1)]
-			out.Err = &stream.FilterError{Module: out.Module, Partition: r.GetPartition(), Offset: r.GetOffset(), Err: runErr}
-		}
-		res := make([]TestResult, end-start)
-		for i := range res {
-			res[i].Input = inputs[start+i]
-		}
-		for _, o := range outs {
-			in := res[o.Index].Input
-			res[o.Index].Replaced = append(res[o.Index].Replaced, o.Replaced)
-			if !o.Replaced {
-				res[o.Index].Outputs = append(res[o.Index].Outputs, in)
-				continue
-			}
-			r := &rewindv1.Record{
-				Partition: in.GetPartition(), Offset: in.GetOffset(), MessageId: in.GetMessageId(),
-				AppendTimeUnixNanos: in.GetAppendTimeUnixNanos(), IdempotencyKey: in.GetIdempotencyKey(),
-				EventTimeUnixNanos: in.GetEventTimeUnixNanos(), Key: o.Key, Value: o.Value,
-			}
-			for _, h := range o.Headers {
-				r.Headers = append(r.Headers, &rewindv1.Header{Key: string(h.Key), Value: h.Value})
-			}
-			res[o.Index].Outputs = append(res[o.Index].Outputs, r)
-		}
-		if runErr != nil {
-			out.Results = append(out.Results, res[:failed-start]...)
-			return out, nil
-		}
-		out.Results = append(out.Results, res...)
-		start = end
 	}
+	outs, runErr := f.Run(ctx, &batch, nil)
+	done := len(inputs) // inputs the module got through
+	if runErr != nil {
+		var se *sandbox.Error
+		if errors.As(runErr, &se) {
+			done = se.Index
+		} else {
+			done = 0
+		}
+		r := inputs[min(done, len(inputs)-1)]
+		out.Err = &stream.FilterError{Module: out.Module, Partition: r.GetPartition(), Offset: r.GetOffset(), Err: runErr}
+	}
+	res := make([]TestResult, done)
+	for i := range res {
+		res[i].Input = inputs[i]
+	}
+	for _, o := range outs {
+		if o.Index >= done {
+			break // outputs are in input order
+		}
+		in := res[o.Index].Input
+		res[o.Index].Replaced = append(res[o.Index].Replaced, o.Replaced)
+		if !o.Replaced {
+			res[o.Index].Outputs = append(res[o.Index].Outputs, in)
+			continue
+		}
+		r := &rewindv1.Record{
+			Partition: in.GetPartition(), Offset: in.GetOffset(), MessageId: in.GetMessageId(),
+			AppendTimeUnixNanos: in.GetAppendTimeUnixNanos(), IdempotencyKey: in.GetIdempotencyKey(),
+			EventTimeUnixNanos: in.GetEventTimeUnixNanos(), Key: o.Key, Value: o.Value,
+		}
+		for _, h := range o.Headers {
+			r.Headers = append(r.Headers, &rewindv1.Header{Key: string(h.Key), Value: h.Value})
+		}
+		res[o.Index].Outputs = append(res[o.Index].Outputs, r)
+	}
+	out.Results = res
 	return out, nil
 }
 
