@@ -10,7 +10,12 @@
 package engine
 
 import (
+	"fmt"
+	"hash/fnv"
+	"maps"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -18,6 +23,8 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/raftlog"
+	"github.com/rewind-io/rewind/raftlog/transport"
 	"github.com/rewind-io/rewind/sandbox"
 )
 
@@ -54,36 +61,159 @@ type Config struct {
 	// MaxInlineModuleBytes bounds a module sent with a subscribe request
 	// instead of being uploaded. Default 4 MiB.
 	MaxInlineModuleBytes int
+
+	// InitialCluster makes the node a member of a cluster: every member's
+	// id and the address peers and clients reach it at (this node's
+	// included). The same map on every node; nil runs the node alone.
+	InitialCluster map[uint64]string
+	// ClusterID names the cluster (ClusterIDOf gives the one derived from
+	// InitialCluster). A data directory or a raft message of another
+	// cluster is refused.
+	ClusterID uint64
+	// DefaultReplicationFactor is used for topics created without one,
+	// capped at the number of members. Default 3.
+	DefaultReplicationFactor uint32
+	// TickInterval is the raft tick (default 100 ms) and ElectionTicks the
+	// election timeout in ticks (default 10): a leader that died is
+	// replaced after 1-2 election timeouts.
+	TickInterval  time.Duration
+	ElectionTicks int
+	// LeaderBalanceInterval is how often leaders hand partitions back to
+	// their preferred replica. Default 5 s; negative: never.
+	LeaderBalanceInterval time.Duration
+}
+
+// ClusterIDOf derives a cluster id from the initial members, so nodes
+// started with the same --initial-cluster agree on it without another
+// flag, and a node given another cluster's list is told so.
+func ClusterIDOf(members map[uint64]string) uint64 {
+	if len(members) == 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	for _, id := range slices.Sorted(maps.Keys(members)) {
+		fmt.Fprintf(h, "%d=%s,", id, members[id])
+	}
+	return h.Sum64()
 }
 
 // Node is a running Rewind node.
 type Node struct {
 	b   *broker.Broker
 	api *api.Server
+	// tr carries raft messages to the other members (nil alone).
+	tr *transport.Transport
 }
 
 // Open opens cfg.Dir and starts the node. It returns once every partition
 // stored there is serving.
 func Open(cfg Config) (*Node, error) {
-	b, err := broker.Open(broker.Config{
-		Dir: cfg.Dir, FS: cfg.FS, NodeID: cfg.NodeID, Logger: cfg.Logger,
-		TailCacheBytes: cfg.TailCacheBytes, StoreCacheBytes: cfg.StoreCacheBytes, Clock: cfg.Clock,
-		HousekeepingInterval: cfg.HousekeepingInterval, CompactionInterval: cfg.CompactionInterval,
-		MinFreeBytes: cfg.MinFreeBytes, Sandbox: cfg.Filters, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes,
-	})
-	if err != nil {
-		return nil, err
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Node{b: b, api: api.New(b, log.Named("api"))}, nil
+	if cfg.NodeID == 0 {
+		cfg.NodeID = 1
+	}
+	bc := broker.Config{
+		Dir: cfg.Dir, FS: cfg.FS, NodeID: cfg.NodeID, Logger: cfg.Logger,
+		TailCacheBytes: cfg.TailCacheBytes, StoreCacheBytes: cfg.StoreCacheBytes, Clock: cfg.Clock,
+		HousekeepingInterval: cfg.HousekeepingInterval, CompactionInterval: cfg.CompactionInterval,
+		MinFreeBytes: cfg.MinFreeBytes, Sandbox: cfg.Filters, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes,
+		Peers: cfg.InitialCluster, ClusterID: cfg.ClusterID, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, LeaderBalanceInterval: cfg.LeaderBalanceInterval,
+	}
+	var tr *transport.Transport
+	// The transport and the broker need each other: the broker is set once
+	// it is open; until then inbound messages are dropped (raft resends).
+	var br atomic.Pointer[broker.Broker]
+	if len(cfg.InitialCluster) > 0 {
+		if _, ok := cfg.InitialCluster[cfg.NodeID]; !ok {
+			return nil, fmt.Errorf("engine: node %d is not in the initial cluster %v", cfg.NodeID, slices.Sorted(maps.Keys(cfg.InitialCluster)))
+		}
+		var err error
+		tr, err = transport.New(transport.Config{
+			ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Logger: log.Named("transport"),
+			Resolve: func(n uint64) (string, bool) {
+				if b := br.Load(); b != nil {
+					return b.Addr(n)
+				}
+				addr, ok := cfg.InitialCluster[n]
+				return addr, ok
+			},
+			Deliver: func(envs []raftlog.Envelope) {
+				if b := br.Load(); b != nil {
+					b.Deliver(envs)
+				}
+			},
+			Unreachable: func(n uint64) {
+				if b := br.Load(); b != nil {
+					b.ReportUnreachable(n)
+				}
+			},
+			SnapshotStatus: func(g, n uint64, failed bool) {
+				if b := br.Load(); b != nil {
+					b.ReportSnapshot(g, n, failed)
+				}
+			},
+			Allowed: func(n uint64) bool {
+				if b := br.Load(); b != nil {
+					return b.IsMember(n)
+				}
+				_, ok := cfg.InitialCluster[n]
+				return ok
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		bc.Transport = tr
+		bc.Forward = api.NewForwarder(cfg.NodeID, peerClient())
+	}
+	b, err := broker.Open(bc)
+	if err != nil {
+		if tr != nil {
+			tr.Close()
+		}
+		return nil, err
+	}
+	br.Store(b)
+	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr}
+	if tr != nil {
+		n.api.SetPeerStats(func() map[uint64]api.PeerStat {
+			out := map[uint64]api.PeerStat{}
+			for _, p := range tr.Stats().Peers {
+				out[p.Node] = api.PeerStat{Connected: p.Connected, Dropped: p.Dropped}
+			}
+			return out
+		})
+	}
+	return n, nil
+}
+
+// peerClient is the HTTP/2 (h2c) client a node forwards publishes with.
+func peerClient() *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols: p, MaxIdleConnsPerHost: 4,
+		HTTP2: &http.HTTP2Config{MaxReceiveBufferPerConnection: 64 << 20, MaxReceiveBufferPerStream: 16 << 20},
+	}}
 }
 
 // Handler serves the public API (Connect, gRPC and gRPC-web), gRPC health
-// and reflection.
-func (n *Node) Handler() http.Handler { return n.api.Handler() }
+// and reflection, and the raft transport between members.
+func (n *Node) Handler() http.Handler {
+	h := n.api.Handler()
+	if n.tr == nil {
+		return h
+	}
+	mux := http.NewServeMux()
+	path, th := n.tr.Handler()
+	mux.Handle(path, th)
+	mux.Handle("/", h)
+	return mux
+}
 
 // NewHTTPServer returns the HTTP server configuration Rewind serves with:
 // HTTP/1.1 and unencrypted HTTP/2 (h2c) on one port, so Connect, gRPC and
@@ -118,4 +248,10 @@ func NewHTTPServer(h http.Handler) *http.Server {
 func (n *Node) Drain() { n.b.Drain() }
 
 // Close drains the node, waits for streams to end, and closes the store.
-func (n *Node) Close() error { return n.b.Close() }
+func (n *Node) Close() error {
+	err := n.b.Close()
+	if n.tr != nil {
+		n.tr.Close()
+	}
+	return err
+}

@@ -3,6 +3,7 @@ package raftlog
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,11 +82,57 @@ func commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
 	return b.Commit(opts)
 }
 
-// Transport delivers raft messages to other nodes. Send must not block; it
-// may drop messages (raft retries). A nil Transport drops every message,
-// which is correct for groups whose only voter is this node.
+// Envelope is one raft message and the group it belongs to (raft's own
+// message carries no group id).
+type Envelope struct {
+	Group uint64
+	Msg   *pb.Message
+}
+
+// Transport delivers raft messages to other nodes. The host calls Send once
+// per pass with the messages of every group, after the pass's writes are
+// durable, so a transport can put everything bound for one node into one
+// frame (which is how the heartbeats of many groups to one peer share a
+// write). Send must not block and must not keep envs after it returns
+// (the messages themselves it may keep); it may drop messages (raft
+// retries). A nil Transport drops every message, which is correct for
+// groups whose only voter is this node.
 type Transport interface {
-	Send(msgs []*pb.Message)
+	Send(envs []Envelope)
+}
+
+// AppliedTermer is implemented by a state machine that wants the term of
+// the last entry each pass applied, raft's own empty and configuration
+// entries included. Once a term-T entry is applied, no entry proposed under
+// an earlier term that has not been applied yet can ever commit: a leader's
+// first entry commits everything before it, and what it did not have is
+// gone. A state machine uses that to fail, as definitely not stored,
+// proposals a leader change lost. Called before Durable.
+type AppliedTermer interface {
+	AppliedTerm(term uint64)
+}
+
+// ProposalTermer is implemented by a state machine that wants the term its
+// proposals are appended at: Proposing is called right before
+// TakeProposals. With AppliedTermer it tells when a proposal was lost.
+type ProposalTermer interface {
+	Proposing(term uint64)
+}
+
+// Snapshotter is implemented by a state machine whose group may truncate its
+// log (LogTruncator) while other replicas need it. Raft snapshots carry no
+// data of their own here: a replica whose next entry the leader no longer
+// has jumps to the leader's first index, with the little state the state
+// machine needs to continue applying from there.
+type Snapshotter interface {
+	// SnapshotData returns the state machine's state as of raft index
+	// index (the last truncated entry), enough for a replica to apply the
+	// entries after it with the same result as this one.
+	SnapshotData(index uint64) ([]byte, error)
+	// RestoreSnapshot replaces the state machine's state with data, as of
+	// index, adding its writes to w (the batch that also installs the
+	// snapshot). The group's log is empty after it.
+	RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) error
 }
 
 // Config configures a Host. The zero value of every field but NodeID and DB
@@ -174,9 +221,20 @@ func (c Config) withDefaults() Config {
 type GroupConfig struct {
 	ID uint64
 	// Voters is the initial configuration of a group that has no state yet.
-	// It is ignored when the group already has state on disk.
+	// It is ignored when the group already has state on disk. A replica
+	// added to a running group (a conf change) starts with no voters: it
+	// waits to hear from the leader.
 	Voters []uint64
-	SM     StateMachine
+	// Join starts a group that has no state and no voters: the replica
+	// was added by a conf change and learns its configuration from the
+	// leader.
+	Join bool
+	// ForwardProposals lets a follower hand proposals to the leader inside
+	// raft. Without it (the default) a follower's proposals are dropped
+	// (StateMachine.Dropped with ErrProposalDropped), so the caller routes
+	// them to the leader itself.
+	ForwardProposals bool
+	SM               StateMachine
 }
 
 // Status is a snapshot of one group, refreshed after every pass that
@@ -188,6 +246,15 @@ type Status struct {
 	Commit  uint64
 	Applied uint64
 	Last    uint64
+	// First is the first index still in the log.
+	First uint64
+	// Leading is set when this node is the leader; Match then holds how
+	// far each voter's log is known to match the leader's.
+	Leading bool
+	Match   map[uint64]uint64
+	// Voters is the group's current configuration (the incoming one
+	// during a joint change); VotersOutgoing is set during a joint change.
+	Voters, VotersOutgoing, Learners []uint64
 	// Err is set when the group stopped because of an error.
 	Err error
 }
@@ -205,6 +272,7 @@ type Host struct {
 		sync.Mutex
 		ops    []func()
 		wakes  map[uint64]struct{}
+		inbox  []Envelope
 		status map[uint64]Status
 		err    error // why the host stopped, if it did
 		closed bool
@@ -216,6 +284,10 @@ type Host struct {
 	// Owned by the loop goroutine.
 	groups   map[uint64]*group
 	proposed [][]byte
+	outbox   []Envelope
+	// order lists the running groups by id, so every pass visits them in
+	// the same order (deterministic tests, reproducible message order).
+	order []uint64
 }
 
 type group struct {
@@ -364,7 +436,10 @@ func (h *Host) addGroup(gc GroupConfig) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !exists {
+	if !exists && gc.Join {
+		// Added by a conf change: raft learns the configuration from the
+		// leader's first message (a snapshot, or the log from index 1).
+	} else if !exists {
 		if len(gc.Voters) == 0 {
 			return nil, fmt.Errorf("raftlog: group %d has no state and no voters to bootstrap", gc.ID)
 		}
@@ -391,6 +466,10 @@ func (h *Host) addGroup(gc GroupConfig) (*group, error) {
 		MaxInflightMsgs:           h.cfg.MaxInflightMsgs,
 		CheckQuorum:               true,
 		PreVote:                   true,
+		// A leader removed from the group (or demoted) steps down, rather
+		// than leading a group it is no longer a member of.
+		StepDownOnRemoval:         true,
+		DisableProposalForwarding: !gc.ForwardProposals,
 		Logger:                    newRaftLogger(h.log.Named("raft").With("group", gc.ID)),
 	})
 	if err != nil {
@@ -400,7 +479,12 @@ func (h *Host) addGroup(gc GroupConfig) (*group, error) {
 		id: gc.ID, rn: rn, st: st, sm: gc.SM,
 		recovered: make(chan struct{}), startCommit: st.hard.GetCommit(),
 	}
+	if sn, ok := gc.SM.(Snapshotter); ok {
+		st.snapData = sn.SnapshotData
+	}
 	h.groups[gc.ID] = g
+	i, _ := slices.BinarySearch(h.order, gc.ID)
+	h.order = slices.Insert(h.order, i, gc.ID)
 	if v := st.conf.GetVoters(); len(v) == 1 && v[0] == h.cfg.NodeID {
 		// A sole voter commits its whole log as soon as it wins (its
 		// election entry commits everything before it), so recovery waits
@@ -438,6 +522,9 @@ func (h *Host) RemoveGroup(id uint64) error {
 	return h.do(func() error {
 		if g, ok := h.groups[id]; ok {
 			delete(h.groups, id)
+			if i, found := slices.BinarySearch(h.order, id); found {
+				h.order = slices.Delete(h.order, i, i+1)
+			}
 			h.mu.Lock()
 			delete(h.mu.status, id)
 			h.mu.Unlock()
@@ -464,25 +551,40 @@ func (h *Host) run() {
 			h.shutdown(nil)
 			return
 		case <-ticker.C:
-			for _, g := range h.groups {
-				if !g.stopped {
-					g.rn.Tick()
-				}
-			}
+			h.tick()
 		case <-h.kick:
 		}
-		for {
-			h.runOps()
-			h.takeProposals()
-			more, err := h.pass()
-			if err != nil {
-				h.log.Error("host stopped", "error", err)
-				h.shutdown(err)
-				return
-			}
-			if !more && !h.pending() {
-				break
-			}
+		if err := h.iterate(); err != nil {
+			h.log.Error("host stopped", "error", err)
+			h.shutdown(err)
+			return
+		}
+	}
+}
+
+// tick advances every group's logical clock by one tick.
+func (h *Host) tick() {
+	for _, id := range h.order {
+		if g := h.groups[id]; !g.stopped {
+			g.rn.Tick()
+		}
+	}
+}
+
+// iterate runs queued operations, steps received messages, takes proposals
+// and runs passes until nothing is left to do. An error means the store
+// failed.
+func (h *Host) iterate() error {
+	for {
+		h.runOps()
+		h.stepInbox()
+		h.takeProposals()
+		more, err := h.pass()
+		if err != nil {
+			return err
+		}
+		if !more && !h.pending() {
+			return nil
 		}
 	}
 }
@@ -491,7 +593,111 @@ func (h *Host) run() {
 func (h *Host) pending() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.mu.ops) > 0 || len(h.mu.wakes) > 0
+	return len(h.mu.ops) > 0 || len(h.mu.wakes) > 0 || len(h.mu.inbox) > 0
+}
+
+// Deliver hands the host messages received from other nodes. It never
+// blocks: they are stepped on the loop at its next pass. Messages for a
+// group this node does not run are dropped (raft retries; the group may be
+// about to start).
+func (h *Host) Deliver(envs []Envelope) {
+	h.mu.Lock()
+	if h.mu.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.mu.inbox = append(h.mu.inbox, envs...)
+	h.mu.Unlock()
+	h.poke()
+}
+
+func (h *Host) stepInbox() {
+	h.mu.Lock()
+	inbox := h.mu.inbox
+	h.mu.inbox = nil
+	h.mu.Unlock()
+	for _, env := range inbox {
+		g, ok := h.groups[env.Group]
+		if !ok || g.stopped || env.Msg == nil {
+			continue
+		}
+		h.guard(g, func() error {
+			// Errors here are raft refusing a message (a local message
+			// type, a step from an unknown peer): not fatal.
+			if err := g.rn.Step(env.Msg); err != nil {
+				h.log.Trace("step refused", "group", g.id, "type", env.Msg.GetType(), "from", env.Msg.GetFrom(), "error", err)
+			}
+			return nil
+		})
+	}
+}
+
+// ReportUnreachable tells every group that node could not be reached, so
+// their leaders stop streaming entries to it optimistically. Never blocks.
+func (h *Host) ReportUnreachable(node uint64) {
+	h.async(func() {
+		for _, id := range h.order {
+			if g := h.groups[id]; !g.stopped {
+				g.rn.ReportUnreachable(node)
+			}
+		}
+	})
+}
+
+// ReportSnapshot tells group's leader whether the snapshot it sent to node
+// arrived.
+func (h *Host) ReportSnapshot(group, node uint64, failed bool) {
+	h.async(func() {
+		if g, ok := h.groups[group]; ok && !g.stopped {
+			st := raft.SnapshotFinish
+			if failed {
+				st = raft.SnapshotFailure
+			}
+			g.rn.ReportSnapshot(node, st)
+		}
+	})
+}
+
+// TransferLeader asks group's leader (this node) to hand leadership to
+// node. It returns at once; the transfer may fail silently (the target is
+// behind, or a vote goes elsewhere), so callers watch Status.
+func (h *Host) TransferLeader(group, node uint64) error {
+	return h.do(func() error {
+		g, ok := h.groups[group]
+		if !ok || g.stopped {
+			return fmt.Errorf("%w: %d", ErrNoGroup, group)
+		}
+		g.rn.TransferLeader(node)
+		return nil
+	})
+}
+
+// ProposeConfChange proposes a configuration change of group (this node
+// must lead it). It returns once proposed; the change takes effect when it
+// is applied, which Status shows.
+func (h *Host) ProposeConfChange(group uint64, cc *pb.ConfChangeV2) error {
+	return h.do(func() error {
+		g, ok := h.groups[group]
+		if !ok || g.stopped {
+			return fmt.Errorf("%w: %d", ErrNoGroup, group)
+		}
+		if g.rn.BasicStatus().RaftState != raft.StateLeader {
+			return fmt.Errorf("%w: group %d: not the leader", ErrProposalDropped, group)
+		}
+		return g.rn.ProposeConfChange(cc)
+	})
+}
+
+// async queues fn to run on the loop without waiting for it.
+func (h *Host) async(fn func()) {
+	h.mu.Lock()
+	if h.mu.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.mu.ops = append(h.mu.ops, fn)
+	h.mu.Unlock()
+	h.poke()
 }
 
 func (h *Host) runOps() {
@@ -513,15 +719,24 @@ func (h *Host) takeProposals() {
 	}
 	clear(h.mu.wakes)
 	h.mu.Unlock()
-	for _, g := range h.groups {
+	for _, id := range h.order {
+		g := h.groups[id]
 		// A group without a known leader keeps its proposals queued in its
 		// state machine until one is elected, rather than having raft drop
-		// them.
-		if !g.wantPropose || g.stopped || g.leader == 0 {
+		// them. So does a group whose leader changed in a message stepped
+		// since the last pass, until the pass tells its state machine
+		// (LeaderChanged): proposals are only taken under the leader and
+		// term it knows, else one forwarded to a newer leader would land
+		// in a term its proposer never saw, and AppliedTerm would
+		// wrongly call it lost.
+		if !g.wantPropose || g.stopped || g.leader == 0 || g.rn.BasicStatus().Lead != g.leader {
 			continue
 		}
 		g.wantPropose = false
 		h.guard(g, func() error {
+			if pt, ok := g.sm.(ProposalTermer); ok {
+				pt.Proposing(g.rn.BasicStatus().GetTerm())
+			}
 			h.proposed = g.sm.TakeProposals(h.proposed[:0])
 			var dropped [][]byte
 			var dropErr error
@@ -581,7 +796,8 @@ func (h *Host) pass() (more bool, err error) {
 	mustSync := false
 	b := h.db.NewBatch()
 	defer b.Close()
-	for _, g := range h.groups {
+	for _, id := range h.order {
+		g := h.groups[id]
 		if g.stopped || !g.rn.HasReady() {
 			continue
 		}
@@ -593,10 +809,12 @@ func (h *Host) pass() (more bool, err error) {
 		if g.stopped {
 			continue
 		}
-		// Only new entries and votes must be synced before answering:
-		// a commit index and apply rows lost in a crash are rebuilt from
-		// the log.
-		mustSync = mustSync || rd.MustSync
+		// Only new entries, votes and snapshots must be synced before
+		// answering: a commit index and apply rows lost in a crash are
+		// rebuilt from the log. (Raft's MustSync leaves snapshots out, but
+		// the follower acknowledges the snapshot's index; losing it would
+		// leave the follower's log behind what the leader counts on.)
+		mustSync = mustSync || rd.MustSync || !raft.IsEmptySnap(rd.Snapshot)
 		readies = append(readies, g)
 		rds = append(rds, rd)
 	}
@@ -619,8 +837,8 @@ func (h *Host) pass() (more bool, err error) {
 				g.applied = false
 				g.sm.Durable()
 			}
-			if len(rd.Messages) > 0 && h.cfg.Transport != nil {
-				h.cfg.Transport.Send(rd.Messages)
+			for _, m := range rd.Messages {
+				h.outbox = append(h.outbox, Envelope{Group: g.id, Msg: m})
 			}
 			if rd.SoftState != nil && rd.SoftState.Lead != g.leader {
 				g.leader = rd.SoftState.Lead
@@ -639,13 +857,32 @@ func (h *Host) pass() (more bool, err error) {
 			return nil
 		})
 	}
+	if len(h.outbox) > 0 {
+		if h.cfg.Transport != nil {
+			h.cfg.Transport.Send(h.outbox)
+		}
+		clear(h.outbox)
+		h.outbox = h.outbox[:0]
+	}
 	return more, nil
 }
 
 // persist writes one Ready into b and applies its committed entries.
 func (h *Host) persist(g *group, b *pebble.Batch, rd raft.Ready) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
-		return errors.New("raftlog: snapshots are not supported by this node yet")
+		sn, ok := g.sm.(Snapshotter)
+		if !ok {
+			return fmt.Errorf("raftlog: group %d: received a snapshot its state machine cannot restore", g.id)
+		}
+		if err := g.st.installSnapshot(b, rd.Snapshot); err != nil {
+			return err
+		}
+		idx := rd.Snapshot.GetMetadata().GetIndex()
+		if err := sn.RestoreSnapshot(b, idx, rd.Snapshot.GetData()); err != nil {
+			return fmt.Errorf("raftlog: group %d restore snapshot at %d: %w", g.id, idx, err)
+		}
+		g.applied = true
+		h.log.Info("installed snapshot", "group", g.id, "index", idx)
 	}
 	if err := g.st.append(b, rd.Entries); err != nil {
 		return err
@@ -670,7 +907,7 @@ func (h *Host) persist(g *group, b *pebble.Batch, rd raft.Ready) error {
 			if err != nil {
 				return err
 			}
-			if err := g.st.setConf(b, g.rn.ApplyConfChange(cc)); err != nil {
+			if err := g.st.setConf(b, e.GetIndex(), g.rn.ApplyConfChange(cc)); err != nil {
 				return err
 			}
 		}
@@ -681,7 +918,11 @@ func (h *Host) persist(g *group, b *pebble.Batch, rd raft.Ready) error {
 		}
 	}
 	g.applied = true
-	applied := rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex()
+	lastEnt := rd.CommittedEntries[len(rd.CommittedEntries)-1]
+	applied := lastEnt.GetIndex()
+	if at, ok := g.sm.(AppliedTermer); ok {
+		at.AppliedTerm(lastEnt.GetTerm())
+	}
 	if lt, ok := g.sm.(LogTruncator); ok {
 		if idx := min(lt.TruncateLog(), applied); idx > g.st.truncIndex {
 			if err := g.st.truncatePrefix(b, idx); err != nil {
@@ -725,7 +966,14 @@ func (h *Host) setStatus(g *group, err error) {
 	bs := g.rn.BasicStatus()
 	s := Status{
 		ID: g.id, Leader: bs.Lead, Term: bs.GetTerm(), Commit: bs.GetCommit(),
-		Applied: g.st.applied, Last: g.st.last, Err: err,
+		Applied: g.st.applied, Last: g.st.last, First: g.st.truncIndex + 1, Err: err,
+		Leading: bs.RaftState == raft.StateLeader,
+		Voters:  append([]uint64(nil), g.st.conf.GetVoters()...), VotersOutgoing: append([]uint64(nil), g.st.conf.GetVotersOutgoing()...),
+		Learners: append([]uint64(nil), g.st.conf.GetLearners()...),
+	}
+	if s.Leading {
+		s.Match = make(map[uint64]uint64)
+		g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { s.Match[id] = pr.Match })
 	}
 	h.mu.Lock()
 	if old, ok := h.mu.status[g.id]; ok && old.Err != nil {

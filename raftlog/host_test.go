@@ -328,11 +328,11 @@ func TestStorageRefusesCommitBeyondLog(t *testing.T) {
 	if err := st.bootstrap(b, []uint64{1}); err != nil {
 		t.Fatal(err)
 	}
-	ents := []*pb.Entry{entry(1, 1, "a"), entry(2, 1, "b")}
+	ents := []*pb.Entry{entry(2, 1, "a"), entry(3, 1, "b")}
 	if err := st.append(b, ents); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.setHardState(b, &pb.HardState{Term: u64(1), Commit: u64(2)}); err != nil {
+	if err := st.setHardState(b, &pb.HardState{Term: u64(1), Commit: u64(3)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -342,7 +342,7 @@ func TestStorageRefusesCommitBeyondLog(t *testing.T) {
 	if _, _, err := openStorage(db, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Delete(entryKey(3, 2), pebble.Sync); err != nil {
+	if err := db.Delete(entryKey(3, 3), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := openStorage(db, 3); !errors.Is(err, ErrCorrupt) {

@@ -10,6 +10,9 @@ import "encoding/binary"
 //	r <group:8> 'c'             ConfState (protobuf)
 //	r <group:8> 'e' <index:8>   log entry (see encodeEntry)
 //	r <group:8> 'h'             HardState (protobuf)
+//	r <group:8> 'k' <index:8>   ConfState in force from that index on
+//	                            (protobuf; kept from the one in force at
+//	                            the log's start, for snapshots)
 //	r <group:8> 't'             truncated state: index (8) and term (8)
 const (
 	keyPrefix     = 'r'
@@ -17,6 +20,7 @@ const (
 	suffixConf    = 'c'
 	suffixEntry   = 'e'
 	suffixHard    = 'h'
+	suffixConfAt  = 'k'
 	suffixTrunc   = 't'
 )
 
@@ -52,4 +56,9 @@ func entryKeyIndex(k []byte) (uint64, bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(k[10:]), true
+}
+
+func confAtKey(group, index uint64) []byte {
+	k := append(groupPrefix(group), suffixConfAt)
+	return binary.BigEndian.AppendUint64(k, index)
 }

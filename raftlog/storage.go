@@ -34,6 +34,10 @@ type storage struct {
 	// cache holds entries cacheFirst() .. last, contiguous, or nothing.
 	cache      []*pb.Entry
 	cacheBytes int64
+
+	// snapData, when set, gives the state machine's part of a snapshot at
+	// an index (Snapshotter.SnapshotData).
+	snapData func(index uint64) ([]byte, error)
 }
 
 // openStorage loads a group's persisted state. A group with no state gets
@@ -151,18 +155,64 @@ func (s *storage) check() error {
 	return nil
 }
 
+// bootstrapIndex is where a bootstrapped group's log starts: as if entry 1
+// (term 1) had been applied and truncated. A replica added later therefore
+// always starts from a snapshot, which is what tells it the configuration.
+const bootstrapIndex = 1
+
 // bootstrap writes the initial configuration of a brand-new group.
 func (s *storage) bootstrap(b *pebble.Batch, voters []uint64) error {
-	return s.setConf(b, &pb.ConfState{Voters: append([]uint64(nil), voters...)})
+	v := binary.BigEndian.AppendUint64(nil, bootstrapIndex)
+	v = binary.BigEndian.AppendUint64(v, 1)
+	if err := b.Set(stateKey(s.group, suffixTrunc), v, nil); err != nil {
+		return err
+	}
+	s.truncIndex, s.truncTerm = bootstrapIndex, 1
+	s.last, s.lastTerm = bootstrapIndex, 1
+	if err := s.setHardState(b, &pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(bootstrapIndex)}); err != nil {
+		return err
+	}
+	if err := s.setApplied(b, bootstrapIndex); err != nil {
+		return err
+	}
+	return s.setConf(b, bootstrapIndex, &pb.ConfState{Voters: append([]uint64(nil), voters...)})
 }
 
-func (s *storage) setConf(b *pebble.Batch, cs *pb.ConfState) error {
+// setConf records cs as the configuration from entry index on.
+func (s *storage) setConf(b *pebble.Batch, index uint64, cs *pb.ConfState) error {
 	v, err := proto.Marshal(cs)
 	if err != nil {
 		return err
 	}
 	s.conf = proto.CloneOf(cs)
+	if err := b.Set(confAtKey(s.group, index), v, nil); err != nil {
+		return err
+	}
 	return b.Set(stateKey(s.group, suffixConf), v, nil)
+}
+
+// confAt returns the configuration in force at index (at least the log's
+// start): the last one recorded at or before it.
+func (s *storage) confAt(index uint64) (*pb.ConfState, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: confAtKey(s.group, 0), UpperBound: confAtKey(s.group, index+1),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		if err := it.Error(); err != nil {
+			return nil, err
+		}
+		// A store from before configurations were recorded by index.
+		return proto.CloneOf(s.conf), nil
+	}
+	cs := &pb.ConfState{}
+	if err := proto.Unmarshal(it.Value(), cs); err != nil {
+		return nil, fmt.Errorf("raftlog: group %d: %w: configuration at %x: %w", s.group, ErrCorrupt, it.Key(), err)
+	}
+	return cs, nil
 }
 
 func (s *storage) setHardState(b *pebble.Batch, hs *pb.HardState) error {
@@ -266,9 +316,32 @@ func (s *storage) truncatePrefix(b *pebble.Batch, index uint64) error {
 	if err := b.Set(stateKey(s.group, suffixTrunc), v, nil); err != nil {
 		return err
 	}
+	// Keep the configuration in force at the new start; drop older ones.
+	if err := s.dropConfsBefore(b, index); err != nil {
+		return err
+	}
 	s.truncIndex, s.truncTerm = index, term
 	s.trimCacheTo(index, 1<<62)
 	return nil
+}
+
+// dropConfsBefore deletes the configurations recorded before the one in
+// force at index.
+func (s *storage) dropConfsBefore(b *pebble.Batch, index uint64) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: confAtKey(s.group, 0), UpperBound: confAtKey(s.group, index+1),
+	})
+	if err != nil {
+		return err
+	}
+	var keep []byte
+	if it.Last() {
+		keep = append([]byte(nil), it.Key()...)
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil || keep == nil {
+		return err
+	}
+	return b.DeleteRange(confAtKey(s.group, 0), keep, nil)
 }
 
 // InitialState implements raft.Storage.
@@ -370,13 +443,80 @@ func entryKeyMust(k []byte) uint64 {
 
 // Snapshot implements raft.Storage. Snapshots carry metadata only: the
 // state machines rebuild from the log itself (see the package doc).
+//
+// Its configuration is the one in force at the snapshot's index plus, as
+// learners, the members of the current one it lacks. Raft ignores a
+// snapshot whose configuration does not name the recipient, so without them
+// a replica added after the log's start (always, unless the log was
+// truncated past the change) would be sent the same snapshot forever.
+// Learners do not vote, so no quorum changes, and the configuration changes
+// in the log after the snapshot add each of them as they did on the leader.
 func (s *storage) Snapshot() (*pb.Snapshot, error) {
 	if s.truncIndex == 0 {
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
+	cs, err := s.confAt(s.truncIndex)
+	if err != nil {
+		return nil, err
+	}
+	addMissingAsLearners(cs, s.conf)
+	var data []byte
+	if s.snapData != nil {
+		var err error
+		if data, err = s.snapData(s.truncIndex); err != nil {
+			return nil, fmt.Errorf("raftlog: group %d snapshot at %d: %w", s.group, s.truncIndex, err)
+		}
+	}
+	return &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
 		Index:     proto.Uint64(s.truncIndex),
 		Term:      proto.Uint64(s.truncTerm),
-		ConfState: proto.CloneOf(s.conf),
+		ConfState: cs,
 	}}, nil
+}
+
+// addMissingAsLearners adds to cs, as learners, the members of cur it does
+// not name at all.
+func addMissingAsLearners(cs, cur *pb.ConfState) {
+	named := map[uint64]bool{}
+	for _, set := range [][]uint64{cs.GetVoters(), cs.GetVotersOutgoing(), cs.GetLearners(), cs.GetLearnersNext()} {
+		for _, id := range set {
+			named[id] = true
+		}
+	}
+	for _, set := range [][]uint64{cur.GetVoters(), cur.GetVotersOutgoing(), cur.GetLearners(), cur.GetLearnersNext()} {
+		for _, id := range set {
+			if !named[id] {
+				named[id] = true
+				cs.Learners = append(cs.Learners, id)
+			}
+		}
+	}
+}
+
+// installSnapshot makes the log empty, starting after the snapshot's index
+// (a replica that fell behind the leader's first index jumps there).
+func (s *storage) installSnapshot(b *pebble.Batch, snap *pb.Snapshot) error {
+	md := snap.GetMetadata()
+	idx, term := md.GetIndex(), md.GetTerm()
+	if idx <= s.applied {
+		return fmt.Errorf("raftlog: group %d: snapshot at %d not after applied index %d", s.group, idx, s.applied)
+	}
+	if err := b.DeleteRange(entryKey(s.group, 0), entryKey(s.group, ^uint64(0)), nil); err != nil {
+		return err
+	}
+	v := binary.BigEndian.AppendUint64(nil, idx)
+	v = binary.BigEndian.AppendUint64(v, term)
+	if err := b.Set(stateKey(s.group, suffixTrunc), v, nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(confAtKey(s.group, 0), confAtKey(s.group, ^uint64(0)), nil); err != nil {
+		return err
+	}
+	if err := s.setConf(b, idx, md.GetConfState()); err != nil {
+		return err
+	}
+	s.truncIndex, s.truncTerm = idx, term
+	s.last, s.lastTerm = idx, term
+	s.cache, s.cacheBytes = nil, 0
+	return s.setApplied(b, idx)
 }

@@ -64,7 +64,7 @@ func newRoot() *cobra.Command {
 		server = defaultServer
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
-	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newDemo(), newBench(g))
+	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g))
 	return root
 }
 

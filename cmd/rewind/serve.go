@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,13 +26,26 @@ func newServe() *cobra.Command {
 		minFree                              string
 		filters                              sandbox.Limits
 		filterMemMiB, inlineMiB              int
+		nodeID                               uint64
+		initialCluster, advertise            string
+		replicationFactor                    uint32
+		tick                                 time.Duration
+		electionTicks                        int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Rewind node",
-		Long: `Run a single Rewind node. With no flags it listens on 127.0.0.1:7070
+		Long: `Run a Rewind node. With no flags it runs alone, listens on 127.0.0.1:7070
 (HTTP/1.1 and h2c: Connect, gRPC and gRPC-web) and keeps its data in
-./rewind-data. SIGINT or SIGTERM shut it down gracefully.`,
+./rewind-data. SIGINT or SIGTERM shut it down gracefully.
+
+A cluster: start every member with the same --initial-cluster and its own
+--node-id, --listen and --data, for example
+
+  rewind serve --node-id 1 --listen 127.0.0.1:7071 --data d1 \
+    --initial-cluster 1=127.0.0.1:7071,2=127.0.0.1:7072,3=127.0.0.1:7073
+
+One port serves clients and the raft traffic between members.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(level, format)
@@ -46,10 +60,24 @@ func newServe() *cobra.Command {
 				}
 				free = int64(n)
 			}
+			members, err := parseInitialCluster(initialCluster)
+			if err != nil {
+				return fmt.Errorf("--initial-cluster: %w", err)
+			}
+			if members != nil {
+				if _, ok := members[nodeID]; !ok {
+					return fmt.Errorf("--node-id %d is not in --initial-cluster %s", nodeID, initialCluster)
+				}
+				if advertise != "" && members[nodeID] != advertise {
+					return fmt.Errorf("--advertise %s differs from node %d's address %s in --initial-cluster", advertise, nodeID, members[nodeID])
+				}
+			}
 			node, err := engine.Open(engine.Config{
 				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
 				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
 				Filters: withFilterMemory(filters, filterMemMiB), MaxInlineModuleBytes: inlineMiB << 20,
+				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
+				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 			})
 			if err != nil {
 				return err
@@ -73,7 +101,43 @@ func newServe() *cobra.Command {
 	f.IntVar(&filters.MaxConcurrentCalls, "filter-concurrency", 0, "filter calls and filtered readers at once (default GOMAXPROCS-1, at least 1)")
 	f.IntVar(&filters.MaxModuleBytes, "filter-max-module-bytes", 0, "largest module accepted by plugin upload (default 16 MiB)")
 	f.IntVar(&inlineMiB, "filter-max-inline-mib", 0, "largest module sent inline with a replay, MiB (default 4)")
+	f.Uint64Var(&nodeID, "node-id", 1, "this node's id in the cluster (never reused)")
+	f.StringVar(&initialCluster, "initial-cluster", "", "every first member as ID=HOST:PORT,... (the same on every member); empty: run alone")
+	f.StringVar(&advertise, "advertise", "", "the address peers and clients dial for this node (default: its --initial-cluster entry)")
+	f.Uint32Var(&replicationFactor, "default-replication-factor", 3, "replicas of a topic created without --replication-factor (capped at the member count)")
+	f.DurationVar(&tick, "raft-tick", 100*time.Millisecond, "raft tick (heartbeat interval)")
+	f.IntVar(&electionTicks, "election-ticks", 10, "raft election timeout, in ticks")
 	return cmd
+}
+
+// parseInitialCluster parses ID=HOST:PORT,...; "" is nil (run alone).
+func parseInitialCluster(s string) (map[uint64]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[uint64]string{}
+	addrs := map[string]uint64{}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not ID=HOST:PORT", part)
+		}
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("%q: node ids are positive integers", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q: %w", part, err)
+		}
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("node id %d appears twice", n)
+		}
+		if other, dup := addrs[addr]; dup {
+			return nil, fmt.Errorf("nodes %d and %d have the same address %s", other, n, addr)
+		}
+		out[n], addrs[addr] = addr, n
+	}
+	return out, nil
 }
 
 // withFilterMemory sets the filter memory limit from MiB (64 KiB pages).

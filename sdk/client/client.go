@@ -31,6 +31,7 @@ type Client struct {
 	sub     rewindv1connect.SubscribeServiceClient
 	groups  rewindv1connect.GroupServiceClient
 	plugins rewindv1connect.PluginServiceClient
+	cluster rewindv1connect.ClusterServiceClient
 	retry   retryPolicy
 }
 
@@ -111,6 +112,7 @@ func New(addr string, opts ...Option) *Client {
 		sub:     rewindv1connect.NewSubscribeServiceClient(o.httpClient, addr, copts...),
 		groups:  rewindv1connect.NewGroupServiceClient(o.httpClient, addr, copts...),
 		plugins: rewindv1connect.NewPluginServiceClient(o.httpClient, addr, copts...),
+		cluster: rewindv1connect.NewClusterServiceClient(o.httpClient, addr, copts...),
 		retry:   o.retry,
 	}
 }

@@ -24,8 +24,9 @@ const MaxResponseBytes = 64 << 20
 
 // Server implements the public services over a broker.
 type Server struct {
-	b   *broker.Broker
-	log hclog.Logger
+	b         *broker.Broker
+	log       hclog.Logger
+	peerStats func() map[uint64]PeerStat
 }
 
 // New returns the handlers for b.
@@ -49,7 +50,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(rewindv1connect.NewSubscribeServiceHandler(s, opts...))
 	mux.Handle(rewindv1connect.NewGroupServiceHandler(s, opts...))
 	mux.Handle(rewindv1connect.NewPluginServiceHandler(s, opts...))
+	mux.Handle(rewindv1connect.NewClusterServiceHandler(s, opts...))
 	services := []string{
+		rewindv1connect.ClusterServiceName,
 		rewindv1connect.TopicServiceName,
 		rewindv1connect.PublishServiceName,
 		rewindv1connect.SubscribeServiceName,

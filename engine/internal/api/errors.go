@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -50,13 +51,43 @@ var codes = []struct {
 	{partition.ErrOutcomeUnknown, connect.CodeUnavailable},
 	{broker.ErrClosed, connect.CodeUnavailable},
 	{broker.ErrUnavailable, connect.CodeUnavailable},
+	{broker.ErrFailedPrecondition, connect.CodeFailedPrecondition},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded},
 	{context.Canceled, connect.CodeCanceled},
 }
 
+// Error metadata that tells a forwarding node what a refusal means.
+const (
+	// NotStoredHeader is set on an error whose request stored nothing
+	// (safe to retry without duplicating).
+	NotStoredHeader = "Rewind-Not-Stored"
+	// LeaderHeader names the node the answering node believes leads the
+	// partition.
+	LeaderHeader = "Rewind-Leader"
+	// ForwardedHeader marks a publish forwarded by another node (its id):
+	// the receiver serves it only if it leads the partition.
+	ForwardedHeader = "Rewind-Forwarded-By"
+)
+
 // toConnect maps err to a Connect error with details. Errors not in the
 // table become Internal with a generic message; the real one is logged.
 func toConnect(log hclog.Logger, err error) error {
+	out := toConnectCode(log, err)
+	var ce *connect.Error
+	if out == nil || !errors.As(out, &ce) {
+		return out
+	}
+	if errors.Is(err, broker.ErrNotStored) {
+		ce.Meta().Set(NotStoredHeader, "1")
+	}
+	var nl *broker.NotLeaderError
+	if errors.As(err, &nl) && nl.Leader != 0 {
+		ce.Meta().Set(LeaderHeader, strconv.FormatUint(nl.Leader, 10))
+	}
+	return ce
+}
+
+func toConnectCode(log hclog.Logger, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/record"
@@ -31,6 +33,9 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 		if r.Partition != nil {
 			pr.Partition, pr.HasPartition = r.GetPartition(), true
 		}
+	}
+	if ci, ok := connect.CallInfoForHandlerContext(ctx); ok && ci.RequestHeader().Get(ForwardedHeader) != "" {
+		ctx = broker.WithForwarded(ctx)
 	}
 	topicID, res, err := s.b.Publish(ctx, req.GetTopic(), recs)
 	if err != nil {

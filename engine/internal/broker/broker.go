@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,25 @@ type Config struct {
 	// MaxInlineModuleBytes bounds a module sent with a subscribe request.
 	// Default 4 MiB.
 	MaxInlineModuleBytes int
+
+	// Cluster membership (cluster.go). Peers is the initial cluster (node
+	// id -> address, this node included); nil runs the node alone.
+	Peers map[uint64]string
+	// ClusterID names the cluster; a data directory of another cluster is
+	// refused, and so are raft messages from one.
+	ClusterID uint64
+	// Transport carries raft messages to the other members.
+	Transport raftlog.Transport
+	// Forward sends a publish to another node (the partition's leader).
+	Forward Forwarder
+	// DefaultReplicationFactor is used for topics created without one,
+	// capped at the number of members. Default 3.
+	DefaultReplicationFactor uint32
+	// LeaderBalanceInterval is how often a leader hands partitions back to
+	// their preferred leader. Default 5 s; negative: never.
+	LeaderBalanceInterval time.Duration
+	// ElectionTicks is the raft election timeout in ticks. Default 10.
+	ElectionTicks int
 }
 
 // Validate reports every problem with c at once.
@@ -145,6 +165,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInlineModuleBytes == 0 {
 		c.MaxInlineModuleBytes = 4 << 20
+	}
+	if c.DefaultReplicationFactor == 0 {
+		c.DefaultReplicationFactor = 3
+	}
+	if c.LeaderBalanceInterval == 0 {
+		c.LeaderBalanceInterval = 5 * time.Second
 	}
 	if c.FreeBytes == nil {
 		fs, dir := c.FS, c.Dir
@@ -232,7 +258,15 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.filterGate = make(chan struct{}, b.sandbox.Limits().MaxConcurrentCalls)
-	host, err := raftlog.Open(raftlog.Config{NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.TickInterval})
+	if err := checkIdentity(db, cfg); err != nil {
+		_ = b.sandbox.Close(context.Background())
+		db.Close()
+		return nil, err
+	}
+	host, err := raftlog.Open(raftlog.Config{
+		NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.TickInterval,
+		Transport: cfg.Transport, ElectionTicks: cfg.ElectionTicks,
+	})
 	if err != nil {
 		_ = b.sandbox.Close(context.Background())
 		db.Close()
@@ -246,12 +280,15 @@ func Open(cfg Config) (*Broker, error) {
 		db.Close()
 		return nil, err
 	}
-	m, err := meta.Open(meta.Config{DB: db, Host: host, OnChange: b.onMetaChange, Logger: cfg.Logger.Named("meta")})
+	m, err := meta.Open(meta.Config{
+		DB: db, Host: host, OnChange: b.onMetaChange, Logger: cfg.Logger.Named("meta"),
+		DefaultReplicas: cfg.DefaultReplicationFactor,
+	})
 	if err != nil {
 		return fail(err)
 	}
 	b.meta = m
-	if err := host.AddGroup(raftlog.GroupConfig{ID: meta.GroupID, Voters: []uint64{cfg.NodeID}, SM: m}); err != nil {
+	if err := host.AddGroup(raftlog.GroupConfig{ID: meta.GroupID, Voters: b.initialVoters(), SM: m, ForwardProposals: true}); err != nil {
 		return fail(fmt.Errorf("broker: start metadata group: %w", err))
 	}
 	for _, t := range m.Topics() {
@@ -262,9 +299,11 @@ func Open(cfg Config) (*Broker, error) {
 	if err := b.finishDeletions(); err != nil {
 		return fail(err)
 	}
-	b.wg.Add(2)
+	b.wg.Add(4)
 	go b.reconcile()
 	go b.housekeeping()
+	go b.initMembers()
+	go b.balanceLeaders()
 	b.log.Info("broker open", "dir", cfg.Dir, "topics", len(m.Topics()))
 	return b, nil
 }
@@ -281,7 +320,7 @@ func (b *Broker) Drain() {
 	topics := b.mu.topics
 	b.mu.Unlock()
 	for _, lt := range topics {
-		for _, p := range lt.parts {
+		for _, p := range lt.hosted() {
 			p.Fail(ErrClosed)
 		}
 	}
@@ -370,6 +409,14 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 	}
 	lt := &liveTopic{meta: t}
 	for i, g := range t.Groups {
+		voters := t.ReplicasOf(i)
+		if voters == nil {
+			voters = []uint64{b.cfg.NodeID}
+		}
+		if !slices.Contains(voters, b.cfg.NodeID) {
+			lt.parts = append(lt.parts, nil) // another node's: publishes are forwarded
+			continue
+		}
 		p, err := partition.Open(partition.Config{
 			Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
 			Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
@@ -378,7 +425,7 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 		if err != nil {
 			return fmt.Errorf("broker: topic %q: %w", t.Name, err)
 		}
-		err = b.host.AddGroup(raftlog.GroupConfig{ID: g, Voters: []uint64{b.cfg.NodeID}, SM: p})
+		err = b.host.AddGroup(raftlog.GroupConfig{ID: g, Voters: voters, SM: p})
 		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
 			return fmt.Errorf("broker: topic %q partition %d: %w", t.Name, i, err)
 		}
@@ -395,7 +442,7 @@ func (b *Broker) removeTopic(t *meta.Topic) error {
 	delete(b.mu.topics, t.ID)
 	b.mu.Unlock()
 	if lt != nil {
-		for _, p := range lt.parts {
+		for _, p := range lt.hosted() {
 			p.Fail(fmt.Errorf("%w: %q", ErrTopicDeleted, t.Name))
 		}
 	}
@@ -455,8 +502,23 @@ func (b *Broker) finishDeletions() error {
 	return nil
 }
 
-// topic returns the live topic named name.
+// topic returns the live topic named name, which must have every partition
+// on this node (reads and groups are served from the local replicas).
 func (b *Broker) topic(name string) (*liveTopic, error) {
+	lt, err := b.anyTopic(name)
+	if err != nil {
+		return nil, err
+	}
+	if !lt.hostsAll() {
+		return nil, fmt.Errorf("%w: topic %q has partitions with no replica on node %d: connect to one of nodes %v",
+			ErrUnavailable, name, b.cfg.NodeID, lt.replicaNodes())
+	}
+	return lt, nil
+}
+
+// anyTopic returns the live topic named name; some of its partitions may
+// have no replica here (nil parts).
+func (b *Broker) anyTopic(name string) (*liveTopic, error) {
 	t, ok := b.meta.Topic(name)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNoTopic, name)

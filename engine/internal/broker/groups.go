@@ -80,7 +80,9 @@ func (b *Broker) groupTopics() (map[string][]*liveTopic, error) {
 	b.mu.Lock()
 	topics := make([]*liveTopic, 0, len(b.mu.topics))
 	for _, lt := range b.mu.topics {
-		topics = append(topics, lt)
+		if lt.hostsAll() {
+			topics = append(topics, lt)
+		}
 	}
 	b.mu.Unlock()
 	slices.SortFunc(topics, func(a, c *liveTopic) int { return int(a.meta.ID) - int(c.meta.ID) })

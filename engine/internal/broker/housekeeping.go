@@ -35,7 +35,7 @@ func (b *Broker) applyPolicy(t *meta.Topic) {
 	if lt == nil {
 		return
 	}
-	for _, p := range lt.parts {
+	for _, p := range lt.hosted() {
 		p.SetPolicy(policyOf(t))
 	}
 }
@@ -105,7 +105,7 @@ func (b *Broker) housekeeping() {
 		b.mu.Lock()
 		var parts []*partition.Partition
 		for _, lt := range b.mu.topics {
-			parts = append(parts, lt.parts...)
+			parts = append(parts, lt.hosted()...)
 		}
 		b.mu.Unlock()
 		for _, p := range parts {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -80,7 +81,7 @@ func PartitionForKey(key []byte, partitions uint32) uint32 {
 // are durable, with the topic's id and one result per record in request
 // order. Validation failures store nothing.
 func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord) (topicID uint64, _ []PublishResult, err error) {
-	lt, err := b.topic(topic)
+	lt, err := b.anyTopic(topic)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -145,33 +146,64 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 	}
 	ctx, cancel := b.publishContext(ctx)
 	defer cancel()
-	type pending struct {
-		p int
-		a *partition.Append
-	}
-	var waits []pending
-	for p := range byPart {
-		if len(byPart[p]) == 0 {
-			continue
-		}
-		a, err := lt.parts[p].Enqueue(ctx, byPart[p])
-		if err != nil {
-			return 0, nil, b.publishError(topic, err)
-		}
-		waits = append(waits, pending{p, a})
-	}
 	out := make([]PublishResult, len(recs))
-	for _, w := range waits {
-		if err := w.a.Wait(ctx); err != nil {
+	type done struct {
+		p   int
+		a   *partition.Append
+		res []PublishResult
+		err error
+	}
+	var parts []int
+	for p := range byPart {
+		if len(byPart[p]) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	results := make([]done, len(parts))
+	publish := func(k int) {
+		p := parts[k]
+		a, res, err := b.publishPartition(ctx, lt, uint32(p), byPart[p])
+		results[k] = done{p: p, a: a, res: res, err: err}
+	}
+	if len(parts) == 1 {
+		publish(0)
+	} else {
+		// Partitions are independent (their leaders may be on different
+		// nodes): publish to all at once.
+		var wg sync.WaitGroup
+		for k := range parts {
+			wg.Add(1)
+			go func() { defer wg.Done(); publish(k) }()
+		}
+		wg.Wait()
+	}
+	for _, d := range results {
+		if err := d.err; err != nil {
 			var ce *partition.ConflictError
 			if errors.As(err, &ce) {
-				return 0, nil, &ConflictError{Index: idx[w.p][ce.Index], Key: ce.Key, TopicID: lt.meta.ID, Partition: uint32(w.p), Offset: ce.Offset}
+				return 0, nil, &ConflictError{Index: idx[d.p][ce.Index], Key: ce.Key, TopicID: lt.meta.ID, Partition: uint32(d.p), Offset: ce.Offset}
+			}
+			var fce *ConflictError
+			if errors.As(err, &fce) {
+				// From the leader this was forwarded to: its index is
+				// within the forwarded records.
+				c := *fce
+				c.Index = idx[d.p][min(c.Index, len(idx[d.p])-1)]
+				return 0, nil, &c
 			}
 			return 0, nil, b.publishError(topic, err)
 		}
-		w.a.Each(func(i int, off uint64, t int64, dup bool) {
-			out[idx[w.p][i]] = PublishResult{Partition: uint32(w.p), Offset: off, AppendTime: t, Duplicate: dup}
-		})
+		if d.a != nil {
+			d.a.Each(func(i int, off uint64, t int64, dup bool) {
+				out[idx[d.p][i]] = PublishResult{Partition: uint32(d.p), Offset: off, AppendTime: t, Duplicate: dup}
+			})
+			continue
+		}
+		for i, r := range d.res {
+			if i < len(idx[d.p]) {
+				out[idx[d.p][i]] = r
+			}
+		}
 	}
 	return lt.meta.ID, out, nil
 }

@@ -26,7 +26,7 @@ func ValidateTopicName(name string) error {
 type TopicSpec struct {
 	Name              string
 	Partitions        uint32
-	ReplicationFactor uint32 // 0: default (1)
+	ReplicationFactor uint32 // 0: default (Config.DefaultReplicationFactor, capped at the members)
 	MaxRecordBytes    uint32 // 0: DefaultMaxRecordBytes
 	Retention         meta.Retention
 	// DedupeWindow is how long idempotency keys are remembered; 0 turns
@@ -57,11 +57,12 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	if s.Partitions == 0 || s.Partitions > MaxPartitions {
 		errs = append(errs, fmt.Errorf("%w: %d partitions: use 1 to %d", ErrInvalid, s.Partitions, MaxPartitions))
 	}
-	if s.ReplicationFactor == 0 {
-		s.ReplicationFactor = 1
+	if err := b.waitMembers(ctx); err != nil {
+		return nil, err
 	}
-	if s.ReplicationFactor != 1 {
-		errs = append(errs, fmt.Errorf("%w: replication factor %d: this node runs alone, so only 1 is possible", ErrInvalid, s.ReplicationFactor))
+	members := max(len(b.meta.Nodes()), 1)
+	if int(s.ReplicationFactor) > members {
+		errs = append(errs, fmt.Errorf("%w: replication factor %d: the cluster has %d node(s)", ErrInvalid, s.ReplicationFactor, members))
 	}
 	if s.MaxRecordBytes == 0 {
 		s.MaxRecordBytes = DefaultMaxRecordBytes
@@ -86,6 +87,9 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	})
 	if errors.Is(err, meta.ErrTopicExists) {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, s.Name)
+	}
+	if errors.Is(err, meta.ErrNotEnoughNodes) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err != nil {
 		return nil, unavailable(err)

@@ -4,6 +4,7 @@
 // 'r' (see raftlog); the engine owns the rest:
 //
 //	'm' 'f'                               store format marker (version)
+//	'm' 'n'                               node identity: node id, cluster id
 //	'm' 't' <topic id:8>                  topic record
 //	'm' 's'                               metadata state (id counters)
 //	'm' 'x' <group:8>                     partition group awaiting deletion
@@ -146,3 +147,7 @@ func CommitKeyName(k []byte) (string, bool) {
 	}
 	return string(k[9:]), true
 }
+
+// IdentityKey holds the node's identity (its id and its cluster's id),
+// written the first time the store is opened.
+var IdentityKey = []byte{Meta, 'n'}

@@ -1,11 +1,14 @@
-// Package meta is the metadata state machine: the catalog of topics and the
-// plugin registry (package plugins), kept in its own raft group (the same code path that will hold membership and
-// placement once nodes replicate). Topic ids and partition group ids come
+// Package meta is the metadata state machine: the cluster's members, the
+// catalog of topics with the placement of their partitions' replicas, and
+// the plugin registry (package plugins), kept in its own raft group whose
+// voters are the members. Placement is computed at apply, so every member
+// agrees on it. Topic ids and partition group ids come
 // from counters advanced at apply, so they are never reused: a re-created
 // topic never aliases the old one's message IDs or resume tokens.
 package meta
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -34,6 +37,9 @@ var (
 	// ErrOutcomeUnknown is returned when a wait ended before the command's
 	// fate was known.
 	ErrOutcomeUnknown = errors.New("meta: outcome unknown")
+	// ErrNotEnoughNodes is the result of creating a topic with more
+	// replicas than the cluster has members.
+	ErrNotEnoughNodes = errors.New("meta: not enough nodes")
 )
 
 // GroupID is the raft group of the metadata state machine.
@@ -73,8 +79,28 @@ type Topic struct {
 	// off.
 	DedupeWindowNanos int64 `json:"dedupe_window_ns,omitempty"`
 	// Groups holds the raft group id of each partition, by partition number.
-	Groups     []uint64 `json:"groups"`
-	CreateTime int64    `json:"create_time_ns"`
+	Groups []uint64 `json:"groups"`
+	// Replicas holds, by partition number, the nodes that keep a copy; the
+	// first is the preferred leader. Empty for topics created before the
+	// node was part of a cluster: their one replica is that node.
+	Replicas   [][]uint64 `json:"replicas,omitempty"`
+	CreateTime int64      `json:"create_time_ns"`
+}
+
+// ReplicasOf returns partition i's replicas; nil means "the local node
+// only" (a topic from a single-node store).
+func (t *Topic) ReplicasOf(i int) []uint64 {
+	if i < len(t.Replicas) {
+		return t.Replicas[i]
+	}
+	return nil
+}
+
+// Node is a member of the cluster.
+type Node struct {
+	ID uint64 `json:"id"`
+	// Addr is where peers and clients reach it (host:port).
+	Addr string `json:"addr"`
 }
 
 // Spec is what a topic is created with.
@@ -98,6 +124,10 @@ type command struct {
 
 	PluginUpload *plugins.Upload `json:"plugin_upload,omitempty"`
 	PluginDelete *plugins.Delete `json:"plugin_delete,omitempty"`
+
+	// Init records the cluster's first members; applied once (later ones
+	// are no-ops), so every node may propose it.
+	Init []Node `json:"init,omitempty"`
 }
 
 // Alter changes a topic's retention policy.
@@ -106,10 +136,11 @@ type Alter struct {
 	Retention Retention `json:"retention"`
 }
 
-// state holds the id counters.
+// state holds the id counters and the members.
 type state struct {
 	NextTopicID uint64 `json:"next_topic_id"`
 	NextGroupID uint64 `json:"next_group_id"`
+	Nodes       []Node `json:"nodes,omitempty"`
 }
 
 // Change reports what one applied command did.
@@ -126,7 +157,10 @@ type Config struct {
 	// OnChange is called from the raft loop (in Durable) with the changes
 	// that became durable. It must not block or call the host synchronously.
 	OnChange func([]Change)
-	Logger   hclog.Logger
+	// DefaultReplicas is the replication factor of a topic created without
+	// one, capped at the number of members. Default 3.
+	DefaultReplicas uint32
+	Logger          hclog.Logger
 }
 
 // Meta is the metadata state machine. It implements raftlog.StateMachine.
@@ -144,6 +178,8 @@ type Meta struct {
 		sync.Mutex
 		topics  map[string]*Topic // durable: what readers see
 		byID    map[uint64]*Topic
+		nodes   []Node
+		leader  uint64
 		queue   [][]byte
 		waiters map[uint64]chan result
 		nextID  uint64
@@ -210,6 +246,7 @@ func Open(cfg Config) (*Meta, error) {
 
 // publishLocked makes the applied catalog the visible one.
 func (m *Meta) publishLocked() {
+	m.mu.nodes = slices.Clone(m.st.Nodes)
 	m.mu.topics = make(map[string]*Topic, len(m.topics))
 	m.mu.byID = make(map[uint64]*Topic, len(m.topics))
 	for n, t := range m.topics {
@@ -253,6 +290,27 @@ func (m *Meta) TopicByID(id uint64) (*Topic, bool) {
 	defer m.mu.Unlock()
 	t, ok := m.mu.byID[id]
 	return t, ok
+}
+
+// Nodes returns the durable members, by id.
+func (m *Meta) Nodes() []Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.mu.nodes)
+}
+
+// Leader returns the metadata group's leader as last seen (0: none).
+func (m *Meta) Leader() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.leader
+}
+
+// Init proposes the cluster's first members and waits until the
+// membership is durable (whoever's proposal came first).
+func (m *Meta) Init(ctx context.Context, nodes []Node) error {
+	_, err := m.proposeResult(ctx, command{Init: nodes})
+	return err
 }
 
 // Create proposes a new topic and waits until it is durable.
@@ -377,6 +435,11 @@ func (m *Meta) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 			r.plugins = []*plugins.Plugin{p}
 		case cmd.PluginDelete != nil:
 			r.plugins, r.err = m.reg.ApplyDelete(w, cmd.PluginDelete)
+		case cmd.Init != nil:
+			if len(m.st.Nodes) == 0 {
+				m.st.Nodes = slices.Clone(cmd.Init)
+				slices.SortFunc(m.st.Nodes, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
+			}
 		default:
 			return fmt.Errorf("meta: entry %d: empty command", e.GetIndex())
 		}
@@ -393,15 +456,25 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 	if _, ok := m.topics[s.Name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, s.Name)
 	}
+	rf := s.ReplicationFactor
+	if rf == 0 {
+		rf = min(max(m.cfg.DefaultReplicas, 1), uint32(max(len(m.st.Nodes), 1)))
+	}
+	if len(m.st.Nodes) > 0 && int(rf) > len(m.st.Nodes) {
+		return nil, fmt.Errorf("%w: replication factor %d but the cluster has %d nodes", ErrNotEnoughNodes, rf, len(m.st.Nodes))
+	}
 	t := &Topic{
 		ID: m.st.NextTopicID, Name: s.Name, Partitions: s.Partitions,
-		ReplicationFactor: s.ReplicationFactor, MaxRecordBytes: s.MaxRecordBytes,
+		ReplicationFactor: rf, MaxRecordBytes: s.MaxRecordBytes,
 		Retention: s.Retention, DedupeWindowNanos: s.DedupeWindowNanos, CreateTime: s.CreateTime,
 	}
 	m.st.NextTopicID++
-	for range s.Partitions {
+	for i := range s.Partitions {
 		t.Groups = append(t.Groups, m.st.NextGroupID)
 		m.st.NextGroupID++
+		if len(m.st.Nodes) > 0 {
+			t.Replicas = append(t.Replicas, place(m.st.Nodes, t.ID, i, rf))
+		}
 	}
 	v, err := json.Marshal(t)
 	if err != nil {
@@ -470,8 +543,39 @@ func (m *Meta) Durable() {
 	}
 }
 
+// place picks partition i's replicas: rf consecutive members, starting at
+// a member that moves by one per partition (and per topic), so replicas and
+// preferred leaders (the first replica) spread evenly over the members.
+// It is deterministic: every replica of the metadata group computes the
+// same placement at apply.
+func place(nodes []Node, topicID uint64, i uint32, rf uint32) []uint64 {
+	out := make([]uint64, 0, rf)
+	start := (topicID + uint64(i)) % uint64(len(nodes))
+	for k := range uint64(rf) {
+		out = append(out, nodes[(start+k)%uint64(len(nodes))].ID)
+	}
+	return out
+}
+
 // LeaderChanged implements raftlog.StateMachine.
-func (m *Meta) LeaderChanged(leader, term uint64) {}
+func (m *Meta) LeaderChanged(leader, term uint64) {
+	m.mu.Lock()
+	m.mu.leader = leader
+	m.mu.Unlock()
+}
+
+// SnapshotData implements raftlog.Snapshotter. The metadata log is never
+// truncated, so the only snapshot is the bootstrap one: empty state.
+func (m *Meta) SnapshotData(index uint64) ([]byte, error) { return nil, nil }
+
+// RestoreSnapshot implements raftlog.Snapshotter: a new member starts from
+// the empty catalog and applies the whole metadata log.
+func (m *Meta) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) error {
+	if len(data) != 0 || len(m.topics) > 0 || len(m.st.Nodes) > 0 {
+		return fmt.Errorf("meta: snapshot at %d over existing metadata (the metadata log is never truncated)", index)
+	}
+	return nil
+}
 
 // Stopped implements raftlog.StateMachine.
 func (m *Meta) Stopped(err error) {

@@ -84,6 +84,7 @@ type pendingOp struct {
 	state   GroupState
 	err     error
 	done    chan struct{}
+	term    uint64 // the raft term it was proposed at (0: not yet)
 }
 
 // groupEntry is a group command as a raft entry: kind, proposal id, JSON.
@@ -132,6 +133,7 @@ func (p *Partition) GroupCommand(ctx context.Context, op GroupOp) (GroupState, e
 func (p *Partition) proposeOps(dst [][]byte, ops []*pendingOp) [][]byte {
 	for _, po := range ops {
 		p.nextID++
+		po.term = p.proposingTerm
 		p.opFlights[p.nextID] = po
 		dst = append(dst, commandEntry(po.kind, p.nextID, po.payload))
 	}

@@ -62,6 +62,10 @@ var (
 	// ErrOutcomeUnknown is returned when a wait ended before the append's
 	// fate was known: it may or may not have been stored.
 	ErrOutcomeUnknown = errors.New("partition: publish outcome unknown")
+	// ErrLost is returned (joined to ErrNotLeader) for a proposal a leader
+	// change discarded: it was not stored and never will be, so it is safe
+	// to retry.
+	ErrLost = errors.New("partition: proposal lost in a leader change, not stored")
 )
 
 // Command kinds: the first byte of every entry this package proposes.
@@ -142,6 +146,13 @@ type Partition struct {
 	logFloor uint64
 	// passEntries holds batch entries rewritten by compaction this pass.
 	passEntries map[uint64][]byte
+	// proposingTerm is the term this pass's proposals are appended at;
+	// appliedTerm the term of the last applied entry. A flight of an
+	// earlier term than appliedTerm that is still not applied is lost
+	// (raftlog.AppliedTermer).
+	proposingTerm, appliedTerm uint64
+	// restored is set when a snapshot replaced the state this pass.
+	restored bool
 	// cacheBelow and cacheReplace tell Durable to drop cached batches below
 	// the new log start and to swap in compacted ones.
 	cacheBelow   uint64
@@ -177,6 +188,7 @@ type flight struct {
 	parts []flightPart
 	time  int64
 	keys  []string // idempotency keys it carries
+	term  uint64   // the raft term it was proposed at
 }
 
 type flightPart struct {
@@ -448,7 +460,7 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 		p.nextID++
 		p.proposedTime = max(p.cfg.Now(), p.proposedTime)
 		p.builder.Reset(p.nextID, p.proposedTime)
-		cur = &flight{time: p.proposedTime}
+		cur = &flight{time: p.proposedTime, term: p.proposingTerm}
 	}
 	finish := func() {
 		data := p.builder.Finish()
@@ -688,6 +700,10 @@ func (p *Partition) Durable() {
 	clear(p.passKeys)
 	clear(p.passGroups)
 	clear(p.passEntries)
+	if p.restored {
+		p.restored = false
+		p.cfg.Cache.Drop(p.cfg.Group)
+	}
 	if p.cacheBelow > 0 {
 		p.cfg.Cache.DropBelow(p.cfg.Group, p.cacheBelow)
 	}
@@ -713,6 +729,7 @@ func (p *Partition) Durable() {
 			close(po.done)
 		}
 	}
+	defer p.failLost()
 	for _, ab := range applied {
 		f := p.inflight[ab.id]
 		if f == nil {
@@ -728,6 +745,29 @@ func (p *Partition) Durable() {
 			})
 			off += uint64(part.n)
 			p.settle(part.a, nil)
+		}
+	}
+}
+
+// Proposing implements raftlog.ProposalTermer.
+func (p *Partition) Proposing(term uint64) { p.proposingTerm = term }
+
+// AppliedTerm implements raftlog.AppliedTermer.
+func (p *Partition) AppliedTerm(term uint64) { p.appliedTerm = max(p.appliedTerm, term) }
+
+// failLost fails the proposals a leader change discarded: proposed under a
+// term older than the last applied entry's and still not applied, they can
+// never commit. Called from Durable, after the applied ones are answered.
+func (p *Partition) failLost() {
+	lost := fmt.Errorf("partition %d: %w: %w", p.cfg.Index, ErrNotLeader, ErrLost)
+	for id, f := range p.inflight {
+		if f.term < p.appliedTerm {
+			p.failFlight(id, lost)
+		}
+	}
+	for id, po := range p.opFlights {
+		if po.term != 0 && po.term < p.appliedTerm {
+			p.failOp(id, lost)
 		}
 	}
 }

@@ -1,0 +1,404 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/engine/internal/meta"
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/raftlog"
+)
+
+// ErrNotStored marks a failed publish that certainly stored nothing (the
+// request was refused before it was queued, or raft discarded it), so
+// retrying it cannot duplicate records.
+var ErrNotStored = errors.New("not stored")
+
+// NotLeaderError is the answer of a node that was asked (by another node)
+// to publish to a partition it does not lead. Leader is its best guess at
+// the leader (0: unknown). Nothing was stored.
+type NotLeaderError struct {
+	Topic     string
+	Partition uint32
+	Node      uint64
+	Leader    uint64
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("node %d does not lead partition %d of %q (leader: %d)", e.Node, e.Partition, e.Topic, e.Leader)
+}
+
+// Is makes a NotLeaderError ErrUnavailable and ErrNotStored.
+func (e *NotLeaderError) Is(target error) bool {
+	return target == ErrUnavailable || target == ErrNotStored
+}
+
+// Forwarder sends one partition's records to another node, which publishes
+// them only if it leads the partition. An error that is ErrNotStored is
+// safe to retry (a *NotLeaderError says who leads, as far as that node
+// knows); any other error leaves the outcome unknown.
+type Forwarder interface {
+	Publish(ctx context.Context, node uint64, addr, topic string, partition uint32, recs []record.Record) ([]PublishResult, error)
+}
+
+type forwardedKey struct{}
+
+// WithForwarded marks ctx as carrying a publish another node forwarded:
+// it is served only by the partition's leader, never forwarded again.
+func WithForwarded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, forwardedKey{}, true)
+}
+
+func forwarded(ctx context.Context) bool { return ctx.Value(forwardedKey{}) != nil }
+
+// identity is what a data directory records about its node.
+type identity struct {
+	NodeID    uint64 `json:"node_id"`
+	ClusterID uint64 `json:"cluster_id"`
+}
+
+// checkIdentity records the node's identity in a new store, and refuses a
+// store that belongs to another node or another cluster: starting on it
+// would mix two nodes' raft state.
+func checkIdentity(db *pebble.DB, cfg Config) error {
+	want := identity{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID}
+	v, closer, err := db.Get(keys.IdentityKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		data, _ := json.Marshal(want)
+		return db.Set(keys.IdentityKey, data, pebble.Sync)
+	}
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	var got identity
+	if err := json.Unmarshal(v, &got); err != nil {
+		return fmt.Errorf("broker: %w: node identity in %s: %v", ErrInvalid, cfg.Dir, err)
+	}
+	if got.NodeID != want.NodeID {
+		return fmt.Errorf("broker: %w: data directory %s belongs to node %d, not %d (a wiped node rejoins under a new id)",
+			ErrInvalid, cfg.Dir, got.NodeID, want.NodeID)
+	}
+	if got.ClusterID != want.ClusterID {
+		return fmt.Errorf("broker: %w: data directory %s belongs to cluster %016x, not %016x (check --initial-cluster)",
+			ErrInvalid, cfg.Dir, got.ClusterID, want.ClusterID)
+	}
+	return nil
+}
+
+// initialVoters are the metadata group's voters at bootstrap.
+func (b *Broker) initialVoters() []uint64 {
+	if len(b.cfg.Peers) == 0 {
+		return []uint64{b.cfg.NodeID}
+	}
+	return slices.Sorted(maps.Keys(b.cfg.Peers))
+}
+
+// clustered reports whether the node runs with peers.
+func (b *Broker) clustered() bool { return len(b.cfg.Peers) > 0 }
+
+// initMembers records the initial members in the metadata group once it
+// has a leader (every node tries; the first to apply wins).
+func (b *Broker) initMembers() {
+	defer b.wg.Done()
+	nodes := make([]meta.Node, 0, len(b.cfg.Peers))
+	for _, id := range b.initialVoters() {
+		nodes = append(nodes, meta.Node{ID: id, Addr: b.cfg.Peers[id]})
+	}
+	for len(b.meta.Nodes()) == 0 {
+		if b.meta.Leader() != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := b.meta.Init(ctx, nodes)
+			cancel()
+			if err != nil {
+				b.log.Debug("record members", "error", err)
+			}
+		}
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitMembers waits (up to 10 s, or ctx) until a cluster node knows the
+// members: placement needs them. Just after a cluster's first start that
+// takes one election.
+func (b *Broker) waitMembers(ctx context.Context) error {
+	if !b.clustered() {
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(b.meta.Nodes()) == 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the cluster's members are not recorded yet (no metadata quorum?)", ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Addr returns a member's address ("" if unknown).
+func (b *Broker) Addr(node uint64) (string, bool) {
+	for _, n := range b.meta.Nodes() {
+		if n.ID == node {
+			return n.Addr, n.Addr != ""
+		}
+	}
+	addr, ok := b.cfg.Peers[node]
+	return addr, ok
+}
+
+// IsMember reports whether node may send this node raft messages.
+func (b *Broker) IsMember(node uint64) bool {
+	if _, ok := b.cfg.Peers[node]; ok {
+		return true
+	}
+	return slices.ContainsFunc(b.meta.Nodes(), func(n meta.Node) bool { return n.ID == node })
+}
+
+// Deliver hands the raft host messages from other nodes (the transport's
+// receiving side).
+func (b *Broker) Deliver(envs []raftlog.Envelope) { b.host.Deliver(envs) }
+
+// ReportUnreachable tells raft a peer could not be reached.
+func (b *Broker) ReportUnreachable(node uint64) { b.host.ReportUnreachable(node) }
+
+// ReportSnapshot tells raft whether a snapshot reached a peer.
+func (b *Broker) ReportSnapshot(group, node uint64, failed bool) {
+	b.host.ReportSnapshot(group, node, failed)
+}
+
+// NodeID returns this node's id.
+func (b *Broker) NodeID() uint64 { return b.cfg.NodeID }
+
+// ClusterID returns the cluster's id.
+func (b *Broker) ClusterID() uint64 { return b.cfg.ClusterID }
+
+// hosted returns the partitions with a replica on this node.
+func (lt *liveTopic) hosted() []*partition.Partition {
+	out := make([]*partition.Partition, 0, len(lt.parts))
+	for _, p := range lt.parts {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// hostsAll reports whether every partition has a replica on this node.
+func (lt *liveTopic) hostsAll() bool { return !slices.Contains(lt.parts, nil) }
+
+// replicaNodes lists the nodes that keep a replica of every partition.
+func (lt *liveTopic) replicaNodes() []uint64 {
+	var out []uint64
+	for i := range lt.parts {
+		r := lt.meta.ReplicasOf(i)
+		if i == 0 {
+			out = slices.Clone(r)
+			continue
+		}
+		out = slices.DeleteFunc(out, func(n uint64) bool { return !slices.Contains(r, n) })
+	}
+	return out
+}
+
+// publishPartition publishes one partition's records: on this node if it
+// leads the partition, else on the leader through the Forwarder. A refusal
+// that stored nothing (no leader yet, a leader change discarded the
+// proposal, the node asked is not the leader) is retried until ctx is
+// almost over; then the publish fails with ErrUnavailable. A wait that
+// ends with the outcome unknown is never retried.
+func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, recs []record.Record) (*partition.Append, []PublishResult, error) {
+	part := lt.parts[p]
+	var hint uint64
+	var last error
+	backoff := 2 * time.Millisecond
+	for {
+		leader := hint
+		if part != nil {
+			leader = part.Leader()
+		}
+		if leader == 0 && part == nil {
+			leader = lt.meta.ReplicasOf(int(p))[0]
+		}
+		switch {
+		case leader == b.cfg.NodeID:
+			a, err := part.Enqueue(ctx, recs)
+			if err == nil {
+				err = a.Wait(ctx)
+			}
+			if err == nil || !errors.Is(err, partition.ErrNotLeader) {
+				return a, nil, err
+			}
+			last = err
+		case forwarded(ctx):
+			return nil, nil, &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: leader}
+		case leader != 0 && b.cfg.Forward != nil:
+			addr, _ := b.Addr(leader)
+			res, err := b.cfg.Forward.Publish(ctx, leader, addr, lt.meta.Name, p, recs)
+			if err == nil {
+				return nil, res, nil
+			}
+			if !errors.Is(err, ErrNotStored) {
+				return nil, nil, err
+			}
+			var nl *NotLeaderError
+			if errors.As(err, &nl) && nl.Leader != leader {
+				hint = nl.Leader
+			} else {
+				hint = 0
+			}
+			last = err
+		default:
+			last = fmt.Errorf("no leader known for partition %d", p)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*backoff {
+			return nil, nil, fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNotStored, last)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNotStored, last)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// balanceLeaders hands each partition this node leads to its preferred
+// leader (its first replica) once that replica has caught up, so
+// leadership spreads over the members as placement intended, also after a
+// node came back from a failure.
+func (b *Broker) balanceLeaders() {
+	defer b.wg.Done()
+	if b.cfg.LeaderBalanceInterval < 0 || !b.clustered() {
+		return
+	}
+	tick := time.NewTicker(b.cfg.LeaderBalanceInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+		}
+		b.mu.Lock()
+		var todo []*liveTopic
+		for _, lt := range b.mu.topics {
+			todo = append(todo, lt)
+		}
+		b.mu.Unlock()
+		for _, lt := range todo {
+			for i, p := range lt.parts {
+				r := lt.meta.ReplicasOf(i)
+				if p == nil || len(r) < 2 || r[0] == b.cfg.NodeID {
+					continue
+				}
+				st, ok := b.host.Status(p.Group())
+				if !ok || !st.Leading || st.Match[r[0]] < st.Last {
+					continue
+				}
+				b.log.Info("handing leadership to the preferred leader", "topic", lt.meta.Name, "partition", i, "to", r[0])
+				_ = b.host.TransferLeader(p.Group(), r[0])
+			}
+		}
+	}
+}
+
+// TransferLeader asks the leader of a partition (this node) to hand it to
+// node.
+func (b *Broker) TransferLeader(topic string, p uint32, node uint64) error {
+	lt, err := b.anyTopic(topic)
+	if err != nil {
+		return err
+	}
+	if int(p) >= len(lt.parts) {
+		return fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, topic, len(lt.parts))
+	}
+	if !slices.Contains(lt.meta.ReplicasOf(int(p)), node) {
+		return fmt.Errorf("%w: node %d keeps no replica of partition %d of %q (replicas: %v)", ErrFailedPrecondition, node, p, topic, lt.meta.ReplicasOf(int(p)))
+	}
+	part := lt.parts[p]
+	if part == nil || part.Leader() != b.cfg.NodeID {
+		leader := uint64(0)
+		if part != nil {
+			leader = part.Leader()
+		}
+		return fmt.Errorf("%w: node %d does not lead partition %d of %q (leader: %d); ask the leader", ErrFailedPrecondition, b.cfg.NodeID, p, topic, leader)
+	}
+	return b.host.TransferLeader(part.Group(), node)
+}
+
+// ErrFailedPrecondition marks a request the cluster's state refuses now.
+var ErrFailedPrecondition = errors.New("failed precondition")
+
+// NodeState is one member in ClusterStatus.
+type NodeState struct {
+	ID   uint64
+	Addr string
+	Self bool
+}
+
+// PartitionStatus is one partition in ClusterStatus, as this node sees it.
+type PartitionStatus struct {
+	Topic     string
+	Partition uint32
+	Group     uint64
+	Replicas  []uint64
+	Hosted    bool
+	Raft      raftlog.Status
+	Bounds    partition.State
+}
+
+// ClusterStatus is the cluster as this node sees it.
+type ClusterStatus struct {
+	MetaLeader uint64
+	Nodes      []NodeState
+	Partitions []PartitionStatus
+}
+
+// Status returns the members and every partition as this node sees them.
+func (b *Broker) Status() ClusterStatus {
+	cs := ClusterStatus{MetaLeader: b.meta.Leader()}
+	for _, n := range b.meta.Nodes() {
+		cs.Nodes = append(cs.Nodes, NodeState{ID: n.ID, Addr: n.Addr, Self: n.ID == b.cfg.NodeID})
+	}
+	if len(cs.Nodes) == 0 {
+		// Not recorded yet (no metadata quorum so far): the initial list.
+		for _, id := range b.initialVoters() {
+			cs.Nodes = append(cs.Nodes, NodeState{ID: id, Addr: b.cfg.Peers[id], Self: id == b.cfg.NodeID})
+		}
+	}
+	for _, t := range b.meta.Topics() {
+		b.mu.Lock()
+		lt := b.mu.topics[t.ID]
+		b.mu.Unlock()
+		for i, g := range t.Groups {
+			ps := PartitionStatus{Topic: t.Name, Partition: uint32(i), Group: g, Replicas: t.ReplicasOf(i)}
+			if ps.Replicas == nil {
+				ps.Replicas = []uint64{b.cfg.NodeID}
+			}
+			if lt != nil && i < len(lt.parts) && lt.parts[i] != nil {
+				ps.Hosted = true
+				ps.Raft, _ = b.host.Status(g)
+				ps.Bounds = lt.parts[i].Bounds()
+			}
+			cs.Partitions = append(cs.Partitions, ps)
+		}
+	}
+	return cs
+}

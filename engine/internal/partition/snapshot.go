@@ -1,0 +1,137 @@
+package partition
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/raftlog"
+)
+
+// A replica that needs entries the leader's log no longer has (retention
+// truncated it, or the replica is brand new) jumps to the leader's first
+// index with a raft snapshot that carries no records: the records below the
+// jump are gone on every replica anyway. What it carries is what applying
+// the entries after the jump needs to give the same result as on the
+// leader:
+//
+//   - the offset and the append-time floor at the jump (the first retained
+//     batch's base and effective append time, which is at least the time of
+//     every batch before it, so apply's max() rule gives the same times);
+//   - the dedupe rows of records below the jump (a later record with the
+//     same key is checked against them exactly as on the leader);
+//   - the subscriber group rows, as the leader has them now. A group
+//     command in the retained log is then applied over a state that may
+//     already include it, so a replica that jumped can briefly show a
+//     newer committed offset than the leader had at that index; the next
+//     commit settles it. Commits only move what is re-delivered
+//     (at-least-once), never which records exist.
+
+// snapshot is the data of a partition's raft snapshot.
+type snapshot struct {
+	Next     uint64 `json:"next"`
+	LastTime int64  `json:"last_time"`
+	// Rows are raw key/value pairs of the dedupe, expiry and group spans.
+	Rows []snapRow `json:"rows,omitempty"`
+}
+
+type snapRow struct {
+	K []byte `json:"k"`
+	V []byte `json:"v,omitempty"`
+}
+
+// SnapshotData implements raftlog.Snapshotter: the state as of raft index
+// index, the last entry the log no longer holds.
+func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
+	snap := snapshot{Next: p.st.Next, LastTime: p.st.LastTime}
+	lo, hi := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		row, err := decodeIndexRow(it.Value())
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		if row.raftIndex > index {
+			snap.Next, _ = keys.OffsetKeyBase(it.Key())
+			snap.LastTime = row.appendTime
+			break
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, err
+	}
+	for _, prefix := range []byte{keys.Dedupe, keys.Expiry, keys.Commit} {
+		lo, hi := keys.GroupSpan(prefix, p.cfg.Group)
+		it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return nil, err
+		}
+		for valid := it.First(); valid; valid = it.Next() {
+			if prefix == keys.Dedupe {
+				e, err := decodeDedupe(it.Value())
+				if err == nil && e.offset >= snap.Next {
+					continue // a record the retained log brings
+				}
+			}
+			if prefix == keys.Expiry {
+				if _, idem, ok := keys.ExpiryKeyParts(it.Key()); ok {
+					if e, found, err := p.lookupKey(idem); err == nil && found && e.offset >= snap.Next {
+						continue
+					}
+				}
+			}
+			snap.Rows = append(snap.Rows, snapRow{K: append([]byte(nil), it.Key()...), V: append([]byte(nil), it.Value()...)})
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(snap)
+}
+
+// RestoreSnapshot implements raftlog.Snapshotter: every row of the
+// partition is replaced by the snapshot's, and the partition continues
+// empty from the snapshot's offset.
+func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) error {
+	var snap snapshot
+	if err := json.Unmarshal(data, &snap); err != nil {
+		return fmt.Errorf("partition %d: %w: snapshot: %v", p.cfg.Index, ErrCorrupt, err)
+	}
+	for _, prefix := range []byte{keys.Offset, keys.Time, keys.Dedupe, keys.Expiry, keys.Commit} {
+		lo, hi := keys.GroupSpan(prefix, p.cfg.Group)
+		if err := w.DeleteRange(lo, hi, nil); err != nil {
+			return err
+		}
+	}
+	for _, r := range snap.Rows {
+		if len(r.K) == 0 {
+			return fmt.Errorf("partition %d: %w: empty snapshot row key", p.cfg.Index, ErrCorrupt)
+		}
+		lo, hi := keys.GroupSpan(r.K[0], p.cfg.Group)
+		if string(r.K) < string(lo) || string(r.K) >= string(hi) {
+			return fmt.Errorf("partition %d: %w: snapshot row %x outside the partition", p.cfg.Index, ErrCorrupt, r.K)
+		}
+		if err := w.Set(r.K, r.V, nil); err != nil {
+			return err
+		}
+	}
+	p.st = State{LogStart: snap.Next, Next: snap.Next, FirstTime: snap.LastTime, LastTime: snap.LastTime,
+		LastIndex: index, LastOther: index}
+	p.appliedIndex = index
+	p.logFloor = 0
+	p.restored = true
+	p.mu.Lock()
+	p.mu.truncatingTo = max(p.mu.truncatingTo, snap.Next)
+	p.mu.Unlock()
+	p.log.Info("jumped to the leader's first index", "raft-index", index, "offset", snap.Next)
+	return w.Set(keys.PartitionStateKey(p.cfg.Group), p.st.encode(), nil)
+}
+
+var _ raftlog.Snapshotter = (*Partition)(nil)

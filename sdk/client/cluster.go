@@ -1,0 +1,26 @@
+package client
+
+import (
+	"context"
+
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+)
+
+// ClusterStatus is the cluster as the answering node sees it: members,
+// and for every partition its replicas, leader and raft indexes, with each
+// replica's lag on the partition's leader.
+type ClusterStatus = rewindv1.GetClusterStatusResponse
+
+// ClusterStatus asks the server for its view of the cluster. Ask every
+// member to see every leader's view (rewind cluster status does).
+func (c *Client) ClusterStatus(ctx context.Context) (*ClusterStatus, error) {
+	return c.cluster.GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+}
+
+// TransferLeader asks the server, which must lead the partition, to hand
+// leadership to node (one of its replicas). It returns once asked; the
+// transfer completes within about an election timeout.
+func (c *Client) TransferLeader(ctx context.Context, topic string, partition uint32, node uint64) error {
+	_, err := c.cluster.TransferLeader(ctx, &rewindv1.TransferLeaderRequest{Topic: topic, Partition: partition, Node: node})
+	return err
+}
