@@ -10,6 +10,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -18,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 
@@ -26,6 +29,8 @@ import (
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/raftlog/transport"
 	"github.com/rewind-io/rewind/sandbox"
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
 // Config configures a node. The zero value of every field but Dir selects
@@ -81,6 +86,46 @@ type Config struct {
 	// LeaderBalanceInterval is how often leaders hand partitions back to
 	// their preferred replica. Default 5 s; negative: never.
 	LeaderBalanceInterval time.Duration
+	// Join adds the node to a running cluster through any of these members
+	// (host:port), as Advertise (the address peers and clients dial).
+	// Asking again after a restart is fine: a member that asks again with
+	// the same address is let in.
+	Join      []string
+	Advertise string
+}
+
+// join asks the members in turn to add this node, for up to a minute.
+func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]string, err error) {
+	if cfg.Advertise == "" {
+		return 0, nil, errors.New("engine: joining a cluster needs the address peers reach this node at (--advertise or --listen)")
+	}
+	hc := peerClient()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		for _, addr := range cfg.Join {
+			c := rewindv1connect.NewClusterServiceClient(hc, "http://"+addr, connect.WithGRPC())
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Advertise})
+			cancel()
+			if e == nil {
+				members = map[uint64]string{}
+				for _, n := range resp.GetNodes() {
+					members[n.GetId()] = n.GetAddress()
+				}
+				log.Info("joined the cluster", "through", addr, "members", len(members))
+				return resp.GetClusterId(), members, nil
+			}
+			if c := connect.CodeOf(e); c == connect.CodeFailedPrecondition || c == connect.CodeAlreadyExists || c == connect.CodeInvalidArgument {
+				return 0, nil, fmt.Errorf("engine: join through %s: %w", addr, e)
+			}
+			err = e
+			log.Warn("join: member not ready", "member", addr, "error", e)
+		}
+		if time.Now().After(deadline) {
+			return 0, nil, fmt.Errorf("engine: could not join through %v: %w", cfg.Join, err)
+		}
+		time.Sleep(time.Second) // members down or electing: ask again
+	}
 }
 
 // ClusterIDOf derives a cluster id from the initial members, so nodes
@@ -122,6 +167,18 @@ func Open(cfg Config) (*Node, error) {
 		MinFreeBytes: cfg.MinFreeBytes, Sandbox: cfg.Filters, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes,
 		Peers: cfg.InitialCluster, ClusterID: cfg.ClusterID, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, LeaderBalanceInterval: cfg.LeaderBalanceInterval,
+	}
+	if len(cfg.Join) > 0 {
+		if len(cfg.InitialCluster) > 0 {
+			return nil, errors.New("engine: a node either bootstraps a cluster (InitialCluster) or joins one (Join), not both")
+		}
+		id, members, err := join(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		members[cfg.NodeID] = cfg.Advertise
+		cfg.InitialCluster, cfg.ClusterID = members, id
+		bc.Peers, bc.ClusterID, bc.Join = members, id, true
 	}
 	var tr *transport.Transport
 	// The transport and the broker need each other: the broker is set once
@@ -180,6 +237,7 @@ func Open(cfg Config) (*Node, error) {
 	br.Store(b)
 	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr}
 	if tr != nil {
+		n.api.SetPeerClient(peerClient())
 		n.api.SetPeerStats(func() map[uint64]api.PeerStat {
 			out := map[uint64]api.PeerStat{}
 			for _, p := range tr.Stats().Peers {

@@ -18,7 +18,7 @@ import (
 
 func newCluster(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster and move partition leadership"}
-	cmd.AddCommand(newClusterStatus(g), newClusterTransferLeader(g))
+	cmd.AddCommand(newClusterStatus(g), newClusterTransferLeader(g), newClusterRemoveNode(g))
 	return cmd
 }
 
@@ -195,6 +195,26 @@ func newClusterTransferLeader(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Printf("asked node %d to hand partition %d of %s to node %d\n", leader, p, args[0], node)
+			return nil
+		},
+	}
+}
+
+func newClusterRemoveNode(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove-node NODE",
+		Short: "Move every replica off a node, then remove it from the cluster (its id is never reused)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return fmt.Errorf("node %q: %w", args[0], err)
+			}
+			moved, shrunk, err := g.client().RemoveNode(cmd.Context(), node)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("removed node %d: %d partition replica(s) moved to other nodes, %d partition(s) kept one replica fewer; the node may be stopped\n", node, moved, shrunk)
 			return nil
 		},
 	}

@@ -27,7 +27,7 @@ func newServe() *cobra.Command {
 		filters                              sandbox.Limits
 		filterMemMiB, inlineMiB              int
 		nodeID                               uint64
-		initialCluster, advertise            string
+		initialCluster, advertise, joinAddrs string
 		replicationFactor                    uint32
 		tick                                 time.Duration
 		electionTicks                        int
@@ -45,7 +45,12 @@ A cluster: start every member with the same --initial-cluster and its own
   rewind serve --node-id 1 --listen 127.0.0.1:7071 --data d1 \
     --initial-cluster 1=127.0.0.1:7071,2=127.0.0.1:7072,3=127.0.0.1:7073
 
-One port serves clients and the raft traffic between members.`,
+One port serves clients and the raft traffic between members. Grow a running
+cluster with a new id:
+
+  rewind serve --node-id 4 --listen 127.0.0.1:7074 --data d4 --join 127.0.0.1:7071
+
+and shrink it with "rewind cluster remove-node N".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(level, format)
@@ -64,6 +69,18 @@ One port serves clients and the raft traffic between members.`,
 			if err != nil {
 				return fmt.Errorf("--initial-cluster: %w", err)
 			}
+			var joins []string
+			if joinAddrs != "" {
+				if members != nil {
+					return errors.New("--join and --initial-cluster exclude each other: bootstrap a cluster, or join a running one")
+				}
+				for _, a := range strings.Split(joinAddrs, ",") {
+					joins = append(joins, strings.TrimSpace(a))
+				}
+				if advertise == "" {
+					advertise = listen
+				}
+			}
 			if members != nil {
 				if _, ok := members[nodeID]; !ok {
 					return fmt.Errorf("--node-id %d is not in --initial-cluster %s", nodeID, initialCluster)
@@ -78,6 +95,7 @@ One port serves clients and the raft traffic between members.`,
 				Filters: withFilterMemory(filters, filterMemMiB), MaxInlineModuleBytes: inlineMiB << 20,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
+				Join: joins, Advertise: advertise,
 			})
 			if err != nil {
 				return err
@@ -103,6 +121,7 @@ One port serves clients and the raft traffic between members.`,
 	f.IntVar(&inlineMiB, "filter-max-inline-mib", 0, "largest module sent inline with a replay, MiB (default 4)")
 	f.Uint64Var(&nodeID, "node-id", 1, "this node's id in the cluster (never reused)")
 	f.StringVar(&initialCluster, "initial-cluster", "", "every first member as ID=HOST:PORT,... (the same on every member); empty: run alone")
+	f.StringVar(&joinAddrs, "join", "", "join a running cluster through any of these members (HOST:PORT,...); the node's --node-id must be new")
 	f.StringVar(&advertise, "advertise", "", "the address peers and clients dial for this node (default: its --initial-cluster entry)")
 	f.Uint32Var(&replicationFactor, "default-replication-factor", 3, "replicas of a topic created without --replication-factor (capped at the member count)")
 	f.DurationVar(&tick, "raft-tick", 100*time.Millisecond, "raft tick (heartbeat interval)")

@@ -24,3 +24,16 @@ func (c *Client) TransferLeader(ctx context.Context, topic string, partition uin
 	_, err := c.cluster.TransferLeader(ctx, &rewindv1.TransferLeaderRequest{Topic: topic, Partition: partition, Node: node})
 	return err
 }
+
+// RemoveNode moves every replica off node (to members without one, or the
+// partition keeps one replica fewer) and removes it from the cluster. It
+// returns once nothing depends on the node, with how many partitions moved
+// and how many shrank; the node may then be stopped. Its id is never
+// reused.
+func (c *Client) RemoveNode(ctx context.Context, node uint64) (moved, shrunk uint32, err error) {
+	resp, err := c.cluster.RemoveNode(ctx, &rewindv1.RemoveNodeRequest{Node: node})
+	if err != nil {
+		return 0, 0, err
+	}
+	return resp.GetMoved(), resp.GetShrunk(), nil
+}

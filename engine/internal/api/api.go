@@ -27,6 +27,7 @@ type Server struct {
 	b         *broker.Broker
 	log       hclog.Logger
 	peerStats func() map[uint64]PeerStat
+	peer      *http.Client
 }
 
 // New returns the handlers for b.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -26,6 +28,111 @@ type PeerStat struct {
 // SetPeerStats gives the cluster status the transport's view of peers.
 func (s *Server) SetPeerStats(fn func() map[uint64]PeerStat) { s.peerStats = fn }
 
+// SetPeerClient gives the server the HTTP/2 client it asks other members
+// with (membership changes go to the metadata leader).
+func (s *Server) SetPeerClient(c *http.Client) { s.peer = c }
+
+func (s *Server) clusterClient(addr string) rewindv1connect.ClusterServiceClient {
+	c := s.peer
+	if c == nil {
+		c = http.DefaultClient
+	}
+	return rewindv1connect.NewClusterServiceClient(c, "http://"+addr, connect.WithGRPC())
+}
+
+// metaLeaderAddr returns the metadata leader's address when err says this
+// node is not it.
+func (s *Server) metaLeaderAddr(err error) (string, bool) {
+	var nl *broker.NotMetaLeaderError
+	if !errors.As(err, &nl) || nl.Leader == 0 || nl.Leader == s.b.NodeID() {
+		return "", false
+	}
+	return s.b.Addr(nl.Leader)
+}
+
+// AddNode implements rewindv1connect.ClusterServiceHandler: served by the
+// metadata leader (another member forwards it there).
+func (s *Server) AddNode(ctx context.Context, req *rewindv1.AddNodeRequest) (*rewindv1.AddNodeResponse, error) {
+	nodes, err := s.b.AddNode(ctx, req.GetNode(), req.GetAddress())
+	if addr, ok := s.metaLeaderAddr(err); ok {
+		return s.clusterClient(addr).AddNode(ctx, req)
+	}
+	if err != nil {
+		return nil, toConnect(s.log, err)
+	}
+	out := &rewindv1.AddNodeResponse{ClusterId: s.b.ClusterID()}
+	for _, n := range nodes {
+		out.Nodes = append(out.Nodes, &rewindv1.NodeStatus{Id: n.ID, Address: n.Addr, Leaving: n.Leaving})
+	}
+	return out, nil
+}
+
+// RemoveNode implements rewindv1connect.ClusterServiceHandler: the
+// metadata leader gives the node's partitions new replica sets, waits until
+// their leaders have changed their configurations (asking every member's
+// status), then removes the node from the metadata group.
+func (s *Server) RemoveNode(ctx context.Context, req *rewindv1.RemoveNodeRequest) (*rewindv1.RemoveNodeResponse, error) {
+	moves, err := s.b.StartRemoveNode(ctx, req.GetNode())
+	if addr, ok := s.metaLeaderAddr(err); ok {
+		return s.clusterClient(addr).RemoveNode(ctx, req)
+	}
+	if err != nil {
+		return nil, toConnect(s.log, err)
+	}
+	out := &rewindv1.RemoveNodeResponse{}
+	for _, m := range moves {
+		if m.Shrunk {
+			out.Shrunk++
+		} else {
+			out.Moved++
+		}
+	}
+	for len(moves) > 0 {
+		moves = s.pendingMoves(ctx, moves)
+		if len(moves) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%d partition(s) still moving off node %d (it is marked leaving; ask again to wait more)", len(moves), req.GetNode()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := s.b.FinishRemoveNode(ctx, req.GetNode()); err != nil {
+		return nil, toConnect(s.log, err)
+	}
+	return out, nil
+}
+
+// pendingMoves returns the moves no partition leader reports done yet.
+func (s *Server) pendingMoves(ctx context.Context, moves []broker.Reassignment) []broker.Reassignment {
+	done := map[uint64]bool{}
+	for _, n := range s.b.Members() {
+		st, err := s.clusterClient(n.Addr).GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+		if n.ID == s.b.NodeID() {
+			st, err = s.GetClusterStatus(ctx, nil)
+		}
+		if err != nil {
+			continue
+		}
+		for _, p := range st.GetPartitions() {
+			for _, m := range moves {
+				if p.GetGroup() == m.Group && len(p.GetProgress()) > 0 && len(p.GetVotersOutgoing()) == 0 && sameSet(p.GetVoters(), m.Replicas) {
+					done[m.Group] = true
+				}
+			}
+		}
+	}
+	return slices.DeleteFunc(moves, func(m broker.Reassignment) bool { return done[m.Group] })
+}
+
+func sameSet(a, b []uint64) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 // GetClusterStatus implements rewindv1connect.ClusterServiceHandler.
 func (s *Server) GetClusterStatus(ctx context.Context, _ *rewindv1.GetClusterStatusRequest) (*rewindv1.GetClusterStatusResponse, error) {
 	cs := s.b.Status()
@@ -37,7 +144,7 @@ func (s *Server) GetClusterStatus(ctx context.Context, _ *rewindv1.GetClusterSta
 	for _, n := range cs.Nodes {
 		ps := peers[n.ID]
 		out.Nodes = append(out.Nodes, &rewindv1.NodeStatus{
-			Id: n.ID, Address: n.Addr, Self: n.Self, Connected: n.Self || ps.Connected, DroppedMessages: ps.Dropped,
+			Id: n.ID, Address: n.Addr, Self: n.Self, Connected: n.Self || ps.Connected, DroppedMessages: ps.Dropped, Leaving: n.Leaving,
 		})
 	}
 	for _, p := range cs.Partitions {
@@ -45,6 +152,7 @@ func (s *Server) GetClusterStatus(ctx context.Context, _ *rewindv1.GetClusterSta
 			Topic: p.Topic, Partition: p.Partition, Group: p.Group, Replicas: p.Replicas, Hosted: p.Hosted,
 			Leader: p.Raft.Leader, Term: p.Raft.Term, CommitIndex: p.Raft.Commit, AppliedIndex: p.Raft.Applied,
 			LastIndex: p.Raft.Last, LogStartOffset: p.Bounds.LogStart, NextOffset: p.Bounds.Next,
+			Voters: p.Raft.Voters, VotersOutgoing: p.Raft.VotersOutgoing,
 		}
 		if p.Raft.Leading {
 			for _, r := range p.Replicas {

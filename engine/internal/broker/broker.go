@@ -112,6 +112,9 @@ type Config struct {
 	LeaderBalanceInterval time.Duration
 	// ElectionTicks is the raft election timeout in ticks. Default 10.
 	ElectionTicks int
+	// Join: the node was added to a running cluster (AddNode); its
+	// metadata group starts empty and learns everything from the leader.
+	Join bool
 }
 
 // Validate reports every problem with c at once.
@@ -288,7 +291,11 @@ func Open(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	b.meta = m
-	if err := host.AddGroup(raftlog.GroupConfig{ID: meta.GroupID, Voters: b.initialVoters(), SM: m, ForwardProposals: true}); err != nil {
+	mg := raftlog.GroupConfig{ID: meta.GroupID, Voters: b.initialVoters(), SM: m, ForwardProposals: true}
+	if cfg.Join {
+		mg.Voters, mg.Join = nil, true
+	}
+	if err := host.AddGroup(mg); err != nil {
 		return fail(fmt.Errorf("broker: start metadata group: %w", err))
 	}
 	for _, t := range m.Topics() {
@@ -303,7 +310,7 @@ func Open(cfg Config) (*Broker, error) {
 	go b.reconcile()
 	go b.housekeeping()
 	go b.initMembers()
-	go b.balanceLeaders()
+	go b.maintain()
 	b.log.Info("broker open", "dir", cfg.Dir, "topics", len(m.Topics()))
 	return b, nil
 }
@@ -392,6 +399,8 @@ func (b *Broker) reconcile() {
 				err = b.removeTopic(c.Deleted)
 			case c.Altered != nil:
 				b.applyPolicy(c.Altered)
+			case c.Reassigned != nil:
+				err = b.reassign(c.Reassigned)
 			}
 			if err != nil {
 				b.log.Error("reconcile topic", "error", err)
@@ -400,7 +409,8 @@ func (b *Broker) reconcile() {
 	}
 }
 
-// startTopic opens and starts the partitions of t, if they do not run yet.
+// startTopic opens and starts the partitions of t this node keeps a
+// replica of, if they do not run yet.
 func (b *Broker) startTopic(t *meta.Topic) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -408,7 +418,7 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 		return nil
 	}
 	lt := &liveTopic{meta: t}
-	for i, g := range t.Groups {
+	for i := range t.Groups {
 		voters := t.ReplicasOf(i)
 		if voters == nil {
 			voters = []uint64{b.cfg.NodeID}
@@ -417,22 +427,66 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 			lt.parts = append(lt.parts, nil) // another node's: publishes are forwarded
 			continue
 		}
-		p, err := partition.Open(partition.Config{
-			Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
-			Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
-			DedupeWindow: time.Duration(t.DedupeWindowNanos), Policy: policyOf(t), DiskFull: &b.diskFull,
-		})
+		p, err := b.openPartition(t, i, voters, false)
 		if err != nil {
-			return fmt.Errorf("broker: topic %q: %w", t.Name, err)
-		}
-		err = b.host.AddGroup(raftlog.GroupConfig{ID: g, Voters: voters, SM: p})
-		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
-			return fmt.Errorf("broker: topic %q partition %d: %w", t.Name, i, err)
+			return err
 		}
 		lt.parts = append(lt.parts, p)
 	}
 	b.mu.topics[t.ID] = lt
 	return nil
+}
+
+// openPartition opens partition i of t and runs its raft group: a new
+// group starts with voters, or, when join is set, empty, waiting for the
+// leader to send it a snapshot and the log (a replica added later).
+func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool) (*partition.Partition, error) {
+	g := t.Groups[i]
+	p, err := partition.Open(partition.Config{
+		Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
+		Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
+		DedupeWindow: time.Duration(t.DedupeWindowNanos), Policy: policyOf(t), DiskFull: &b.diskFull,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: topic %q: %w", t.Name, err)
+	}
+	gc := raftlog.GroupConfig{ID: g, Voters: voters, SM: p}
+	if join {
+		gc.Voters, gc.Join = nil, true
+	}
+	err = b.host.AddGroup(gc)
+	if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
+		return nil, fmt.Errorf("broker: topic %q partition %d: %w", t.Name, i, err)
+	}
+	return p, nil
+}
+
+// reassign follows new replica sets of t's partitions: a partition that now
+// has a replica here starts empty and is caught up by its leader. Replicas
+// this node no longer keeps are removed by maintain once the partition's
+// raft configuration excludes this node.
+func (b *Broker) reassign(t *meta.Topic) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old, ok := b.mu.topics[t.ID]
+	if !ok {
+		return nil
+	}
+	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts)}
+	var errs []error
+	for i := range t.Groups {
+		if lt.parts[i] != nil || !slices.Contains(t.ReplicasOf(i), b.cfg.NodeID) {
+			continue
+		}
+		p, err := b.openPartition(t, i, nil, true)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		lt.parts[i] = p
+	}
+	b.mu.topics[t.ID] = lt
+	return errors.Join(errs...)
 }
 
 // removeTopic stops t's partitions and deletes their data.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/meta"
@@ -279,22 +281,42 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 	}
 }
 
-// balanceLeaders hands each partition this node leads to its preferred
-// leader (its first replica) once that replica has caught up, so
-// leadership spreads over the members as placement intended, also after a
-// node came back from a failure.
-func (b *Broker) balanceLeaders() {
+// maintainInterval is how often maintain looks at the groups this node
+// leads.
+const maintainInterval = 200 * time.Millisecond
+
+// maintain makes the raft groups this node leads follow the metadata: their
+// configurations follow the replica sets (and the metadata group's the
+// members), a leader that is no longer a replica hands leadership to one,
+// and, every LeaderBalanceInterval, each partition is handed to its
+// preferred leader (its first replica) once that replica has caught up, so
+// leadership spreads as placement intended, also after a node came back
+// from a failure. Replicas this node no longer keeps are deleted once the
+// partition's configuration excludes it.
+func (b *Broker) maintain() {
 	defer b.wg.Done()
-	if b.cfg.LeaderBalanceInterval < 0 || !b.clustered() {
+	if !b.clustered() {
 		return
 	}
-	tick := time.NewTicker(b.cfg.LeaderBalanceInterval)
+	tick := time.NewTicker(maintainInterval)
 	defer tick.Stop()
+	lastBalance := time.Now()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-tick.C:
+		}
+		balance := b.cfg.LeaderBalanceInterval > 0 && time.Since(lastBalance) >= b.cfg.LeaderBalanceInterval
+		if balance {
+			lastBalance = time.Now()
+		}
+		var members []uint64
+		for _, n := range b.meta.Nodes() {
+			members = append(members, n.ID)
+		}
+		if len(members) > 0 {
+			b.follow(meta.GroupID, members, 0, false)
 		}
 		b.mu.Lock()
 		var todo []*liveTopic
@@ -304,19 +326,258 @@ func (b *Broker) balanceLeaders() {
 		b.mu.Unlock()
 		for _, lt := range todo {
 			for i, p := range lt.parts {
+				if p == nil || lt.meta.ReplicasOf(i) == nil {
+					continue
+				}
 				r := lt.meta.ReplicasOf(i)
-				if p == nil || len(r) < 2 || r[0] == b.cfg.NodeID {
-					continue
+				if b.follow(p.Group(), r, r[0], balance) {
+					b.dropReplica(lt.meta, i)
 				}
-				st, ok := b.host.Status(p.Group())
-				if !ok || !st.Leading || st.Match[r[0]] < st.Last {
-					continue
-				}
-				b.log.Info("handing leadership to the preferred leader", "topic", lt.meta.Name, "partition", i, "to", r[0])
-				_ = b.host.TransferLeader(p.Group(), r[0])
 			}
 		}
 	}
+}
+
+// follow moves group toward the replica set want, if this node leads it:
+// one configuration change at a time (joint consensus when it both adds
+// and removes), leadership handed away when this node is not in want, and
+// to preferred when balance is set and it caught up. It reports whether
+// this node keeps a replica nobody counts on any more (not in want, and
+// the group's applied configuration excludes it).
+func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance bool) (drop bool) {
+	st, ok := b.host.Status(group)
+	if !ok || st.Err != nil {
+		return false
+	}
+	self := b.cfg.NodeID
+	if !slices.Contains(want, self) && !slices.Contains(st.Voters, self) && !slices.Contains(st.VotersOutgoing, self) {
+		return true
+	}
+	if !st.Leading {
+		return false
+	}
+	if !slices.Contains(want, self) {
+		// Hand leadership to a caught-up replica that stays before this
+		// node takes itself out.
+		for _, n := range want {
+			if slices.Contains(st.Voters, n) && st.Match[n] >= st.Last {
+				_ = b.host.TransferLeader(group, n)
+				return false
+			}
+		}
+	}
+	if len(st.VotersOutgoing) > 0 {
+		return false // a joint change is still being left (raft does it)
+	}
+	var cc pb.ConfChangeV2
+	for _, n := range want {
+		if !slices.Contains(st.Voters, n) {
+			cc.Changes = append(cc.Changes, &pb.ConfChangeSingle{Type: pb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(n)})
+		}
+	}
+	for _, n := range st.Voters {
+		if !slices.Contains(want, n) && n != self {
+			cc.Changes = append(cc.Changes, &pb.ConfChangeSingle{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(n)})
+		}
+	}
+	if len(cc.Changes) > 0 {
+		if err := b.host.ProposeConfChange(group, &cc); err != nil {
+			b.log.Debug("configuration change", "group", group, "error", err)
+		} else {
+			b.log.Info("proposed a configuration change", "group", group, "voters", st.Voters, "want", want)
+		}
+		return false
+	}
+	if balance && preferred != 0 && preferred != self && st.Match[preferred] >= st.Last {
+		b.log.Info("handing leadership to the preferred leader", "group", group, "to", preferred)
+		_ = b.host.TransferLeader(group, preferred)
+	}
+	return false
+}
+
+// dropReplica deletes this node's replica of partition i of t, which
+// moved to other nodes.
+func (b *Broker) dropReplica(t *meta.Topic, i int) {
+	b.mu.Lock()
+	lt, ok := b.mu.topics[t.ID]
+	if !ok || lt.parts[i] == nil {
+		b.mu.Unlock()
+		return
+	}
+	p := lt.parts[i]
+	nlt := &liveTopic{meta: lt.meta, parts: slices.Clone(lt.parts)}
+	nlt.parts[i] = nil
+	b.mu.topics[t.ID] = nlt
+	b.mu.Unlock()
+	p.Fail(fmt.Errorf("%w: partition %d of %q moved off node %d", ErrUnavailable, i, t.Name, b.cfg.NodeID))
+	if err := b.deleteGroup(p.Group()); err != nil {
+		b.log.Error("delete a moved replica", "group", p.Group(), "error", err)
+		return
+	}
+	b.log.Info("deleted a replica that moved off this node", "topic", t.Name, "partition", i)
+}
+
+// NotMetaLeaderError is the answer of a node asked for a membership change
+// while it does not lead the metadata group.
+type NotMetaLeaderError struct{ Leader uint64 }
+
+func (e *NotMetaLeaderError) Error() string {
+	return fmt.Sprintf("this node does not lead the metadata group (leader: %d)", e.Leader)
+}
+
+// Is makes it ErrUnavailable.
+func (e *NotMetaLeaderError) Is(target error) bool { return target == ErrUnavailable }
+
+// leadsMeta returns nil if this node leads the metadata group, else who
+// does, waiting up to 5 s for an election (or a node that just joined to
+// hear from the leader).
+func (b *Broker) leadsMeta() error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if st, ok := b.host.Status(meta.GroupID); ok && st.Leading {
+			return nil
+		}
+		if l := b.meta.Leader(); l != 0 || time.Now().After(deadline) {
+			return &NotMetaLeaderError{Leader: l}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Members returns the recorded members.
+func (b *Broker) Members() []meta.Node { return b.meta.Nodes() }
+
+// AddNode records a new member and waits until it is a voter of the
+// metadata group. This node must lead the metadata group.
+func (b *Broker) AddNode(ctx context.Context, id uint64, addr string) ([]meta.Node, error) {
+	if err := b.leadsMeta(); err != nil {
+		return nil, err
+	}
+	if id == 0 || addr == "" {
+		return nil, fmt.Errorf("%w: a node needs an id and an address", ErrInvalid)
+	}
+	err := b.meta.AddNode(ctx, meta.Node{ID: id, Addr: addr})
+	switch {
+	case errors.Is(err, meta.ErrRemovedID):
+		return nil, fmt.Errorf("%w: %w", ErrFailedPrecondition, err)
+	case errors.Is(err, meta.ErrNodeExists):
+		return nil, fmt.Errorf("%w: %w", ErrTopicExists, err)
+	case err != nil:
+		return nil, unavailable(err)
+	}
+	if err := b.waitGroupVoters(ctx, meta.GroupID, func(v []uint64) bool { return slices.Contains(v, id) }); err != nil {
+		return nil, err
+	}
+	return b.meta.Nodes(), nil
+}
+
+// waitGroupVoters waits until this node's view of group's configuration
+// satisfies ok (and no joint change is under way).
+func (b *Broker) waitGroupVoters(ctx context.Context, group uint64, ok func([]uint64) bool) error {
+	for {
+		if st, found := b.host.Status(group); found && len(st.VotersOutgoing) == 0 && ok(st.Voters) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for the configuration change of group %d: %w", ErrUnavailable, group, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Reassignment is one partition RemoveNode moves.
+type Reassignment struct {
+	Topic     string
+	Partition uint32
+	Group     uint64
+	Replicas  []uint64
+	Shrunk    bool
+}
+
+// StartRemoveNode marks node as leaving and gives every partition with a
+// replica on it a new replica set: the node is replaced by the member with
+// the fewest replicas that has none of the partition, or left out when no
+// member is free (one replica fewer). This node must lead the metadata
+// group. The caller waits for the partitions to follow (their leaders
+// change their configurations), then calls FinishRemoveNode.
+func (b *Broker) StartRemoveNode(ctx context.Context, id uint64) ([]Reassignment, error) {
+	if err := b.leadsMeta(); err != nil {
+		return nil, err
+	}
+	nodes := b.meta.Nodes()
+	if !slices.ContainsFunc(nodes, func(n meta.Node) bool { return n.ID == id }) {
+		return nil, fmt.Errorf("%w: node %d is not a member", ErrNoTopic, id)
+	}
+	if len(nodes) < 2 {
+		return nil, fmt.Errorf("%w: node %d is the only member", ErrFailedPrecondition, id)
+	}
+	if err := b.meta.Leave(ctx, id); err != nil {
+		return nil, unavailable(err)
+	}
+	load := map[uint64]int{}
+	for _, n := range nodes {
+		if !n.Leaving && n.ID != id {
+			load[n.ID] = 0
+		}
+	}
+	topics := b.meta.Topics()
+	for _, t := range topics {
+		for _, r := range t.Replicas {
+			for _, n := range r {
+				if _, ok := load[n]; ok {
+					load[n]++
+				}
+			}
+		}
+	}
+	var out []Reassignment
+	var rs []meta.Reassign
+	for _, t := range topics {
+		for i, r := range t.Replicas {
+			k := slices.Index(r, id)
+			if k < 0 {
+				continue
+			}
+			var best uint64
+			for _, n := range slices.Sorted(maps.Keys(load)) {
+				if !slices.Contains(r, n) && (best == 0 || load[n] < load[best]) {
+					best = n
+				}
+			}
+			nr := slices.Clone(r)
+			shrunk := best == 0
+			if shrunk {
+				if len(r) == 1 {
+					return nil, fmt.Errorf("%w: partition %d of %q has its only replica on node %d and no other member can take it", ErrFailedPrecondition, i, t.Name, id)
+				}
+				nr = slices.Delete(nr, k, k+1)
+			} else {
+				nr[k] = best
+				load[best]++
+			}
+			rs = append(rs, meta.Reassign{TopicID: t.ID, Partition: uint32(i), Replicas: nr})
+			out = append(out, Reassignment{Topic: t.Name, Partition: uint32(i), Group: t.Groups[i], Replicas: nr, Shrunk: shrunk})
+		}
+	}
+	if len(rs) > 0 {
+		if err := b.meta.ReassignReplicas(ctx, rs); err != nil {
+			return nil, unavailable(err)
+		}
+	}
+	return out, nil
+}
+
+// FinishRemoveNode forgets node for good (its id is never reused) and
+// waits until the metadata group's configuration excludes it.
+func (b *Broker) FinishRemoveNode(ctx context.Context, id uint64) error {
+	if err := b.leadsMeta(); err != nil {
+		return err
+	}
+	if err := b.meta.Forget(ctx, id); err != nil {
+		return unavailable(err)
+	}
+	return b.waitGroupVoters(ctx, meta.GroupID, func(v []uint64) bool { return !slices.Contains(v, id) })
 }
 
 // TransferLeader asks the leader of a partition (this node) to hand it to
@@ -348,9 +609,10 @@ var ErrFailedPrecondition = errors.New("failed precondition")
 
 // NodeState is one member in ClusterStatus.
 type NodeState struct {
-	ID   uint64
-	Addr string
-	Self bool
+	ID      uint64
+	Addr    string
+	Self    bool
+	Leaving bool
 }
 
 // PartitionStatus is one partition in ClusterStatus, as this node sees it.
@@ -375,7 +637,7 @@ type ClusterStatus struct {
 func (b *Broker) Status() ClusterStatus {
 	cs := ClusterStatus{MetaLeader: b.meta.Leader()}
 	for _, n := range b.meta.Nodes() {
-		cs.Nodes = append(cs.Nodes, NodeState{ID: n.ID, Addr: n.Addr, Self: n.ID == b.cfg.NodeID})
+		cs.Nodes = append(cs.Nodes, NodeState{ID: n.ID, Addr: n.Addr, Self: n.ID == b.cfg.NodeID, Leaving: n.Leaving})
 	}
 	if len(cs.Nodes) == 0 {
 		// Not recorded yet (no metadata quorum so far): the initial list.

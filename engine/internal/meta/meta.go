@@ -40,6 +40,13 @@ var (
 	// ErrNotEnoughNodes is the result of creating a topic with more
 	// replicas than the cluster has members.
 	ErrNotEnoughNodes = errors.New("meta: not enough nodes")
+	// ErrRemovedID is the result of adding a node under a removed id.
+	ErrRemovedID = errors.New("meta: node id belonged to a removed node")
+	// ErrNodeExists is the result of adding a node whose id is taken by a
+	// member at another address.
+	ErrNodeExists = errors.New("meta: node id in use")
+	// ErrNoNode is the result of removing a node that is no member.
+	ErrNoNode = errors.New("meta: no such node")
 )
 
 // GroupID is the raft group of the metadata state machine.
@@ -101,6 +108,15 @@ type Node struct {
 	ID uint64 `json:"id"`
 	// Addr is where peers and clients reach it (host:port).
 	Addr string `json:"addr"`
+	// Leaving is set while its replicas move off (RemoveNode).
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+// Reassign gives one partition a new replica set.
+type Reassign struct {
+	TopicID   uint64   `json:"topic_id"`
+	Partition uint32   `json:"partition"`
+	Replicas  []uint64 `json:"replicas"`
 }
 
 // Spec is what a topic is created with.
@@ -128,6 +144,12 @@ type command struct {
 	// Init records the cluster's first members; applied once (later ones
 	// are no-ops), so every node may propose it.
 	Init []Node `json:"init,omitempty"`
+	// AddNode records a new member; Leave marks one as leaving; Removed
+	// forgets it for good (its id is never reused).
+	AddNode  *Node      `json:"add_node,omitempty"`
+	Leave    uint64     `json:"leave,omitempty"`
+	Removed  uint64     `json:"removed,omitempty"`
+	Reassign []Reassign `json:"reassign,omitempty"`
 }
 
 // Alter changes a topic's retention policy.
@@ -141,6 +163,8 @@ type state struct {
 	NextTopicID uint64 `json:"next_topic_id"`
 	NextGroupID uint64 `json:"next_group_id"`
 	Nodes       []Node `json:"nodes,omitempty"`
+	// RemovedNodes lists ids that were members: never reused.
+	RemovedNodes []uint64 `json:"removed_nodes,omitempty"`
 }
 
 // Change reports what one applied command did.
@@ -148,6 +172,8 @@ type Change struct {
 	Created *Topic
 	Deleted *Topic
 	Altered *Topic
+	// Reassigned: some partitions have new replica sets.
+	Reassigned *Topic
 }
 
 // Config configures the state machine.
@@ -179,6 +205,7 @@ type Meta struct {
 		topics  map[string]*Topic // durable: what readers see
 		byID    map[uint64]*Topic
 		nodes   []Node
+		removed []uint64
 		leader  uint64
 		queue   [][]byte
 		waiters map[uint64]chan result
@@ -247,6 +274,7 @@ func Open(cfg Config) (*Meta, error) {
 // publishLocked makes the applied catalog the visible one.
 func (m *Meta) publishLocked() {
 	m.mu.nodes = slices.Clone(m.st.Nodes)
+	m.mu.removed = slices.Clone(m.st.RemovedNodes)
 	m.mu.topics = make(map[string]*Topic, len(m.topics))
 	m.mu.byID = make(map[uint64]*Topic, len(m.topics))
 	for n, t := range m.topics {
@@ -304,6 +332,37 @@ func (m *Meta) Leader() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.mu.leader
+}
+
+// AddNode proposes a new member and waits until it is durable.
+func (m *Meta) AddNode(ctx context.Context, n Node) error {
+	_, err := m.proposeResult(ctx, command{AddNode: &n})
+	return err
+}
+
+// Leave proposes marking a member as leaving.
+func (m *Meta) Leave(ctx context.Context, id uint64) error {
+	_, err := m.proposeResult(ctx, command{Leave: id})
+	return err
+}
+
+// Forget proposes removing a member for good.
+func (m *Meta) Forget(ctx context.Context, id uint64) error {
+	_, err := m.proposeResult(ctx, command{Removed: id})
+	return err
+}
+
+// ReassignReplicas proposes new replica sets.
+func (m *Meta) ReassignReplicas(ctx context.Context, rs []Reassign) error {
+	_, err := m.proposeResult(ctx, command{Reassign: rs})
+	return err
+}
+
+// Removed reports whether id belonged to a removed node.
+func (m *Meta) Removed(id uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Contains(m.mu.removed, id)
 }
 
 // Init proposes the cluster's first members and waits until the
@@ -435,6 +494,17 @@ func (m *Meta) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 			r.plugins = []*plugins.Plugin{p}
 		case cmd.PluginDelete != nil:
 			r.plugins, r.err = m.reg.ApplyDelete(w, cmd.PluginDelete)
+		case cmd.AddNode != nil:
+			r.err = m.applyAddNode(*cmd.AddNode)
+		case cmd.Leave != 0:
+			r.err = m.applyLeave(cmd.Leave)
+		case cmd.Removed != 0:
+			m.st.Nodes = slices.DeleteFunc(m.st.Nodes, func(n Node) bool { return n.ID == cmd.Removed })
+			if !slices.Contains(m.st.RemovedNodes, cmd.Removed) {
+				m.st.RemovedNodes = append(m.st.RemovedNodes, cmd.Removed)
+			}
+		case cmd.Reassign != nil:
+			r.err = m.applyReassign(w, cmd.Reassign)
 		case cmd.Init != nil:
 			if len(m.st.Nodes) == 0 {
 				m.st.Nodes = slices.Clone(cmd.Init)
@@ -456,12 +526,13 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 	if _, ok := m.topics[s.Name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, s.Name)
 	}
+	active := slices.DeleteFunc(slices.Clone(m.st.Nodes), func(n Node) bool { return n.Leaving })
 	rf := s.ReplicationFactor
 	if rf == 0 {
-		rf = min(max(m.cfg.DefaultReplicas, 1), uint32(max(len(m.st.Nodes), 1)))
+		rf = min(max(m.cfg.DefaultReplicas, 1), uint32(max(len(active), 1)))
 	}
-	if len(m.st.Nodes) > 0 && int(rf) > len(m.st.Nodes) {
-		return nil, fmt.Errorf("%w: replication factor %d but the cluster has %d nodes", ErrNotEnoughNodes, rf, len(m.st.Nodes))
+	if len(m.st.Nodes) > 0 && int(rf) > len(active) {
+		return nil, fmt.Errorf("%w: replication factor %d but the cluster has %d nodes (not leaving)", ErrNotEnoughNodes, rf, len(active))
 	}
 	t := &Topic{
 		ID: m.st.NextTopicID, Name: s.Name, Partitions: s.Partitions,
@@ -472,8 +543,8 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 	for i := range s.Partitions {
 		t.Groups = append(t.Groups, m.st.NextGroupID)
 		m.st.NextGroupID++
-		if len(m.st.Nodes) > 0 {
-			t.Replicas = append(t.Replicas, place(m.st.Nodes, t.ID, i, rf))
+		if len(active) > 0 {
+			t.Replicas = append(t.Replicas, place(active, t.ID, i, rf))
 		}
 	}
 	v, err := json.Marshal(t)
@@ -541,6 +612,67 @@ func (m *Meta) Durable() {
 	for _, r := range results {
 		m.answer(r)
 	}
+}
+
+func (m *Meta) applyAddNode(n Node) error {
+	if slices.Contains(m.st.RemovedNodes, n.ID) {
+		return fmt.Errorf("%w: %d (ids are never reused: start the node under a new one)", ErrRemovedID, n.ID)
+	}
+	if i := slices.IndexFunc(m.st.Nodes, func(o Node) bool { return o.ID == n.ID }); i >= 0 {
+		if m.st.Nodes[i].Addr != n.Addr {
+			return fmt.Errorf("%w: node %d is a member at %s, not %s", ErrNodeExists, n.ID, m.st.Nodes[i].Addr, n.Addr)
+		}
+		return nil // a restart asking again
+	}
+	n.Leaving = false
+	m.st.Nodes = append(m.st.Nodes, n)
+	slices.SortFunc(m.st.Nodes, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
+	return nil
+}
+
+func (m *Meta) applyLeave(id uint64) error {
+	i := slices.IndexFunc(m.st.Nodes, func(o Node) bool { return o.ID == id })
+	if i < 0 {
+		return fmt.Errorf("%w: %d", ErrNoNode, id)
+	}
+	m.st.Nodes[i].Leaving = true
+	return nil
+}
+
+func (m *Meta) applyReassign(w *pebble.Batch, rs []Reassign) error {
+	changed := map[uint64]*Topic{}
+	for _, r := range rs {
+		var t *Topic
+		for _, cand := range m.topics {
+			if cand.ID == r.TopicID {
+				t = cand
+			}
+		}
+		if t == nil || int(r.Partition) >= len(t.Replicas) || len(r.Replicas) == 0 {
+			continue // deleted meanwhile, or a topic from before placement
+		}
+		if c, ok := changed[t.ID]; ok {
+			t = c
+		} else {
+			nt := *t // topics are shared read-only: replace, never modify
+			nt.Replicas = slices.Clone(t.Replicas)
+			t = &nt
+			changed[t.ID] = t
+		}
+		t.Replicas[r.Partition] = slices.Clone(r.Replicas)
+	}
+	for _, t := range changed {
+		v, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		if err := w.Set(keys.TopicKey(t.ID), v, nil); err != nil {
+			return err
+		}
+		m.topics[t.Name] = t
+		m.changes = append(m.changes, Change{Reassigned: t})
+	}
+	return nil
 }
 
 // place picks partition i's replicas: rf consecutive members, starting at

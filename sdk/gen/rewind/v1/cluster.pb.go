@@ -21,6 +21,210 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AddNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  uint64                 `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Where peers and clients reach it.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddNodeRequest) Reset() {
+	*x = AddNodeRequest{}
+	mi := &file_rewind_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddNodeRequest) ProtoMessage() {}
+
+func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
+func (*AddNodeRequest) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddNodeRequest) GetNode() uint64 {
+	if x != nil {
+		return x.Node
+	}
+	return 0
+}
+
+func (x *AddNodeRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type AddNodeResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Every member, the new one included.
+	Nodes         []*NodeStatus `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddNodeResponse) Reset() {
+	*x = AddNodeResponse{}
+	mi := &file_rewind_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddNodeResponse) ProtoMessage() {}
+
+func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
+func (*AddNodeResponse) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AddNodeResponse) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *AddNodeResponse) GetNodes() []*NodeStatus {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          uint64                 `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_rewind_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemoveNodeRequest) GetNode() uint64 {
+	if x != nil {
+		return x.Node
+	}
+	return 0
+}
+
+type RemoveNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions whose replica moved to another node, and partitions left
+	// with one replica fewer (no member was free to take it).
+	Moved         uint32 `protobuf:"varint,1,opt,name=moved,proto3" json:"moved,omitempty"`
+	Shrunk        uint32 `protobuf:"varint,2,opt,name=shrunk,proto3" json:"shrunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_rewind_v1_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RemoveNodeResponse) GetMoved() uint32 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *RemoveNodeResponse) GetShrunk() uint32 {
+	if x != nil {
+		return x.Shrunk
+	}
+	return 0
+}
+
 type GetClusterStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +233,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[0]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +245,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[0]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +258,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 type GetClusterStatusResponse struct {
@@ -72,7 +276,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[1]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -84,7 +288,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[1]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -97,7 +301,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetClusterStatusResponse) GetClusterId() uint64 {
@@ -146,13 +350,15 @@ type NodeStatus struct {
 	Connected bool `protobuf:"varint,4,opt,name=connected,proto3" json:"connected,omitempty"`
 	// Raft messages the answering node dropped for it (queue full or down).
 	DroppedMessages uint64 `protobuf:"varint,5,opt,name=dropped_messages,json=droppedMessages,proto3" json:"dropped_messages,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set while the node's replicas move off before it is removed.
+	Leaving       bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[2]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -164,7 +370,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[2]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -177,7 +383,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NodeStatus) GetId() uint64 {
@@ -215,6 +421,13 @@ func (x *NodeStatus) GetDroppedMessages() uint64 {
 	return 0
 }
 
+func (x *NodeStatus) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
+}
+
 // PartitionStatus is one partition as seen by the answering node.
 type PartitionStatus struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -236,14 +449,18 @@ type PartitionStatus struct {
 	LogStartOffset uint64 `protobuf:"varint,11,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	NextOffset     uint64 `protobuf:"varint,12,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	// Set on the leader only: each replica's progress.
-	Progress      []*ReplicaProgress `protobuf:"bytes,13,rep,name=progress,proto3" json:"progress,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Progress []*ReplicaProgress `protobuf:"bytes,13,rep,name=progress,proto3" json:"progress,omitempty"`
+	// The raft configuration the answering node's replica has applied
+	// (voters_outgoing is set during a joint change).
+	Voters         []uint64 `protobuf:"varint,14,rep,packed,name=voters,proto3" json:"voters,omitempty"`
+	VotersOutgoing []uint64 `protobuf:"varint,15,rep,packed,name=voters_outgoing,json=votersOutgoing,proto3" json:"voters_outgoing,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[3]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +472,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[3]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +485,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionStatus) GetTopic() string {
@@ -362,6 +579,20 @@ func (x *PartitionStatus) GetProgress() []*ReplicaProgress {
 	return nil
 }
 
+func (x *PartitionStatus) GetVoters() []uint64 {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *PartitionStatus) GetVotersOutgoing() []uint64 {
+	if x != nil {
+		return x.VotersOutgoing
+	}
+	return nil
+}
+
 // ReplicaProgress is how far one replica's log matches the leader's.
 type ReplicaProgress struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -375,7 +606,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[4]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +618,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[4]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +631,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReplicaProgress) GetNode() uint64 {
@@ -436,7 +667,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[5]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +679,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[5]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +692,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TransferLeaderRequest) GetTopic() string {
@@ -493,7 +724,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[6]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +736,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[6]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,14 +749,26 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 var File_rewind_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x17rewind/v1/cluster.proto\x12\trewind.v1\"\x19\n" +
+	"\x17rewind/v1/cluster.proto\x12\trewind.v1\">\n" +
+	"\x0eAddNodeRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\x04R\x04node\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"]\n" +
+	"\x0fAddNodeResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12+\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x15.rewind.v1.NodeStatusR\x05nodes\"'\n" +
+	"\x11RemoveNodeRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\x04R\x04node\"B\n" +
+	"\x12RemoveNodeResponse\x12\x14\n" +
+	"\x05moved\x18\x01 \x01(\rR\x05moved\x12\x16\n" +
+	"\x06shrunk\x18\x02 \x01(\rR\x06shrunk\"\x19\n" +
 	"\x17GetClusterStatusRequest\"\xe4\x01\n" +
 	"\x18GetClusterStatusResponse\x12\x1d\n" +
 	"\n" +
@@ -535,14 +778,15 @@ const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"\x05nodes\x18\x04 \x03(\v2\x15.rewind.v1.NodeStatusR\x05nodes\x12:\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x1a.rewind.v1.PartitionStatusR\n" +
-	"partitions\"\x93\x01\n" +
+	"partitions\"\xad\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04self\x18\x03 \x01(\bR\x04self\x12\x1c\n" +
 	"\tconnected\x18\x04 \x01(\bR\tconnected\x12)\n" +
-	"\x10dropped_messages\x18\x05 \x01(\x04R\x0fdroppedMessages\"\xa5\x03\n" +
+	"\x10dropped_messages\x18\x05 \x01(\x04R\x0fdroppedMessages\x12\x18\n" +
+	"\aleaving\x18\x06 \x01(\bR\aleaving\"\xe6\x03\n" +
 	"\x0fPartitionStatus\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x14\n" +
@@ -559,7 +803,9 @@ const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\v \x01(\x04R\x0elogStartOffset\x12\x1f\n" +
 	"\vnext_offset\x18\f \x01(\x04R\n" +
 	"nextOffset\x126\n" +
-	"\bprogress\x18\r \x03(\v2\x1a.rewind.v1.ReplicaProgressR\bprogress\"X\n" +
+	"\bprogress\x18\r \x03(\v2\x1a.rewind.v1.ReplicaProgressR\bprogress\x12\x16\n" +
+	"\x06voters\x18\x0e \x03(\x04R\x06voters\x12'\n" +
+	"\x0fvoters_outgoing\x18\x0f \x03(\x04R\x0evotersOutgoing\"X\n" +
 	"\x0fReplicaProgress\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\x04R\x04node\x12\x1f\n" +
 	"\vmatch_index\x18\x02 \x01(\x04R\n" +
@@ -569,10 +815,13 @@ const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\x04R\x04node\"\x18\n" +
-	"\x16TransferLeaderResponse2\xc9\x01\n" +
+	"\x16TransferLeaderResponse2\xd6\x02\n" +
 	"\x0eClusterService\x12`\n" +
 	"\x10GetClusterStatus\x12\".rewind.v1.GetClusterStatusRequest\x1a#.rewind.v1.GetClusterStatusResponse\"\x03\x90\x02\x01\x12U\n" +
-	"\x0eTransferLeader\x12 .rewind.v1.TransferLeaderRequest\x1a!.rewind.v1.TransferLeaderResponseB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
+	"\x0eTransferLeader\x12 .rewind.v1.TransferLeaderRequest\x1a!.rewind.v1.TransferLeaderResponse\x12@\n" +
+	"\aAddNode\x12\x19.rewind.v1.AddNodeRequest\x1a\x1a.rewind.v1.AddNodeResponse\x12I\n" +
+	"\n" +
+	"RemoveNode\x12\x1c.rewind.v1.RemoveNodeRequest\x1a\x1d.rewind.v1.RemoveNodeResponseB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
 var (
 	file_rewind_v1_cluster_proto_rawDescOnce sync.Once
@@ -586,29 +835,38 @@ func file_rewind_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_cluster_proto_rawDescData
 }
 
-var file_rewind_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_rewind_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_rewind_v1_cluster_proto_goTypes = []any{
-	(*GetClusterStatusRequest)(nil),  // 0: rewind.v1.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil), // 1: rewind.v1.GetClusterStatusResponse
-	(*NodeStatus)(nil),               // 2: rewind.v1.NodeStatus
-	(*PartitionStatus)(nil),          // 3: rewind.v1.PartitionStatus
-	(*ReplicaProgress)(nil),          // 4: rewind.v1.ReplicaProgress
-	(*TransferLeaderRequest)(nil),    // 5: rewind.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),   // 6: rewind.v1.TransferLeaderResponse
+	(*AddNodeRequest)(nil),           // 0: rewind.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),          // 1: rewind.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),        // 2: rewind.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),       // 3: rewind.v1.RemoveNodeResponse
+	(*GetClusterStatusRequest)(nil),  // 4: rewind.v1.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil), // 5: rewind.v1.GetClusterStatusResponse
+	(*NodeStatus)(nil),               // 6: rewind.v1.NodeStatus
+	(*PartitionStatus)(nil),          // 7: rewind.v1.PartitionStatus
+	(*ReplicaProgress)(nil),          // 8: rewind.v1.ReplicaProgress
+	(*TransferLeaderRequest)(nil),    // 9: rewind.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),   // 10: rewind.v1.TransferLeaderResponse
 }
 var file_rewind_v1_cluster_proto_depIdxs = []int32{
-	2, // 0: rewind.v1.GetClusterStatusResponse.nodes:type_name -> rewind.v1.NodeStatus
-	3, // 1: rewind.v1.GetClusterStatusResponse.partitions:type_name -> rewind.v1.PartitionStatus
-	4, // 2: rewind.v1.PartitionStatus.progress:type_name -> rewind.v1.ReplicaProgress
-	0, // 3: rewind.v1.ClusterService.GetClusterStatus:input_type -> rewind.v1.GetClusterStatusRequest
-	5, // 4: rewind.v1.ClusterService.TransferLeader:input_type -> rewind.v1.TransferLeaderRequest
-	1, // 5: rewind.v1.ClusterService.GetClusterStatus:output_type -> rewind.v1.GetClusterStatusResponse
-	6, // 6: rewind.v1.ClusterService.TransferLeader:output_type -> rewind.v1.TransferLeaderResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	6,  // 0: rewind.v1.AddNodeResponse.nodes:type_name -> rewind.v1.NodeStatus
+	6,  // 1: rewind.v1.GetClusterStatusResponse.nodes:type_name -> rewind.v1.NodeStatus
+	7,  // 2: rewind.v1.GetClusterStatusResponse.partitions:type_name -> rewind.v1.PartitionStatus
+	8,  // 3: rewind.v1.PartitionStatus.progress:type_name -> rewind.v1.ReplicaProgress
+	4,  // 4: rewind.v1.ClusterService.GetClusterStatus:input_type -> rewind.v1.GetClusterStatusRequest
+	9,  // 5: rewind.v1.ClusterService.TransferLeader:input_type -> rewind.v1.TransferLeaderRequest
+	0,  // 6: rewind.v1.ClusterService.AddNode:input_type -> rewind.v1.AddNodeRequest
+	2,  // 7: rewind.v1.ClusterService.RemoveNode:input_type -> rewind.v1.RemoveNodeRequest
+	5,  // 8: rewind.v1.ClusterService.GetClusterStatus:output_type -> rewind.v1.GetClusterStatusResponse
+	10, // 9: rewind.v1.ClusterService.TransferLeader:output_type -> rewind.v1.TransferLeaderResponse
+	1,  // 10: rewind.v1.ClusterService.AddNode:output_type -> rewind.v1.AddNodeResponse
+	3,  // 11: rewind.v1.ClusterService.RemoveNode:output_type -> rewind.v1.RemoveNodeResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_cluster_proto_init() }
@@ -622,7 +880,7 @@ func file_rewind_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_cluster_proto_rawDesc), len(file_rewind_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,11 @@ const (
 	// ClusterServiceTransferLeaderProcedure is the fully-qualified name of the ClusterService's
 	// TransferLeader RPC.
 	ClusterServiceTransferLeaderProcedure = "/rewind.v1.ClusterService/TransferLeader"
+	// ClusterServiceAddNodeProcedure is the fully-qualified name of the ClusterService's AddNode RPC.
+	ClusterServiceAddNodeProcedure = "/rewind.v1.ClusterService/AddNode"
+	// ClusterServiceRemoveNodeProcedure is the fully-qualified name of the ClusterService's RemoveNode
+	// RPC.
+	ClusterServiceRemoveNodeProcedure = "/rewind.v1.ClusterService/RemoveNode"
 )
 
 // ClusterServiceClient is a client for the rewind.v1.ClusterService service.
@@ -53,6 +58,18 @@ type ClusterServiceClient interface {
 	// replica. FailedPrecondition if this node does not lead the partition
 	// (the message names the leader) or the target is not a replica.
 	TransferLeader(context.Context, *v1.TransferLeaderRequest) (*v1.TransferLeaderResponse, error)
+	// AddNode makes a new node a member (what `rewind serve --join` calls):
+	// it is recorded in the metadata group and becomes one of its voters.
+	// Asking again for a member with the same address succeeds (a restart).
+	// AlreadyExists for an id in use at another address, FailedPrecondition
+	// for the id of a removed node: ids are never reused.
+	AddNode(context.Context, *v1.AddNodeRequest) (*v1.AddNodeResponse, error)
+	// RemoveNode moves every replica off a node (to other members when some
+	// have no replica of the partition, else the partition keeps one replica
+	// fewer), then removes it from the metadata group. It returns once the
+	// node holds no replica any member counts on; the node may then be
+	// stopped. Its id is never reused.
+	RemoveNode(context.Context, *v1.RemoveNodeRequest) (*v1.RemoveNodeResponse, error)
 }
 
 // NewClusterServiceClient constructs a client for the rewind.v1.ClusterService service. By default,
@@ -79,6 +96,18 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(clusterServiceMethods.ByName("TransferLeader")),
 			connect.WithClientOptions(opts...),
 		),
+		addNode: connect.NewClient[v1.AddNodeRequest, v1.AddNodeResponse](
+			httpClient,
+			baseURL+ClusterServiceAddNodeProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("AddNode")),
+			connect.WithClientOptions(opts...),
+		),
+		removeNode: connect.NewClient[v1.RemoveNodeRequest, v1.RemoveNodeResponse](
+			httpClient,
+			baseURL+ClusterServiceRemoveNodeProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("RemoveNode")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -86,6 +115,8 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 type clusterServiceClient struct {
 	getClusterStatus *connect.Client[v1.GetClusterStatusRequest, v1.GetClusterStatusResponse]
 	transferLeader   *connect.Client[v1.TransferLeaderRequest, v1.TransferLeaderResponse]
+	addNode          *connect.Client[v1.AddNodeRequest, v1.AddNodeResponse]
+	removeNode       *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
 }
 
 // GetClusterStatus calls rewind.v1.ClusterService.GetClusterStatus.
@@ -106,6 +137,24 @@ func (c *clusterServiceClient) TransferLeader(ctx context.Context, req *v1.Trans
 	return nil, err
 }
 
+// AddNode calls rewind.v1.ClusterService.AddNode.
+func (c *clusterServiceClient) AddNode(ctx context.Context, req *v1.AddNodeRequest) (*v1.AddNodeResponse, error) {
+	response, err := c.addNode.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RemoveNode calls rewind.v1.ClusterService.RemoveNode.
+func (c *clusterServiceClient) RemoveNode(ctx context.Context, req *v1.RemoveNodeRequest) (*v1.RemoveNodeResponse, error) {
+	response, err := c.removeNode.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ClusterServiceHandler is an implementation of the rewind.v1.ClusterService service.
 type ClusterServiceHandler interface {
 	// GetClusterStatus returns the members as this node knows them and, for
@@ -118,6 +167,18 @@ type ClusterServiceHandler interface {
 	// replica. FailedPrecondition if this node does not lead the partition
 	// (the message names the leader) or the target is not a replica.
 	TransferLeader(context.Context, *v1.TransferLeaderRequest) (*v1.TransferLeaderResponse, error)
+	// AddNode makes a new node a member (what `rewind serve --join` calls):
+	// it is recorded in the metadata group and becomes one of its voters.
+	// Asking again for a member with the same address succeeds (a restart).
+	// AlreadyExists for an id in use at another address, FailedPrecondition
+	// for the id of a removed node: ids are never reused.
+	AddNode(context.Context, *v1.AddNodeRequest) (*v1.AddNodeResponse, error)
+	// RemoveNode moves every replica off a node (to other members when some
+	// have no replica of the partition, else the partition keeps one replica
+	// fewer), then removes it from the metadata group. It returns once the
+	// node holds no replica any member counts on; the node may then be
+	// stopped. Its id is never reused.
+	RemoveNode(context.Context, *v1.RemoveNodeRequest) (*v1.RemoveNodeResponse, error)
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -140,12 +201,28 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithSchema(clusterServiceMethods.ByName("TransferLeader")),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceAddNodeHandler := connect.NewUnaryHandlerSimple(
+		ClusterServiceAddNodeProcedure,
+		svc.AddNode,
+		connect.WithSchema(clusterServiceMethods.ByName("AddNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceRemoveNodeHandler := connect.NewUnaryHandlerSimple(
+		ClusterServiceRemoveNodeProcedure,
+		svc.RemoveNode,
+		connect.WithSchema(clusterServiceMethods.ByName("RemoveNode")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rewind.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceGetClusterStatusProcedure:
 			clusterServiceGetClusterStatusHandler.ServeHTTP(w, r)
 		case ClusterServiceTransferLeaderProcedure:
 			clusterServiceTransferLeaderHandler.ServeHTTP(w, r)
+		case ClusterServiceAddNodeProcedure:
+			clusterServiceAddNodeHandler.ServeHTTP(w, r)
+		case ClusterServiceRemoveNodeProcedure:
+			clusterServiceRemoveNodeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -161,4 +238,12 @@ func (UnimplementedClusterServiceHandler) GetClusterStatus(context.Context, *v1.
 
 func (UnimplementedClusterServiceHandler) TransferLeader(context.Context, *v1.TransferLeaderRequest) (*v1.TransferLeaderResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.ClusterService.TransferLeader is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) AddNode(context.Context, *v1.AddNodeRequest) (*v1.AddNodeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.ClusterService.AddNode is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) RemoveNode(context.Context, *v1.RemoveNodeRequest) (*v1.RemoveNodeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.ClusterService.RemoveNode is not implemented"))
 }
