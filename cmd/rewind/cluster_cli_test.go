@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/rewind-io/rewind/sdk/client"
 )
@@ -79,6 +84,25 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 	c.nodes[1].ok(t, nil, "topic", "create", "orders", "--partitions", "2", "--replication-factor", "3")
 	ctx := context.Background()
 	victim := c.leaderOf(t, "orders", 0)
+	// A live subscriber on another node must see every record once, in
+	// order, through the leader change: it reads that node's replica.
+	watcher := victim%3 + 1
+	liveCtx, stopLive := context.WithCancel(ctx)
+	defer stopLive()
+	live, err := client.New(c.addrs[watcher-1]).Subscribe(liveCtx, "orders", client.From(client.Earliest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveGot := make(chan client.Record, 1<<16)
+	go func() {
+		defer close(liveGot)
+		for r, err := range live.Records() {
+			if err != nil {
+				return
+			}
+			liveGot <- r
+		}
+	}()
 
 	type acked struct {
 		partition uint32
@@ -153,6 +177,15 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d acks, %d failed publishes (outcome unknown or refused), %d acks to partition 0 after the kill", count(), failures.Load(), afterP0.Load())
 
+	// The live stream on the watcher saw everything once, in order.
+	total := 0
+	var replayed int
+	defer func() {
+		if total != replayed {
+			t.Errorf("live subscriber on node %d saw %d records, a replay %d", watcher, total, replayed)
+		}
+	}()
+	liveNext := map[uint32]uint64{}
 	// Every node has every acknowledged record exactly once, in order.
 	for id, addr := range c.addrs {
 		waitFor(fmt.Sprintf("node %d to catch up", id+1), func() bool {
@@ -186,6 +219,28 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 			}
 			seen[string(r.Value)] = acked{r.Partition, r.Offset}
 		}
+		replayed = len(seen)
+		if id+1 == int(watcher) {
+			timeout := time.After(30 * time.Second)
+			for total < len(seen) {
+				select {
+				case r, ok := <-liveGot:
+					if !ok {
+						t.Fatalf("live stream on node %d ended after %d records", watcher, total)
+					}
+					if r.Offset != liveNext[r.Partition] {
+						t.Fatalf("live stream on node %d: partition %d offset %d after %d", watcher, r.Partition, r.Offset, liveNext[r.Partition])
+					}
+					if got := seen[string(r.Value)]; got != (acked{r.Partition, r.Offset}) {
+						t.Fatalf("live stream on node %d: %q at %d@%d, replay has it at %v", watcher, r.Value, r.Partition, r.Offset, got)
+					}
+					liveNext[r.Partition]++
+					total++
+				case <-timeout:
+					t.Fatalf("live stream on node %d: %d of %d records", watcher, total, len(seen))
+				}
+			}
+		}
 		mu.Lock()
 		for v, a := range ack {
 			if got, ok := seen[v]; !ok {
@@ -203,6 +258,8 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 // an --initial-cluster without this node or with a duplicate id.
 func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 	c := startCluster(t, 3)
+	// Through node 1, so its metadata log surely has entries.
+	c.nodes[0].ok(t, nil, "topic", "create", "t", "--partitions", "1")
 	c.nodes[0].stop(t)
 	for _, tc := range []struct {
 		name string
@@ -214,6 +271,7 @@ func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 			"--initial-cluster", "1=" + c.addrs[0] + ",2=" + c.addrs[1]}, "belongs to cluster"},
 		{"not a member", []string{"serve", "--data", t.TempDir(), "--node-id", "4", "--initial-cluster", c.initial}, "not in --initial-cluster"},
 		{"duplicate id", []string{"serve", "--data", t.TempDir(), "--initial-cluster", "1=127.0.0.1:1,1=127.0.0.1:2"}, "appears twice"},
+		{"join and bootstrap", []string{"serve", "--data", t.TempDir(), "--initial-cluster", c.initial, "--join", c.addrs[1]}, "exclude each other"},
 		{"duplicate address", []string{"serve", "--data", t.TempDir(), "--initial-cluster", "1=127.0.0.1:1,2=127.0.0.1:1"}, "same address"},
 	} {
 		r := runCLI(t, nil, nil, tc.args...)
@@ -221,9 +279,18 @@ func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q; want a failure mentioning %q", tc.name, r.code, r.stderr, tc.want)
 		}
 	}
-	// A node that was never part of this cluster, started with the right
-	// cluster's list under a foreign id's data, cannot talk to it either:
-	// its raft frames carry another cluster id and are refused.
+	// A member whose log lost its last entries (a damaged disk) refuses
+	// to start rather than campaign with a truncated log.
+	c.nodes[1].ok(t, nil, "topic", "list") // the others still serve
+	damaged := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(damaged, os.DirFS(c.dirs[0])); err != nil {
+		t.Fatal(err)
+	}
+	truncateLastEntry(t, damaged, 1) // the metadata group
+	r := runCLI(t, nil, nil, "serve", "--data", damaged, "--listen", freeAddr(t), "--node-id", "1", "--initial-cluster", c.initial)
+	if r.code == 0 || !strings.Contains(r.stderr, "corrupt") {
+		t.Errorf("damaged log: exit %d, stderr %q; want a refusal naming the corruption", r.code, r.stderr)
+	}
 	c.start(t, 1)
 	out := c.nodes[0].ok(t, nil, "cluster", "status", "--format", "json")
 	for _, want := range []string{`"id": 1`, `"id": 2`, `"id": 3`} {
@@ -317,4 +384,100 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "never reused") {
 		t.Fatalf("rejoining under a removed id: exit %d, %s", r.code, r.stderr)
 	}
+}
+
+// truncateLastEntry deletes the last raft log entry of group in the store
+// at dir (whose node is stopped), leaving its commit index beyond its log.
+func truncateLastEntry(t *testing.T, dir string, group uint64) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lo := binary.BigEndian.AppendUint64([]byte{'r'}, group)
+	lo = append(lo, 'e')
+	hi := append(slices.Clone(lo[:len(lo)-1]), 'e'+1)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := it.Last()
+	key := slices.Clone(it.Key())
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		t.Fatalf("group %d has no log entries in %s", group, dir)
+	}
+	if err := db.Delete(key, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterGroupMembersOnDifferentNodes: two members of one subscriber
+// group connect to different nodes; both are sent to the coordinator, so
+// they share the partitions (same generation, disjoint partitions) instead
+// of each reading everything, and their commits are stored in every
+// partition's raft group wherever its leader runs.
+func TestClusterGroupMembersOnDifferentNodes(t *testing.T) {
+	c := startCluster(t, 3)
+	c.nodes[0].ok(t, nil, "topic", "create", "jobs", "--partitions", "4")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 40 {
+		p := uint32(i % 4)
+		if _, err := client.New(c.addrs[i%3]).Publish(ctx, "jobs", client.Message{Value: []byte(fmt.Sprint(i)), Partition: &p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := client.New(c.addrs[1]).Subscribe(ctx, "jobs", client.Group("g"), client.From(client.Earliest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := client.New(c.addrs[2]).Subscribe(ctx, "jobs", client.Group("g"), client.From(client.Earliest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// Both members read; once b has records, the group is balanced.
+	got := make(chan client.Record, 1000)
+	read := func(s *client.Subscription) {
+		for r, err := range s.Records() {
+			if err != nil {
+				return
+			}
+			// A record read before a rebalance is fenced (a newer
+			// generation is current): that is the fence working.
+			if err := s.CommitRecords(ctx, r); err != nil && ctx.Err() == nil && connect.CodeOf(err) != connect.CodeFailedPrecondition {
+				t.Errorf("commit %d@%d: %v", r.Partition, r.Offset, err)
+				return
+			}
+			got <- r
+		}
+	}
+	go read(a)
+	go read(b)
+	seen := map[string]bool{}
+	for len(seen) < 40 {
+		select {
+		case r := <-got:
+			seen[string(r.Value)] = true
+		case <-ctx.Done():
+			t.Fatalf("the group read %d of 40 records", len(seen))
+		}
+	}
+	if a.Generation() == 0 || a.MemberID() == b.MemberID() {
+		t.Fatalf("members %q (generation %d) and %q (generation %d)", a.MemberID(), a.Generation(), b.MemberID(), b.Generation())
+	}
+	// Asked on any node, the CLI is sent to the coordinator, which knows
+	// both members.
+	out := c.nodes[0].ok(t, nil, "group", "describe", "g", "--format", "json")
+	for _, id := range []string{a.MemberID(), b.MemberID()} {
+		if !strings.Contains(out, id) {
+			t.Errorf("describe lacks member %s:\n%s", id, out)
+		}
+	}
+	cancel()
 }

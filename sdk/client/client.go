@@ -14,9 +14,11 @@ package client
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -33,6 +35,53 @@ type Client struct {
 	plugins rewindv1connect.PluginServiceClient
 	cluster rewindv1connect.ClusterServiceClient
 	retry   retryPolicy
+
+	// opts made this client; peers are clients of other nodes it was
+	// redirected to (subscriber groups live on their coordinator).
+	opts  []Option
+	peers struct {
+		sync.Mutex
+		m map[string]*Client
+	}
+}
+
+// peer returns a client like c for another node.
+func (c *Client) peer(addr string) *Client {
+	c.peers.Lock()
+	defer c.peers.Unlock()
+	if p, ok := c.peers.m[addr]; ok {
+		return p
+	}
+	if c.peers.m == nil {
+		c.peers.m = map[string]*Client{}
+	}
+	p := New(addr, c.opts...)
+	c.peers.m[addr] = p
+	return p
+}
+
+// coordinatorOf returns the node a refused group request names as the
+// groups' coordinator ("" if err is no such refusal).
+func coordinatorOf(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable {
+		return ""
+	}
+	return ce.Meta().Get("Rewind-Coordinator")
+}
+
+// followCoordinator runs a group request, and again on the node a refusal
+// names as the coordinator (a cluster coordinates groups on one node).
+func followCoordinator[T any](c *Client, call func(*Client) (T, error)) (T, error) {
+	cur := c
+	for i := 0; ; i++ {
+		v, err := call(cur)
+		addr := coordinatorOf(err)
+		if addr == "" || i == 2 {
+			return v, err
+		}
+		cur = c.peer(addr)
+	}
 }
 
 // Protocol selects the wire protocol.
@@ -114,6 +163,7 @@ func New(addr string, opts ...Option) *Client {
 		plugins: rewindv1connect.NewPluginServiceClient(o.httpClient, addr, copts...),
 		cluster: rewindv1connect.NewClusterServiceClient(o.httpClient, addr, copts...),
 		retry:   o.retry,
+		opts:    append([]Option{WithHTTPClient(o.httpClient)}, opts...),
 	}
 }
 

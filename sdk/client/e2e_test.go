@@ -37,6 +37,12 @@ func startServerWith(t testing.TB, cfg engine.Config) *server {
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
+	if cfg.Filters.CompileTimeoutMillis == 0 {
+		// Compiling a Go-built module under the race detector on a busy
+		// 2-core machine has taken over the production default of 30 s;
+		// the timeout itself is tested in the sandbox package.
+		cfg.Filters.CompileTimeoutMillis = 300_000
+	}
 	dir := cfg.Dir
 	n, err := engine.Open(cfg)
 	if err != nil {

@@ -59,13 +59,15 @@ func (c *Client) Commit(ctx context.Context, group, topic string, generation uin
 	for p, o := range offsets {
 		req.Offsets = append(req.Offsets, &rewindv1.PartitionOffset{Partition: p, Offset: o})
 	}
-	_, err := c.groups.Commit(ctx, req)
+	_, err := followCoordinator(c, func(c *Client) (*rewindv1.CommitResponse, error) { return c.groups.Commit(ctx, req) })
 	return err
 }
 
 // ListGroups lists every group with committed offsets or live members.
 func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
-	resp, err := c.groups.ListGroups(ctx, &rewindv1.ListGroupsRequest{})
+	resp, err := followCoordinator(c, func(c *Client) (*rewindv1.ListGroupsResponse, error) {
+		return c.groups.ListGroups(ctx, &rewindv1.ListGroupsRequest{})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +80,9 @@ func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
 
 // DescribeGroup returns a group's state on every topic it reads.
 func (c *Client) DescribeGroup(ctx context.Context, group string) ([]GroupTopic, error) {
-	resp, err := c.groups.DescribeGroup(ctx, &rewindv1.DescribeGroupRequest{Group: group})
+	resp, err := followCoordinator(c, func(c *Client) (*rewindv1.DescribeGroupResponse, error) {
+		return c.groups.DescribeGroup(ctx, &rewindv1.DescribeGroupRequest{Group: group})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +114,9 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) ([]GroupTopic,
 // DeleteGroup deletes a group's committed offsets; force also ends the
 // streams of its live members.
 func (c *Client) DeleteGroup(ctx context.Context, group string, force bool) error {
-	_, err := c.groups.DeleteGroup(ctx, &rewindv1.DeleteGroupRequest{Group: group, Force: force})
+	_, err := followCoordinator(c, func(c *Client) (*rewindv1.DeleteGroupResponse, error) {
+		return c.groups.DeleteGroup(ctx, &rewindv1.DeleteGroupRequest{Group: group, Force: force})
+	})
 	return err
 }
 
@@ -159,7 +165,9 @@ func (c *Client) ResetGroup(ctx context.Context, group, topic string, target Pos
 	default:
 		return nil, errNotAResetTarget(target)
 	}
-	resp, err := c.groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: group, Topic: topic, Target: rt, Partitions: partitions, DryRun: dryRun})
+	resp, err := followCoordinator(c, func(c *Client) (*rewindv1.ResetGroupResponse, error) {
+		return c.groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: group, Topic: topic, Target: rt, Partitions: partitions, DryRun: dryRun})
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -212,6 +212,10 @@ type Subscription struct {
 // Subscribe opens a stream on topic. Errors in the request (unknown topic,
 // bad position) surface from Subscribe itself, with Connect codes.
 func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeOption) (*Subscription, error) {
+	return followCoordinator(c, func(c *Client) (*Subscription, error) { return c.subscribe(ctx, topic, opts...) })
+}
+
+func (c *Client) subscribe(ctx context.Context, topic string, opts ...SubscribeOption) (*Subscription, error) {
 	var o subOptions
 	for _, opt := range opts {
 		opt(&o)

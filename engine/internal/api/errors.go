@@ -64,6 +64,9 @@ const (
 	// LeaderHeader names the node the answering node believes leads the
 	// partition.
 	LeaderHeader = "Rewind-Leader"
+	// CoordinatorHeader is the address of the node that coordinates
+	// subscriber groups, on a group request sent elsewhere.
+	CoordinatorHeader = "Rewind-Coordinator"
 	// ForwardedHeader marks a publish forwarded by another node (its id):
 	// the receiver serves it only if it leads the partition.
 	ForwardedHeader = "Rewind-Forwarded-By"
@@ -79,6 +82,10 @@ func toConnect(log hclog.Logger, err error) error {
 	}
 	if errors.Is(err, broker.ErrNotStored) {
 		ce.Meta().Set(NotStoredHeader, "1")
+	}
+	var nc *broker.NotCoordinatorError
+	if errors.As(err, &nc) && nc.Addr != "" {
+		ce.Meta().Set(CoordinatorHeader, nc.Addr)
 	}
 	var nl *broker.NotLeaderError
 	if errors.As(err, &nl) && nl.Leader != 0 {

@@ -450,7 +450,10 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 	if err != nil {
 		return nil, fmt.Errorf("broker: topic %q: %w", t.Name, err)
 	}
-	gc := raftlog.GroupConfig{ID: g, Voters: voters, SM: p}
+	// Proposals are forwarded inside raft: publishes are routed to the
+	// leader anyway, but subscriber group commits are proposed where the
+	// group's coordinator runs.
+	gc := raftlog.GroupConfig{ID: g, Voters: voters, SM: p, ForwardProposals: true}
 	if join {
 		gc.Voters, gc.Join = nil, true
 	}

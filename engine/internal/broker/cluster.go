@@ -301,6 +301,7 @@ func (b *Broker) maintain() {
 	tick := time.NewTicker(maintainInterval)
 	defer tick.Stop()
 	lastBalance := time.Now()
+	coordinating := false
 	for {
 		select {
 		case <-b.stop:
@@ -311,6 +312,14 @@ func (b *Broker) maintain() {
 		if balance {
 			lastBalance = time.Now()
 		}
+		// A node that stops coordinating ends its group members' streams:
+		// they reconnect to the new coordinator, which fences the old
+		// generation.
+		now := b.coordinates() == nil
+		if coordinating && !now {
+			b.groups.CloseAll(b.coordinates())
+		}
+		coordinating = now
 		var members []uint64
 		for _, n := range b.meta.Nodes() {
 			members = append(members, n.ID)
@@ -415,6 +424,39 @@ func (b *Broker) dropReplica(t *meta.Topic, i int) {
 		return
 	}
 	b.log.Info("deleted a replica that moved off this node", "topic", t.Name, "partition", i)
+}
+
+// NotCoordinatorError is the answer of a node asked to serve a subscriber
+// group while another node coordinates groups (the metadata leader does).
+type NotCoordinatorError struct {
+	Node uint64 // the coordinator (0: none known, an election is on)
+	Addr string
+}
+
+func (e *NotCoordinatorError) Error() string {
+	if e.Node == 0 {
+		return "subscriber groups are coordinated by the metadata leader, and none is known now: try again"
+	}
+	return fmt.Sprintf("subscriber groups are coordinated by node %d (%s): connect there", e.Node, e.Addr)
+}
+
+// Is makes it ErrUnavailable.
+func (e *NotCoordinatorError) Is(target error) bool { return target == ErrUnavailable }
+
+// coordinates returns nil if this node coordinates subscriber groups: it
+// runs alone, or leads the metadata group. One coordinator for the whole
+// cluster keeps a group's members on one node, where assignments and
+// generations live; commits reach each partition's leader inside raft.
+func (b *Broker) coordinates() error {
+	if !b.clustered() {
+		return nil
+	}
+	if st, ok := b.host.Status(meta.GroupID); ok && st.Leading {
+		return nil
+	}
+	l := b.meta.Leader()
+	addr, _ := b.Addr(l)
+	return &NotCoordinatorError{Node: l, Addr: addr}
 }
 
 // NotMetaLeaderError is the answer of a node asked for a membership change

@@ -38,6 +38,9 @@ func (b *Broker) subscribeGroup(ctx context.Context, lt *liveTopic, sp Subscribe
 	if len(sp.Partitions) > 0 || sp.Stop.Kind != cursor.Follow {
 		return fmt.Errorf("%w: a group member reads the partitions it is assigned, with no stop: leave partitions and stop unset", ErrInvalid)
 	}
+	if err := b.coordinates(); err != nil {
+		return err
+	}
 	m, err := b.groups.Join(ctx, sp.Group, lt.groupTopic(), sp.ClientName, sp.Start)
 	if err != nil {
 		return err
@@ -62,6 +65,9 @@ func (b *Broker) Commit(ctx context.Context, group, topic string, generation uin
 	}
 	if len(offsets) == 0 {
 		return fmt.Errorf("%w: a commit needs at least one offset", ErrInvalid)
+	}
+	if err := b.coordinates(); err != nil {
+		return err
 	}
 	return unavailableUnlessTyped(b.groups.Commit(ctx, group, lt.groupTopic(), generation, offsets))
 }
@@ -113,6 +119,9 @@ func (b *Broker) groupTopics() (map[string][]*liveTopic, error) {
 
 // ListGroups lists every group with rows or members, by group then topic.
 func (b *Broker) ListGroups() ([]GroupSummary, error) {
+	if err := b.coordinates(); err != nil {
+		return nil, err
+	}
 	gt, err := b.groupTopics()
 	if err != nil {
 		return nil, err
@@ -171,6 +180,9 @@ func (b *Broker) DescribeGroup(name string) ([]GroupTopicInfo, error) {
 	if err := ValidateGroupName(name); err != nil {
 		return nil, err
 	}
+	if err := b.coordinates(); err != nil {
+		return nil, err
+	}
 	gt, err := b.groupTopics()
 	if err != nil {
 		return nil, err
@@ -224,6 +236,9 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string, force bool) error
 	if err := ValidateGroupName(name); err != nil {
 		return err
 	}
+	if err := b.coordinates(); err != nil {
+		return err
+	}
 	gt, err := b.groupTopics()
 	if err != nil {
 		return err
@@ -258,6 +273,9 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string, force bool) error
 // ResetGroup plans (and unless dryRun, executes) a group reset on a topic.
 func (b *Broker) ResetGroup(ctx context.Context, name, topic string, target groups.Target, parts []uint32, dryRun bool) (groups.Plan, error) {
 	if err := ValidateGroupName(name); err != nil {
+		return groups.Plan{}, err
+	}
+	if err := b.coordinates(); err != nil {
 		return groups.Plan{}, err
 	}
 	lt, err := b.topic(topic)

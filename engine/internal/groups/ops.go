@@ -325,3 +325,22 @@ func (c *Coordinator) Forget(topicID uint64) {
 		}
 	}
 }
+
+// CloseAll ends every member's stream with err and forgets every group's
+// live state (this node stopped coordinating: its members reconnect to the
+// new coordinator, which rebuilds the groups from their committed state
+// with a newer generation, so commits of the old members are fenced).
+func (c *Coordinator) CloseAll(err error) {
+	c.mu.Lock()
+	gs := c.mu.groups
+	c.mu.groups = make(map[key]*group)
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		for _, m := range g.members {
+			m.send(stream.Control{Close: err})
+		}
+		g.members = nil
+		g.mu.Unlock()
+	}
+}
