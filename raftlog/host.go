@@ -95,8 +95,9 @@ type Envelope struct {
 // frame (which is how the heartbeats of many groups to one peer share a
 // write). Send must not block and must not keep envs after it returns
 // (the messages themselves it may keep); it may drop messages (raft
-// retries). A nil Transport drops every message, which is correct for
-// groups whose only voter is this node.
+// retries; but a dropped MsgSnap stalls that follower until the transport
+// calls ReportSnapshot with failed). A nil Transport drops every message,
+// which is correct for groups whose only voter is this node.
 type Transport interface {
 	Send(envs []Envelope)
 }
@@ -107,14 +108,19 @@ type Transport interface {
 // an earlier term that has not been applied yet can ever commit: a leader's
 // first entry commits everything before it, and what it did not have is
 // gone. A state machine uses that to fail, as definitely not stored,
-// proposals a leader change lost. Called before Durable.
+// proposals a leader change lost (only those proposed as leader, see
+// ProposalTermer; a proposal in flight when a snapshot is restored has an
+// unknown outcome). Called before Durable.
 type AppliedTermer interface {
 	AppliedTerm(term uint64)
 }
 
 // ProposalTermer is implemented by a state machine that wants the term its
 // proposals are appended at: Proposing is called right before
-// TakeProposals. With AppliedTermer it tells when a proposal was lost.
+// TakeProposals, with the leader's term, or 0 when this node does not lead
+// the group (its proposals are forwarded, and the leader they reach may
+// append them under a later term, so no term is known). With AppliedTermer
+// it tells when a proposal was lost.
 type ProposalTermer interface {
 	Proposing(term uint64)
 }
@@ -735,7 +741,13 @@ func (h *Host) takeProposals() {
 		g.wantPropose = false
 		h.guard(g, func() error {
 			if pt, ok := g.sm.(ProposalTermer); ok {
-				pt.Proposing(g.rn.BasicStatus().GetTerm())
+				// A follower's proposals are forwarded: the leader they
+				// reach may append them under a later term.
+				var term uint64
+				if bs := g.rn.BasicStatus(); bs.RaftState == raft.StateLeader {
+					term = bs.GetTerm()
+				}
+				pt.Proposing(term)
 			}
 			h.proposed = g.sm.TakeProposals(h.proposed[:0])
 			var dropped [][]byte

@@ -761,7 +761,7 @@ func (p *Partition) AppliedTerm(term uint64) { p.appliedTerm = max(p.appliedTerm
 func (p *Partition) failLost() {
 	lost := fmt.Errorf("partition %d: %w: %w", p.cfg.Index, ErrNotLeader, ErrLost)
 	for id, f := range p.inflight {
-		if f.term < p.appliedTerm {
+		if f.term != 0 && f.term < p.appliedTerm {
 			p.failFlight(id, lost)
 		}
 	}
