@@ -612,10 +612,20 @@ func (h *Host) Deliver(envs []Envelope) {
 		h.mu.Unlock()
 		return
 	}
+	if len(h.mu.inbox)+len(envs) > maxInbox {
+		// The loop is behind (a flood, or a stalled disk): drop rather
+		// than grow without bound; raft resends what matters.
+		h.mu.Unlock()
+		h.log.Warn("inbound raft messages dropped: the host is behind", "messages", len(envs))
+		return
+	}
 	h.mu.inbox = append(h.mu.inbox, envs...)
 	h.mu.Unlock()
 	h.poke()
 }
+
+// maxInbox bounds the messages received and not yet stepped.
+const maxInbox = 1 << 16
 
 func (h *Host) stepInbox() {
 	h.mu.Lock()

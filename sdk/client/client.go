@@ -15,10 +15,13 @@ package client
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -37,12 +40,46 @@ type Client struct {
 	retry   retryPolicy
 
 	// opts made this client; peers are clients of other nodes it was
-	// redirected to (subscriber groups live on their coordinator).
+	// redirected to (subscriber groups live on their coordinator) or fails
+	// over to.
 	opts  []Option
 	peers struct {
 		sync.Mutex
 		m map[string]*Client
 	}
+	// endpoints are the nodes given to New; cur indexes the one in use.
+	endpoints []string
+	cur       atomic.Int32
+}
+
+// current returns the client of the endpoint in use.
+func (c *Client) current() *Client {
+	i := int(c.cur.Load())
+	if i == 0 || i >= len(c.endpoints) {
+		return c
+	}
+	return c.peer(c.endpoints[i])
+}
+
+// failover moves to the next endpoint after from failed to connect (if no
+// other call moved already).
+func (c *Client) failover(from *Client) {
+	if len(c.endpoints) < 2 || c.current() != from {
+		return
+	}
+	i := c.cur.Load()
+	c.cur.CompareAndSwap(i, (i+1)%int32(len(c.endpoints)))
+}
+
+// unreachable reports whether err means the node could not be reached or
+// the connection broke (as opposed to an answer from the node).
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // peer returns a client like c for another node.
@@ -126,8 +163,25 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 const MaxMessageBytes = 64 << 20
 
 // New returns a client for the server at addr, e.g. "http://127.0.0.1:7070".
-// It does not connect until the first call.
+// It does not connect until the first call. addr may list several nodes of
+// a cluster, comma-separated: publishes and new subscriptions then move to
+// the next node when the one in use cannot be reached (any node serves any
+// request).
 func New(addr string, opts ...Option) *Client {
+	if strings.Contains(addr, ",") {
+		var eps []string
+		for _, a := range strings.Split(addr, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				eps = append(eps, a)
+			}
+		}
+		if len(eps) > 1 {
+			c := New(eps[0], opts...)
+			c.endpoints = eps
+			return c
+		}
+		addr = strings.Join(eps, "")
+	}
 	o := options{retry: defaultRetry}
 	for _, opt := range opts {
 		opt(&o)

@@ -67,7 +67,12 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]
 		req.Records[i] = r
 	}
 	resp, err := c.retry.do(ctx, func(ctx context.Context) (*rewindv1.PublishResponse, error) {
-		return c.pub.Publish(ctx, req)
+		cl := c.current()
+		resp, err := cl.pub.Publish(ctx, req)
+		if unreachable(err) {
+			c.failover(cl)
+		}
+		return resp, err
 	})
 	if err != nil {
 		return nil, err

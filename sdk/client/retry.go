@@ -48,7 +48,9 @@ func (r retryPolicy) do(ctx context.Context, call func(context.Context) (*rewind
 		}
 		resp, err := call(actx)
 		cancel()
-		if err == nil || attempt >= r.attempts || !retryable(err) || ctx.Err() != nil {
+		// A broken connection can surface as Canceled although the
+		// caller did not cancel: that is retryable too.
+		if err == nil || attempt >= r.attempts || !(retryable(err) || unreachable(err)) || ctx.Err() != nil {
 			return resp, err
 		}
 		select {

@@ -212,7 +212,16 @@ type Subscription struct {
 // Subscribe opens a stream on topic. Errors in the request (unknown topic,
 // bad position) surface from Subscribe itself, with Connect codes.
 func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeOption) (*Subscription, error) {
-	return followCoordinator(c, func(c *Client) (*Subscription, error) { return c.subscribe(ctx, topic, opts...) })
+	// A node that cannot be reached is skipped: any node serves any
+	// stream (each from its own replica, the same records).
+	for tries := 0; ; tries++ {
+		cl := c.current()
+		s, err := followCoordinator(cl, func(c *Client) (*Subscription, error) { return c.subscribe(ctx, topic, opts...) })
+		if !unreachable(err) || tries+1 >= len(c.endpoints) {
+			return s, err
+		}
+		c.failover(cl)
+	}
 }
 
 func (c *Client) subscribe(ctx context.Context, topic string, opts ...SubscribeOption) (*Subscription, error) {
