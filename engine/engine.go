@@ -300,10 +300,20 @@ func NewHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// Drain starts shutting down without waiting: new requests are refused and
-// streams end with Unavailable. Call it before shutting the HTTP server
-// down, then Close.
-func (n *Node) Drain() { n.b.Drain() }
+// Drain starts shutting down: a cluster member first hands the leadership
+// of its partitions to caught-up replicas (up to 2 s) and closes its raft
+// streams; then new requests are refused and streams end with Unavailable.
+// Call it before shutting the HTTP server down, then Close.
+func (n *Node) Drain() {
+	if n.tr != nil {
+		// Hand leadership to the other members first (about one round
+		// trip each), then stop the raft streams, which would otherwise
+		// hold the HTTP server's shutdown open.
+		n.b.HandOff(2 * time.Second)
+		n.tr.Close()
+	}
+	n.b.Drain()
+}
 
 // Close drains the node, waits for streams to end, and closes the store.
 func (n *Node) Close() error {

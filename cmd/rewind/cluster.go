@@ -18,7 +18,7 @@ import (
 
 func newCluster(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster and move partition leadership"}
-	cmd.AddCommand(newClusterStatus(g), newClusterTransferLeader(g), newClusterRemoveNode(g))
+	cmd.AddCommand(newClusterStatus(g), newClusterTransferLeader(g), newClusterRemoveNode(g), newClusterRebalance(g))
 	return cmd
 }
 
@@ -218,4 +218,34 @@ func newClusterRemoveNode(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func newClusterRebalance(g *globals) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Move replicas so every member keeps about as many as the others (after nodes joined)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			moves, err := g.client().Rebalance(cmd.Context(), dryRun)
+			if err != nil {
+				return err
+			}
+			if len(moves) == 0 {
+				fmt.Println("balanced: nothing to move")
+				return nil
+			}
+			for _, m := range moves {
+				fmt.Printf("%s/%d: node %d -> node %d\n", m.GetTopic(), m.GetPartition(), m.GetFrom(), m.GetTo())
+			}
+			if dryRun {
+				fmt.Printf("%d move(s) planned (dry run)\n", len(moves))
+			} else {
+				fmt.Printf("%d replica(s) moved\n", len(moves))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only show the moves")
+	return cmd
 }

@@ -298,8 +298,9 @@ func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 }
 
 // TestClusterGrowAndShrink joins a fourth node to a running cluster,
-// removes one of the first three (its replicas move to the new node with
-// joint-consensus configuration changes), and checks that the new node
+// rebalances a replica onto it, removes one of the first three (its
+// replicas move to the new node with joint-consensus configuration
+// changes), and checks that the new node
 // serves every record acknowledged before, that writes go on, and that the
 // removed id cannot come back.
 func TestClusterGrowAndShrink(t *testing.T) {
@@ -323,8 +324,17 @@ func TestClusterGrowAndShrink(t *testing.T) {
 
 	addr4 := freeAddr(t)
 	n4 := startServer(t, filepath.Join(t.TempDir(), "d4"), addr4, "--node-id", "4", "--join", c.addrs[2])
-	out := n4.ok(t, nil, "cluster", "remove-node", "1")
-	if !strings.Contains(out, "2 partition replica(s) moved") {
+	// 6 replicas on 3 nodes, none on node 4: one moves to it.
+	out := n4.ok(t, nil, "cluster", "rebalance")
+	if !strings.Contains(out, "-> node 4") || !strings.Contains(out, "1 replica(s) moved") {
+		t.Fatalf("rebalance: %s", out)
+	}
+	if out := n4.ok(t, nil, "cluster", "rebalance", "--dry-run"); !strings.Contains(out, "nothing to move") {
+		t.Fatalf("rebalance again: %s", out)
+	}
+	// Node 1's other replica moves to node 4 too (the only member free).
+	out = n4.ok(t, nil, "cluster", "remove-node", "1")
+	if !strings.Contains(out, "1 partition replica(s) moved") {
 		t.Fatalf("remove-node: %s", out)
 	}
 	st, err := client.New(addr4).ClusterStatus(ctx)

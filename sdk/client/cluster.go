@@ -37,3 +37,14 @@ func (c *Client) RemoveNode(ctx context.Context, node uint64) (moved, shrunk uin
 	}
 	return resp.GetMoved(), resp.GetShrunk(), nil
 }
+
+// ReplicaMove is one replica Rebalance moves.
+type ReplicaMove = rewindv1.ReplicaMove
+
+// Rebalance evens out the replicas per member (after nodes joined) and
+// returns the moves, once every moved partition's leader has its new
+// configuration; with dryRun it only plans.
+func (c *Client) Rebalance(ctx context.Context, dryRun bool) ([]*ReplicaMove, error) {
+	resp, err := c.cluster.Rebalance(ctx, &rewindv1.RebalanceRequest{DryRun: dryRun})
+	return resp.GetMoves(), err
+}

@@ -87,21 +87,52 @@ func (s *Server) RemoveNode(ctx context.Context, req *rewindv1.RemoveNodeRequest
 			out.Moved++
 		}
 	}
-	for len(moves) > 0 {
-		moves = s.pendingMoves(ctx, moves)
-		if len(moves) == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%d partition(s) still moving off node %d (it is marked leaving; ask again to wait more)", len(moves), req.GetNode()))
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := s.waitMoves(ctx, moves); err != nil {
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%w (node %d is marked leaving; ask again to wait more)", err, req.GetNode()))
 	}
 	if err := s.b.FinishRemoveNode(ctx, req.GetNode()); err != nil {
 		return nil, toConnect(s.log, err)
 	}
 	return out, nil
+}
+
+// Rebalance implements rewindv1connect.ClusterServiceHandler: served by
+// the metadata leader.
+func (s *Server) Rebalance(ctx context.Context, req *rewindv1.RebalanceRequest) (*rewindv1.RebalanceResponse, error) {
+	moves, err := s.b.Rebalance(ctx, req.GetDryRun())
+	if addr, ok := s.metaLeaderAddr(err); ok {
+		return s.clusterClient(addr).Rebalance(ctx, req)
+	}
+	if err != nil {
+		return nil, toConnect(s.log, err)
+	}
+	out := &rewindv1.RebalanceResponse{}
+	for _, m := range moves {
+		out.Moves = append(out.Moves, &rewindv1.ReplicaMove{Topic: m.Topic, Partition: m.Partition, From: m.From, To: m.To})
+	}
+	if !req.GetDryRun() {
+		if err := s.waitMoves(ctx, moves); err != nil {
+			return nil, connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%w (the moves are recorded and go on)", err))
+		}
+	}
+	return out, nil
+}
+
+// waitMoves waits until every move's partition leader reports the new
+// configuration.
+func (s *Server) waitMoves(ctx context.Context, moves []broker.Reassignment) error {
+	for len(moves) > 0 {
+		moves = s.pendingMoves(ctx, moves)
+		if len(moves) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d partition(s) still moving", len(moves))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // pendingMoves returns the moves no partition leader reports done yet.

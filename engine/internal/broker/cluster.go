@@ -426,6 +426,49 @@ func (b *Broker) dropReplica(t *meta.Topic, i int) {
 	b.log.Info("deleted a replica that moved off this node", "topic", t.Name, "partition", i)
 }
 
+// HandOff hands the leadership of every group this node leads (the
+// metadata group's too) to a caught-up replica, and waits until they moved
+// or timeout passed: a graceful shutdown then costs no election timeout.
+func (b *Broker) HandOff(timeout time.Duration) {
+	if !b.clustered() {
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	groups := []uint64{meta.GroupID}
+	b.mu.Lock()
+	for _, lt := range b.mu.topics {
+		for _, p := range lt.parts {
+			if p != nil {
+				groups = append(groups, p.Group())
+			}
+		}
+	}
+	b.mu.Unlock()
+	for {
+		leading := 0
+		for _, g := range groups {
+			st, ok := b.host.Status(g)
+			if !ok || !st.Leading {
+				continue
+			}
+			leading++
+			for _, n := range st.Voters {
+				if n != b.cfg.NodeID && st.Match[n] >= st.Last {
+					_ = b.host.TransferLeader(g, n)
+					break
+				}
+			}
+		}
+		if leading == 0 || time.Now().After(deadline) {
+			if leading > 0 {
+				b.log.Warn("shutting down while still leading", "groups", leading)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // NotCoordinatorError is the answer of a node asked to serve a subscriber
 // group while another node coordinates groups (the metadata leader does).
 type NotCoordinatorError struct {
@@ -535,6 +578,89 @@ type Reassignment struct {
 	Group     uint64
 	Replicas  []uint64
 	Shrunk    bool
+	// From and To: the replica that moves (To is 0 when Shrunk).
+	From, To uint64
+}
+
+// replicaLoad counts the replicas of every member not leaving (and not
+// skip).
+func replicaLoad(nodes []meta.Node, topics []*meta.Topic, skip uint64) map[uint64]int {
+	load := map[uint64]int{}
+	for _, n := range nodes {
+		if !n.Leaving && n.ID != skip {
+			load[n.ID] = 0
+		}
+	}
+	for _, t := range topics {
+		for _, r := range t.Replicas {
+			for _, n := range r {
+				if _, ok := load[n]; ok {
+					load[n]++
+				}
+			}
+		}
+	}
+	return load
+}
+
+// Rebalance plans moves that even out the replicas per member (at most one
+// move per partition, from the most loaded member to the least loaded one
+// that has no replica of the partition) and, unless dryRun, records the new
+// replica sets; the partitions' leaders then follow (maintain). This node
+// must lead the metadata group.
+func (b *Broker) Rebalance(ctx context.Context, dryRun bool) ([]Reassignment, error) {
+	if err := b.leadsMeta(); err != nil {
+		return nil, err
+	}
+	topics := b.meta.Topics()
+	load := replicaLoad(b.meta.Nodes(), topics, 0)
+	moved := map[uint64]bool{}
+	var out []Reassignment
+	var rs []meta.Reassign
+	for {
+		ids := slices.Sorted(maps.Keys(load))
+		if len(ids) < 2 {
+			break
+		}
+		hi, lo := ids[0], ids[0]
+		for _, n := range ids {
+			if load[n] > load[hi] {
+				hi = n
+			}
+			if load[n] < load[lo] {
+				lo = n
+			}
+		}
+		if load[hi]-load[lo] <= 1 {
+			break
+		}
+		var found *Reassignment
+		for _, t := range topics {
+			for i, r := range t.Replicas {
+				if found != nil || moved[t.Groups[i]] || !slices.Contains(r, hi) || slices.Contains(r, lo) {
+					continue
+				}
+				nr := slices.Clone(r)
+				nr[slices.Index(nr, hi)] = lo
+				found = &Reassignment{Topic: t.Name, Partition: uint32(i), Group: t.Groups[i], Replicas: nr, From: hi, To: lo}
+				rs = append(rs, meta.Reassign{TopicID: t.ID, Partition: uint32(i), Replicas: nr})
+			}
+		}
+		if found == nil {
+			break
+		}
+		moved[found.Group] = true
+		load[hi]--
+		load[lo]++
+		out = append(out, *found)
+	}
+	if dryRun || len(rs) == 0 {
+		return out, nil
+	}
+	if err := b.meta.ReassignReplicas(ctx, rs); err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
 }
 
 // StartRemoveNode marks node as leaving and gives every partition with a
@@ -557,22 +683,8 @@ func (b *Broker) StartRemoveNode(ctx context.Context, id uint64) ([]Reassignment
 	if err := b.meta.Leave(ctx, id); err != nil {
 		return nil, unavailable(err)
 	}
-	load := map[uint64]int{}
-	for _, n := range nodes {
-		if !n.Leaving && n.ID != id {
-			load[n.ID] = 0
-		}
-	}
 	topics := b.meta.Topics()
-	for _, t := range topics {
-		for _, r := range t.Replicas {
-			for _, n := range r {
-				if _, ok := load[n]; ok {
-					load[n]++
-				}
-			}
-		}
-	}
+	load := replicaLoad(nodes, topics, id)
 	var out []Reassignment
 	var rs []meta.Reassign
 	for _, t := range topics {
@@ -599,7 +711,7 @@ func (b *Broker) StartRemoveNode(ctx context.Context, id uint64) ([]Reassignment
 				load[best]++
 			}
 			rs = append(rs, meta.Reassign{TopicID: t.ID, Partition: uint32(i), Replicas: nr})
-			out = append(out, Reassignment{Topic: t.Name, Partition: uint32(i), Group: t.Groups[i], Replicas: nr, Shrunk: shrunk})
+			out = append(out, Reassignment{Topic: t.Name, Partition: uint32(i), Group: t.Groups[i], Replicas: nr, Shrunk: shrunk, From: id, To: best})
 		}
 	}
 	if len(rs) > 0 {

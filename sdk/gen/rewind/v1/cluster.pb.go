@@ -21,6 +21,163 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RebalanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DryRun        bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_rewind_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RebalanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type RebalanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moves         []*ReplicaMove         `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_rewind_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RebalanceResponse) GetMoves() []*ReplicaMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+// ReplicaMove is one replica moving from one member to another.
+type ReplicaMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     uint32                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          uint64                 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint64                 `protobuf:"varint,4,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaMove) Reset() {
+	*x = ReplicaMove{}
+	mi := &file_rewind_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaMove) ProtoMessage() {}
+
+func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaMove.ProtoReflect.Descriptor instead.
+func (*ReplicaMove) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReplicaMove) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaMove) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaMove) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ReplicaMove) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
 type AddNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  uint64                 `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -32,7 +189,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[0]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +201,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[0]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +214,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AddNodeRequest) GetNode() uint64 {
@@ -85,7 +242,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[1]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +254,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[1]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +267,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AddNodeResponse) GetClusterId() uint64 {
@@ -136,7 +293,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[2]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -148,7 +305,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[2]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -161,7 +318,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RemoveNodeRequest) GetNode() uint64 {
@@ -183,7 +340,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[3]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -195,7 +352,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[3]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -208,7 +365,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RemoveNodeResponse) GetMoved() uint32 {
@@ -233,7 +390,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[4]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +402,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[4]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +415,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 type GetClusterStatusResponse struct {
@@ -276,7 +433,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[5]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -288,7 +445,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[5]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -301,7 +458,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetClusterStatusResponse) GetClusterId() uint64 {
@@ -358,7 +515,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[6]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +527,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[6]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +540,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeStatus) GetId() uint64 {
@@ -460,7 +617,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[7]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +629,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[7]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +642,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartitionStatus) GetTopic() string {
@@ -606,7 +763,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[8]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +775,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[8]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +788,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReplicaProgress) GetNode() uint64 {
@@ -667,7 +824,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[9]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +836,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[9]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +849,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TransferLeaderRequest) GetTopic() string {
@@ -724,7 +881,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_rewind_v1_cluster_proto_msgTypes[10]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +893,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_cluster_proto_msgTypes[10]
+	mi := &file_rewind_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,14 +906,23 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_rewind_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 var File_rewind_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x17rewind/v1/cluster.proto\x12\trewind.v1\">\n" +
+	"\x17rewind/v1/cluster.proto\x12\trewind.v1\"+\n" +
+	"\x10RebalanceRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"A\n" +
+	"\x11RebalanceResponse\x12,\n" +
+	"\x05moves\x18\x01 \x03(\v2\x16.rewind.v1.ReplicaMoveR\x05moves\"e\n" +
+	"\vReplicaMove\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\x04R\x02to\">\n" +
 	"\x0eAddNodeRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\x04R\x04node\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"]\n" +
@@ -815,13 +981,14 @@ const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\x04R\x04node\"\x18\n" +
-	"\x16TransferLeaderResponse2\xd6\x02\n" +
+	"\x16TransferLeaderResponse2\x9e\x03\n" +
 	"\x0eClusterService\x12`\n" +
 	"\x10GetClusterStatus\x12\".rewind.v1.GetClusterStatusRequest\x1a#.rewind.v1.GetClusterStatusResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\x0eTransferLeader\x12 .rewind.v1.TransferLeaderRequest\x1a!.rewind.v1.TransferLeaderResponse\x12@\n" +
 	"\aAddNode\x12\x19.rewind.v1.AddNodeRequest\x1a\x1a.rewind.v1.AddNodeResponse\x12I\n" +
 	"\n" +
-	"RemoveNode\x12\x1c.rewind.v1.RemoveNodeRequest\x1a\x1d.rewind.v1.RemoveNodeResponseB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
+	"RemoveNode\x12\x1c.rewind.v1.RemoveNodeRequest\x1a\x1d.rewind.v1.RemoveNodeResponse\x12F\n" +
+	"\tRebalance\x12\x1b.rewind.v1.RebalanceRequest\x1a\x1c.rewind.v1.RebalanceResponseB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
 var (
 	file_rewind_v1_cluster_proto_rawDescOnce sync.Once
@@ -835,38 +1002,44 @@ func file_rewind_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_cluster_proto_rawDescData
 }
 
-var file_rewind_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_rewind_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_rewind_v1_cluster_proto_goTypes = []any{
-	(*AddNodeRequest)(nil),           // 0: rewind.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),          // 1: rewind.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),        // 2: rewind.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),       // 3: rewind.v1.RemoveNodeResponse
-	(*GetClusterStatusRequest)(nil),  // 4: rewind.v1.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil), // 5: rewind.v1.GetClusterStatusResponse
-	(*NodeStatus)(nil),               // 6: rewind.v1.NodeStatus
-	(*PartitionStatus)(nil),          // 7: rewind.v1.PartitionStatus
-	(*ReplicaProgress)(nil),          // 8: rewind.v1.ReplicaProgress
-	(*TransferLeaderRequest)(nil),    // 9: rewind.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),   // 10: rewind.v1.TransferLeaderResponse
+	(*RebalanceRequest)(nil),         // 0: rewind.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),        // 1: rewind.v1.RebalanceResponse
+	(*ReplicaMove)(nil),              // 2: rewind.v1.ReplicaMove
+	(*AddNodeRequest)(nil),           // 3: rewind.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),          // 4: rewind.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),        // 5: rewind.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),       // 6: rewind.v1.RemoveNodeResponse
+	(*GetClusterStatusRequest)(nil),  // 7: rewind.v1.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil), // 8: rewind.v1.GetClusterStatusResponse
+	(*NodeStatus)(nil),               // 9: rewind.v1.NodeStatus
+	(*PartitionStatus)(nil),          // 10: rewind.v1.PartitionStatus
+	(*ReplicaProgress)(nil),          // 11: rewind.v1.ReplicaProgress
+	(*TransferLeaderRequest)(nil),    // 12: rewind.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),   // 13: rewind.v1.TransferLeaderResponse
 }
 var file_rewind_v1_cluster_proto_depIdxs = []int32{
-	6,  // 0: rewind.v1.AddNodeResponse.nodes:type_name -> rewind.v1.NodeStatus
-	6,  // 1: rewind.v1.GetClusterStatusResponse.nodes:type_name -> rewind.v1.NodeStatus
-	7,  // 2: rewind.v1.GetClusterStatusResponse.partitions:type_name -> rewind.v1.PartitionStatus
-	8,  // 3: rewind.v1.PartitionStatus.progress:type_name -> rewind.v1.ReplicaProgress
-	4,  // 4: rewind.v1.ClusterService.GetClusterStatus:input_type -> rewind.v1.GetClusterStatusRequest
-	9,  // 5: rewind.v1.ClusterService.TransferLeader:input_type -> rewind.v1.TransferLeaderRequest
-	0,  // 6: rewind.v1.ClusterService.AddNode:input_type -> rewind.v1.AddNodeRequest
-	2,  // 7: rewind.v1.ClusterService.RemoveNode:input_type -> rewind.v1.RemoveNodeRequest
-	5,  // 8: rewind.v1.ClusterService.GetClusterStatus:output_type -> rewind.v1.GetClusterStatusResponse
-	10, // 9: rewind.v1.ClusterService.TransferLeader:output_type -> rewind.v1.TransferLeaderResponse
-	1,  // 10: rewind.v1.ClusterService.AddNode:output_type -> rewind.v1.AddNodeResponse
-	3,  // 11: rewind.v1.ClusterService.RemoveNode:output_type -> rewind.v1.RemoveNodeResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	2,  // 0: rewind.v1.RebalanceResponse.moves:type_name -> rewind.v1.ReplicaMove
+	9,  // 1: rewind.v1.AddNodeResponse.nodes:type_name -> rewind.v1.NodeStatus
+	9,  // 2: rewind.v1.GetClusterStatusResponse.nodes:type_name -> rewind.v1.NodeStatus
+	10, // 3: rewind.v1.GetClusterStatusResponse.partitions:type_name -> rewind.v1.PartitionStatus
+	11, // 4: rewind.v1.PartitionStatus.progress:type_name -> rewind.v1.ReplicaProgress
+	7,  // 5: rewind.v1.ClusterService.GetClusterStatus:input_type -> rewind.v1.GetClusterStatusRequest
+	12, // 6: rewind.v1.ClusterService.TransferLeader:input_type -> rewind.v1.TransferLeaderRequest
+	3,  // 7: rewind.v1.ClusterService.AddNode:input_type -> rewind.v1.AddNodeRequest
+	5,  // 8: rewind.v1.ClusterService.RemoveNode:input_type -> rewind.v1.RemoveNodeRequest
+	0,  // 9: rewind.v1.ClusterService.Rebalance:input_type -> rewind.v1.RebalanceRequest
+	8,  // 10: rewind.v1.ClusterService.GetClusterStatus:output_type -> rewind.v1.GetClusterStatusResponse
+	13, // 11: rewind.v1.ClusterService.TransferLeader:output_type -> rewind.v1.TransferLeaderResponse
+	4,  // 12: rewind.v1.ClusterService.AddNode:output_type -> rewind.v1.AddNodeResponse
+	6,  // 13: rewind.v1.ClusterService.RemoveNode:output_type -> rewind.v1.RemoveNodeResponse
+	1,  // 14: rewind.v1.ClusterService.Rebalance:output_type -> rewind.v1.RebalanceResponse
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_cluster_proto_init() }
@@ -880,7 +1053,7 @@ func file_rewind_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_cluster_proto_rawDesc), len(file_rewind_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

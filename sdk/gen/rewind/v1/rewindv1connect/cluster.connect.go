@@ -44,6 +44,9 @@ const (
 	// ClusterServiceRemoveNodeProcedure is the fully-qualified name of the ClusterService's RemoveNode
 	// RPC.
 	ClusterServiceRemoveNodeProcedure = "/rewind.v1.ClusterService/RemoveNode"
+	// ClusterServiceRebalanceProcedure is the fully-qualified name of the ClusterService's Rebalance
+	// RPC.
+	ClusterServiceRebalanceProcedure = "/rewind.v1.ClusterService/Rebalance"
 )
 
 // ClusterServiceClient is a client for the rewind.v1.ClusterService service.
@@ -70,6 +73,13 @@ type ClusterServiceClient interface {
 	// node holds no replica any member counts on; the node may then be
 	// stopped. Its id is never reused.
 	RemoveNode(context.Context, *v1.RemoveNodeRequest) (*v1.RemoveNodeResponse, error)
+	// Rebalance moves replicas so that every member keeps about as many as
+	// the others (after nodes joined, new members hold only topics created
+	// since): one replica at a time per partition, from the most loaded
+	// member to the least loaded one without a replica of it. It returns once
+	// every moved partition's leader reports its new configuration, or at
+	// once with dry_run, with the moves.
+	Rebalance(context.Context, *v1.RebalanceRequest) (*v1.RebalanceResponse, error)
 }
 
 // NewClusterServiceClient constructs a client for the rewind.v1.ClusterService service. By default,
@@ -108,6 +118,12 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(clusterServiceMethods.ByName("RemoveNode")),
 			connect.WithClientOptions(opts...),
 		),
+		rebalance: connect.NewClient[v1.RebalanceRequest, v1.RebalanceResponse](
+			httpClient,
+			baseURL+ClusterServiceRebalanceProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("Rebalance")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -117,6 +133,7 @@ type clusterServiceClient struct {
 	transferLeader   *connect.Client[v1.TransferLeaderRequest, v1.TransferLeaderResponse]
 	addNode          *connect.Client[v1.AddNodeRequest, v1.AddNodeResponse]
 	removeNode       *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	rebalance        *connect.Client[v1.RebalanceRequest, v1.RebalanceResponse]
 }
 
 // GetClusterStatus calls rewind.v1.ClusterService.GetClusterStatus.
@@ -155,6 +172,15 @@ func (c *clusterServiceClient) RemoveNode(ctx context.Context, req *v1.RemoveNod
 	return nil, err
 }
 
+// Rebalance calls rewind.v1.ClusterService.Rebalance.
+func (c *clusterServiceClient) Rebalance(ctx context.Context, req *v1.RebalanceRequest) (*v1.RebalanceResponse, error) {
+	response, err := c.rebalance.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ClusterServiceHandler is an implementation of the rewind.v1.ClusterService service.
 type ClusterServiceHandler interface {
 	// GetClusterStatus returns the members as this node knows them and, for
@@ -179,6 +205,13 @@ type ClusterServiceHandler interface {
 	// node holds no replica any member counts on; the node may then be
 	// stopped. Its id is never reused.
 	RemoveNode(context.Context, *v1.RemoveNodeRequest) (*v1.RemoveNodeResponse, error)
+	// Rebalance moves replicas so that every member keeps about as many as
+	// the others (after nodes joined, new members hold only topics created
+	// since): one replica at a time per partition, from the most loaded
+	// member to the least loaded one without a replica of it. It returns once
+	// every moved partition's leader reports its new configuration, or at
+	// once with dry_run, with the moves.
+	Rebalance(context.Context, *v1.RebalanceRequest) (*v1.RebalanceResponse, error)
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -213,6 +246,12 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithSchema(clusterServiceMethods.ByName("RemoveNode")),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceRebalanceHandler := connect.NewUnaryHandlerSimple(
+		ClusterServiceRebalanceProcedure,
+		svc.Rebalance,
+		connect.WithSchema(clusterServiceMethods.ByName("Rebalance")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rewind.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceGetClusterStatusProcedure:
@@ -223,6 +262,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 			clusterServiceAddNodeHandler.ServeHTTP(w, r)
 		case ClusterServiceRemoveNodeProcedure:
 			clusterServiceRemoveNodeHandler.ServeHTTP(w, r)
+		case ClusterServiceRebalanceProcedure:
+			clusterServiceRebalanceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -246,4 +287,8 @@ func (UnimplementedClusterServiceHandler) AddNode(context.Context, *v1.AddNodeRe
 
 func (UnimplementedClusterServiceHandler) RemoveNode(context.Context, *v1.RemoveNodeRequest) (*v1.RemoveNodeResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.ClusterService.RemoveNode is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) Rebalance(context.Context, *v1.RebalanceRequest) (*v1.RebalanceResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.ClusterService.Rebalance is not implemented"))
 }
