@@ -250,7 +250,7 @@ func (f *Forwarder) Publish(ctx context.Context, node uint64, addr, topic string
 	ci.RequestHeader().Set(ForwardedHeader, strconv.FormatUint(f.self, 10))
 	resp, err := f.conn(addr).Publish(ctx, req)
 	if err != nil {
-		return nil, forwardError(node, err)
+		return nil, forwardError(node, topic, p, err)
 	}
 	out := make([]broker.PublishResult, len(resp.GetResults()))
 	for i, r := range resp.GetResults() {
@@ -263,14 +263,14 @@ func (f *Forwarder) Publish(ctx context.Context, node uint64, addr, topic string
 }
 
 // forwardError turns the leader's answer back into the broker's errors.
-func forwardError(node uint64, err error) error {
+func forwardError(node uint64, topic string, p uint32, err error) error {
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
 		return fmt.Errorf("%w: forward to node %d: %w", broker.ErrUnavailable, node, err)
 	}
 	var op *net.OpError
 	if (errors.As(err, &op) && op.Op == "dial") || ce.Meta().Get(NotStoredHeader) != "" {
-		nl := &broker.NotLeaderError{Node: node}
+		nl := &broker.NotLeaderError{Topic: topic, Partition: p, Node: node}
 		nl.Leader, _ = strconv.ParseUint(ce.Meta().Get(LeaderHeader), 10, 64)
 		return fmt.Errorf("forward to node %d: %w: %v", node, nl, ce.Message())
 	}
