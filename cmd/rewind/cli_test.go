@@ -91,7 +91,7 @@ func cliEnv(extra ...string) []string {
 
 // runCLI runs the binary to completion with stdin (nil: /dev/null) and
 // returns its output and exit code.
-func runCLI(t *testing.T, stdin []byte, env []string, args ...string) result {
+func runCLI(t testing.TB, stdin []byte, env []string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
@@ -118,7 +118,7 @@ func runCLI(t *testing.T, stdin []byte, env []string, args ...string) result {
 }
 
 // freeAddr returns a 127.0.0.1 address with a port nobody listens on now.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,7 +140,7 @@ type server struct {
 // startServer starts `rewind serve` on listen with its data in dir and
 // waits until it answers `topic list`; extra are more serve flags. Cleanup
 // kills it if a test has not stopped it.
-func startServer(t *testing.T, dir, listen string, extra ...string) *server {
+func startServer(t testing.TB, dir, listen string, extra ...string) *server {
 	t.Helper()
 	s := &server{url: "http://" + listen, logPath: filepath.Join(t.TempDir(), "server.log"), done: make(chan struct{})}
 	logf, err := os.Create(s.logPath)

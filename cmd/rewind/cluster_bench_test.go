@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,86 +80,6 @@ func benchRecords() int {
 // ---------------------------------------------------------------------------
 // Processes (the testing.TB versions of cli_test.go's helpers, which take
 // a *testing.T)
-
-// startBenchServer starts `rewind serve` like startServer, and waits until
-// it answers ListTopics.
-func startBenchServer(tb testing.TB, dir, listen string, extra ...string) *server {
-	tb.Helper()
-	s := &server{url: "http://" + listen, logPath: filepath.Join(tb.TempDir(), "server.log"), done: make(chan struct{})}
-	logf, err := os.Create(s.logPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer logf.Close() // the child has its own descriptor
-	s.cmd = exec.Command(rewindBin, append([]string{"serve", "--listen", listen, "--data", dir, "--log-level", "warn"}, extra...)...)
-	s.cmd.Env = cliEnv()
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	go func() {
-		s.cmd.Wait()
-		close(s.done)
-	}()
-	tb.Cleanup(s.kill)
-	cl := client.New(listen)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-s.done:
-			tb.Fatalf("server exited before it was ready (exit code %d)\nlog:\n%s", s.cmd.ProcessState.ExitCode(), s.log())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cl.ListTopics(ctx)
-		cancel()
-		if err == nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("server not ready after 30s: %v\nlog:\n%s", err, s.log())
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
-	}
-}
-
-// freeAddrTB returns a 127.0.0.1 address with a port nobody listens on now.
-func freeAddrTB(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
-// startBenchCluster starts n members, as startCluster does.
-func startBenchCluster(tb testing.TB, n int, extra ...string) *cluster {
-	tb.Helper()
-	c := &cluster{nodes: make([]*server, n)}
-	var parts []string
-	for i := range n {
-		c.addrs = append(c.addrs, freeAddrTB(tb))
-		c.dirs = append(c.dirs, filepath.Join(tb.TempDir(), fmt.Sprintf("d%d", i+1)))
-		parts = append(parts, fmt.Sprintf("%d=%s", i+1, c.addrs[i]))
-	}
-	c.initial = strings.Join(parts, ",")
-	for i := range n {
-		startBenchNode(tb, c, i+1, extra...)
-	}
-	return c
-}
-
-// startBenchNode (re)starts member id of c.
-func startBenchNode(tb testing.TB, c *cluster, id int, extra ...string) *server {
-	tb.Helper()
-	args := append([]string{"--node-id", fmt.Sprint(id), "--initial-cluster", c.initial}, extra...)
-	s := startBenchServer(tb, c.dirs[id-1], c.addrs[id-1], args...)
-	c.nodes[id-1] = s
-	return s
-}
 
 // settle waits until every partition of topic is led by its preferred
 // leader (its first replica, where leader balancing puts it), every replica
@@ -386,11 +305,11 @@ func startNodes(tb testing.TB, nodes int) []string {
 	tb.Helper()
 	syscall.Sync() // the previous case's writes and deleted data directories
 	if nodes == 1 {
-		addr := freeAddrTB(tb)
-		startBenchServer(tb, filepath.Join(tb.TempDir(), "d"), addr)
+		addr := freeAddr(tb)
+		startServer(tb, filepath.Join(tb.TempDir(), "d"), addr)
 		return []string{addr}
 	}
-	return startBenchCluster(tb, nodes).addrs
+	return startCluster(tb, nodes).addrs
 }
 
 // loadHistory creates topic (one partition, a replica on every node) and
@@ -507,7 +426,7 @@ type failoverRun struct {
 // what the publishers saw meanwhile. Five kills per run.
 func BenchmarkClusterFailover(b *testing.B) {
 	syscall.Sync()
-	c := startBenchCluster(b, 3)
+	c := startCluster(b, 3)
 	createTopic(b, c.addrs[0], "fo", 3, 3)
 	var runs []failoverRun
 	for b.Loop() {
@@ -651,7 +570,7 @@ func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 	})
 	time.Sleep(500 * time.Millisecond) // publishing goes on under the new leader
 	restartAt := time.Now()
-	startBenchNode(b, c, int(victim))
+	c.start(b, int(victim))
 	backAt := time.Now()
 	vc := client.New(c.addrs[victim-1])
 	type seen struct {

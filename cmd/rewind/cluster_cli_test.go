@@ -27,7 +27,7 @@ type cluster struct {
 	nodes   []*server
 }
 
-func startCluster(t *testing.T, n int, extra ...string) *cluster {
+func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{}
 	var parts []string
@@ -44,7 +44,7 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	return c
 }
 
-func (c *cluster) start(t *testing.T, id int, extra ...string) *server {
+func (c *cluster) start(t testing.TB, id int, extra ...string) *server {
 	t.Helper()
 	args := append([]string{"--node-id", fmt.Sprint(id), "--initial-cluster", c.initial}, extra...)
 	s := startServer(t, c.dirs[id-1], c.addrs[id-1], args...)
