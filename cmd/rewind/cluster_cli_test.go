@@ -185,14 +185,9 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 		t.Errorf("%d publishes failed", n)
 	}
 
-	// The live stream on the watcher saw everything once, in order.
+	// The live stream on the watcher must see everything once, in order
+	// (checked against the watcher's replay below).
 	total := 0
-	var replayed int
-	defer func() {
-		if total != replayed {
-			t.Errorf("live subscriber on node %d saw %d records, a replay %d", watcher, total, replayed)
-		}
-	}()
 	liveNext := map[uint32]uint64{}
 	// Every node has every acknowledged record exactly once, in order.
 	for id, addr := range c.addrs {
@@ -216,7 +211,6 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 			}
 			seen[string(r.Value)] = acked{r.Partition, r.Offset}
 		}
-		replayed = len(seen)
 		if id+1 == int(watcher) {
 			timeout := time.After(30 * time.Second)
 			for total < len(seen) {

@@ -139,9 +139,12 @@ func (s *Server) waitMoves(ctx context.Context, moves []broker.Reassignment) err
 func (s *Server) pendingMoves(ctx context.Context, moves []broker.Reassignment) []broker.Reassignment {
 	done := map[uint64]bool{}
 	for _, n := range s.b.Members() {
-		st, err := s.clusterClient(n.Addr).GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+		var st *rewindv1.GetClusterStatusResponse
+		var err error
 		if n.ID == s.b.NodeID() {
 			st, err = s.GetClusterStatus(ctx, nil)
+		} else {
+			st, err = s.clusterClient(n.Addr).GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
 		}
 		if err != nil {
 			continue

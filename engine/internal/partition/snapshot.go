@@ -67,6 +67,8 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return nil, err
 	}
+	// Dedupe rows come first, so their expiry rows can follow them out.
+	brought := map[string]bool{} // idempotency keys the retained log brings
 	for _, prefix := range []byte{keys.Dedupe, keys.Expiry, keys.Commit} {
 		lo, hi := keys.GroupSpan(prefix, p.cfg.Group)
 		it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -77,14 +79,13 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 			if prefix == keys.Dedupe {
 				e, err := decodeDedupe(it.Value())
 				if err == nil && e.offset >= snap.Next {
+					brought[string(it.Key()[len(lo):])] = true
 					continue // a record the retained log brings
 				}
 			}
 			if prefix == keys.Expiry {
-				if _, idem, ok := keys.ExpiryKeyParts(it.Key()); ok {
-					if e, found, err := p.lookupKey(idem); err == nil && found && e.offset >= snap.Next {
-						continue
-					}
+				if _, idem, ok := keys.ExpiryKeyParts(it.Key()); ok && brought[string(idem)] {
+					continue
 				}
 			}
 			snap.Rows = append(snap.Rows, snapRow{K: append([]byte(nil), it.Key()...), V: append([]byte(nil), it.Value()...)})
