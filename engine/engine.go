@@ -92,6 +92,10 @@ type Config struct {
 	// the same address is let in.
 	Join      []string
 	Advertise string
+	// FollowerReads serves streams from this node's replicas unless a
+	// request asks for the leader (fetch from follower); by default each
+	// partition is read from its leader.
+	FollowerReads bool
 }
 
 // join asks the members in turn to add this node, for up to a minute.
@@ -147,7 +151,8 @@ type Node struct {
 	b   *broker.Broker
 	api *api.Server
 	// tr carries raft messages to the other members (nil alone).
-	tr *transport.Transport
+	tr        *transport.Transport
+	clusterID uint64
 }
 
 // Open opens cfg.Dir and starts the node. It returns once every partition
@@ -167,6 +172,7 @@ func Open(cfg Config) (*Node, error) {
 		MinFreeBytes: cfg.MinFreeBytes, Sandbox: cfg.Filters, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes,
 		Peers: cfg.InitialCluster, ClusterID: cfg.ClusterID, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, LeaderBalanceInterval: cfg.LeaderBalanceInterval,
+		FollowerReads: cfg.FollowerReads,
 	}
 	if len(cfg.Join) > 0 {
 		if len(cfg.InitialCluster) > 0 {
@@ -226,6 +232,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		bc.Transport = tr
 		bc.Forward = api.NewForwarder(cfg.NodeID, peerClient())
+		bc.Fetch = api.NewPeerReader(cfg.ClusterID, peerClient())
 	}
 	b, err := broker.Open(bc)
 	if err != nil {
@@ -235,7 +242,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	br.Store(b)
-	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr}
+	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID}
 	if tr != nil {
 		n.api.SetPeerClient(peerClient())
 		n.api.SetPeerStats(func() map[uint64]api.PeerStat {
@@ -269,6 +276,7 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	path, th := n.tr.Handler()
 	mux.Handle(path, th)
+	mux.Handle(n.api.PeerReads(n.clusterID).Handler())
 	mux.Handle("/", h)
 	return mux
 }

@@ -46,15 +46,19 @@ from the same run tabulate side by side.`,
 	pf.BoolVar(&o.Keys, "keys", false, "give records keys (10,000 distinct)")
 	pf.IntVar(&pubReps, "reps", 1, "repetitions")
 
-	var topic string
+	var topic, readFrom string
 	var at float64
 	rep := &cobra.Command{
 		Use:   "replay",
 		Short: "Replay a whole topic once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := readFromOptions(readFrom)
+			if err != nil {
+				return err
+			}
 			for i := range replayReps {
-				r, err := bench.Replay(cmd.Context(), g.client(), topic)
+				r, err := bench.Replay(cmd.Context(), g.client(), topic, opts...)
 				if err != nil {
 					return err
 				}
@@ -65,6 +69,7 @@ from the same run tabulate side by side.`,
 	}
 	rep.Flags().StringVar(&topic, "topic", "bench", "topic")
 	rep.Flags().IntVar(&replayReps, "reps", 1, "repetitions")
+	rep.Flags().StringVar(&readFrom, "read-from", "", "leader or replica (default: the server's setting)")
 	ttfm := &cobra.Command{
 		Use:   "ttfm",
 		Short: "Time to the first record of a timestamp replay from the middle",

@@ -336,26 +336,29 @@ func loadHistory(b *testing.B, addrs []string, topic string, n int) uint64 {
 
 // BenchmarkClusterReplay loads one partition with REWIND_BENCH_RECORDS
 // records of 100 bytes (three replicas; one on a single node) and replays
-// all of it through the Go client, from the leader and from a follower:
-// each node serves reads from its own replica.
+// all of it through the Go client: connected to the leader; connected to a
+// follower reading its own replica (follower read); and connected to a
+// follower that relays the leader's batches (the default leader read).
 func BenchmarkClusterReplay(b *testing.B) {
 	n := benchRecords()
 	for _, nodes := range []int{1, 3} {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			addrs := startNodes(b, nodes)
 			leader := loadHistory(b, addrs, "history", n)
-			from := []struct {
+			type replayCase struct {
 				name string
 				node uint64
-			}{{"from=leader", leader}}
+				opts []client.SubscribeOption
+			}
+			from := []replayCase{{"from=leader", leader, nil}}
 			if nodes > 1 {
-				from = append(from, struct {
-					name string
-					node uint64
-				}{"from=follower", leader%uint64(nodes) + 1})
+				follower := leader%uint64(nodes) + 1
+				from = append(from,
+					replayCase{"from=follower-replica", follower, []client.SubscribeOption{client.FollowerReads()}},
+					replayCase{"from=leader-via-follower", follower, []client.SubscribeOption{client.LeaderReads()}})
 			}
 			for _, tc := range from {
-				b.Run(tc.name, func(b *testing.B) { replayAll(b, addrs[tc.node-1], n) })
+				b.Run(tc.name, func(b *testing.B) { replayAll(b, addrs[tc.node-1], n, tc.opts...) })
 			}
 		})
 	}
@@ -363,13 +366,13 @@ func BenchmarkClusterReplay(b *testing.B) {
 
 // replayAll replays topic history from addr once per iteration and
 // reports the throughput and the mean time to the first record.
-func replayAll(b *testing.B, addr string, n int) {
+func replayAll(b *testing.B, addr string, n int, opts ...client.SubscribeOption) {
 	cl := client.New(addr)
 	var total bench.Report
 	var first float64
 	runs := 0
 	for b.Loop() {
-		r, err := bench.Replay(context.Background(), cl, "history")
+		r, err := bench.Replay(context.Background(), cl, "history", opts...)
 		if err != nil {
 			b.Fatalf("replay from %s: %v", addr, err)
 		}
@@ -728,10 +731,12 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 			histLeader := loadHistory(b, addrs, "history", n)
 			createTopic(b, addrs[0], "live", 1, uint32(nodes))
 			liveLeader := settle(b, addrs, "live", 1)[0]
-			cases := []struct {
+			type replayCase struct {
 				name   string
 				replay uint64 // 0: none
-			}{{"replay=none", 0}, {"replay=leader", liveLeader}}
+				args   []string
+			}
+			cases := []replayCase{{"replay=none", 0, nil}, {"replay=leader", liveLeader, nil}}
 			if nodes > 1 {
 				// A follower of both topics if there is one.
 				var follower uint64
@@ -740,10 +745,9 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 						follower = id
 					}
 				}
-				cases = slices.Insert(cases, 1, struct {
-					name   string
-					replay uint64
-				}{"replay=follower", follower})
+				cases = slices.Insert(cases, 1,
+					replayCase{"replay=follower-replica", follower, []string{"--read-from", "replica"}},
+					replayCase{"replay=leader-via-follower", follower, []string{"--read-from", "leader"}})
 				b.Logf("live leader %d, history leader %d, follower that replays %d", liveLeader, histLeader, follower)
 			}
 			live := noRetry(addrs[liveLeader-1])
@@ -754,7 +758,7 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 					for b.Loop() {
 						stop := func() float64 { return 0 }
 						if tc.replay != 0 {
-							stop = startReplayer(b, addrs[tc.replay-1], "history")
+							stop = startReplayer(b, addrs[tc.replay-1], "history", tc.args...)
 							time.Sleep(500 * time.Millisecond) // the replay is under way
 						}
 						var err error
@@ -780,10 +784,10 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 // startReplayer starts `rewind bench replay` against addr, replaying topic
 // again and again. stop kills it (by its pid) and returns the mean
 // records/s of the replays that completed.
-func startReplayer(tb testing.TB, addr, topic string) (stop func() float64) {
+func startReplayer(tb testing.TB, addr, topic string, args ...string) (stop func() float64) {
 	tb.Helper()
 	var out bytes.Buffer
-	cmd := exec.Command(rewindBin, "--server", "http://"+addr, "bench", "replay", "--topic", topic, "--reps", "1000000")
+	cmd := exec.Command(rewindBin, append([]string{"--server", "http://" + addr, "bench", "replay", "--topic", topic, "--reps", "1000000"}, args...)...)
 	cmd.Env = cliEnv()
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {

@@ -29,6 +29,17 @@ type cluster struct {
 
 func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
+	c := prepareCluster(t, n)
+	for i := range n {
+		c.nodes[i] = c.start(t, i+1, extra...)
+	}
+	return c
+}
+
+// prepareCluster prepares n members' addresses and directories; start them
+// with c.start.
+func prepareCluster(t testing.TB, n int) *cluster {
+	t.Helper()
 	c := &cluster{}
 	var parts []string
 	for i := range n {
@@ -38,9 +49,6 @@ func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	}
 	c.initial = strings.Join(parts, ",")
 	c.nodes = make([]*server, n)
-	for i := range n {
-		c.nodes[i] = c.start(t, i+1, extra...)
-	}
 	return c
 }
 
@@ -84,25 +92,33 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 	c.nodes[1].ok(t, nil, "topic", "create", "orders", "--partitions", "2", "--replication-factor", "3")
 	ctx := context.Background()
 	victim := c.leaderOf(t, "orders", 0)
-	// A live subscriber on another node must see every record once, in
-	// order, through the leader change: it reads that node's replica.
+	// Two live subscribers on another node must see every record once, in
+	// order, through the leader change: one reads through the leader (the
+	// default: that node relays partition 0 from the victim, then from
+	// whichever node is elected), the other that node's own replica.
 	watcher := victim%3 + 1
 	liveCtx, stopLive := context.WithCancel(ctx)
 	defer stopLive()
-	live, err := client.New(c.addrs[watcher-1]).Subscribe(liveCtx, "orders", client.From(client.Earliest()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveGot := make(chan client.Record, 1<<16)
-	go func() {
-		defer close(liveGot)
-		for r, err := range live.Records() {
-			if err != nil {
-				return
-			}
-			liveGot <- r
+	watch := func(opts ...client.SubscribeOption) <-chan client.Record {
+		t.Helper()
+		live, err := client.New(c.addrs[watcher-1]).Subscribe(liveCtx, "orders", append(opts, client.From(client.Earliest()))...)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
+		got := make(chan client.Record, 1<<16)
+		go func() {
+			defer close(got)
+			for r, err := range live.Records() {
+				if err != nil {
+					t.Logf("live stream on node %d: %v", watcher, err)
+					return
+				}
+				got <- r
+			}
+		}()
+		return got
+	}
+	lives := map[string]<-chan client.Record{"through the leader": watch(), "from its replica": watch(client.FollowerReads())}
 
 	type acked struct {
 		partition uint32
@@ -185,16 +201,15 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 		t.Errorf("%d publishes failed", n)
 	}
 
-	// The live stream on the watcher must see everything once, in order
+	// The live streams on the watcher must see everything once, in order
 	// (checked against the watcher's replay below).
-	total := 0
-	liveNext := map[uint32]uint64{}
-	// Every node has every acknowledged record exactly once, in order.
+	// Every node has every acknowledged record exactly once, in order: each
+	// replays its own replica.
 	for id, addr := range c.addrs {
 		waitFor(fmt.Sprintf("node %d to catch up", id+1), func() bool { return c.caughtUp(ctx, addr) })
 		seen := map[string]acked{}
 		next := map[uint32]uint64{}
-		sub, err := client.New(addr).Subscribe(ctx, "orders", client.From(client.Earliest()), client.Until(client.End()))
+		sub, err := client.New(addr).Subscribe(ctx, "orders", client.From(client.Earliest()), client.Until(client.End()), client.FollowerReads())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,24 +226,29 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 			}
 			seen[string(r.Value)] = acked{r.Partition, r.Offset}
 		}
-		if id+1 == int(watcher) {
+		for how, liveGot := range lives {
+			if id+1 != int(watcher) {
+				break
+			}
+			total := 0
+			liveNext := map[uint32]uint64{}
 			timeout := time.After(30 * time.Second)
 			for total < len(seen) {
 				select {
 				case r, ok := <-liveGot:
 					if !ok {
-						t.Fatalf("live stream on node %d ended after %d records", watcher, total)
+						t.Fatalf("live stream on node %d %s ended after %d records", watcher, how, total)
 					}
 					if r.Offset != liveNext[r.Partition] {
-						t.Fatalf("live stream on node %d: partition %d offset %d after %d", watcher, r.Partition, r.Offset, liveNext[r.Partition])
+						t.Fatalf("live stream on node %d %s: partition %d offset %d after %d", watcher, how, r.Partition, r.Offset, liveNext[r.Partition])
 					}
 					if got := seen[string(r.Value)]; got != (acked{r.Partition, r.Offset}) {
-						t.Fatalf("live stream on node %d: %q at %d@%d, replay has it at %v", watcher, r.Value, r.Partition, r.Offset, got)
+						t.Fatalf("live stream on node %d %s: %q at %d@%d, replay has it at %v", watcher, how, r.Value, r.Partition, r.Offset, got)
 					}
 					liveNext[r.Partition]++
 					total++
 				case <-timeout:
-					t.Fatalf("live stream on node %d: %d of %d records", watcher, total, len(seen))
+					t.Fatalf("live stream on node %d %s: %d of %d records", watcher, how, total, len(seen))
 				}
 			}
 		}
@@ -503,6 +523,9 @@ func (c *cluster) caughtUp(ctx context.Context, addr string) bool {
 		return false
 	}
 	for _, ps := range st.GetPartitions() {
+		if !ps.GetHosted() {
+			continue
+		}
 		lc, ok := commit[ps.GetGroup()]
 		if !ok || ps.GetAppliedIndex() < lc {
 			return false

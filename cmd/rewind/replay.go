@@ -12,10 +12,10 @@ import (
 
 func newReplay(g *globals) *cobra.Command {
 	var (
-		from, to, format string
-		parts            []uint
-		follow, clamp    bool
-		flt              filterFlags
+		from, to, format, readFrom string
+		parts                      []uint
+		follow, clamp              bool
+		flt                        filterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "replay TOPIC --from POS [--to POS] [--filter REF | --filter-file F.wasm] [--filter-config JSON]",
@@ -66,6 +66,11 @@ reason, and a command that resumes where it stopped.`,
 			if clamp {
 				opts = append(opts, client.ClampStart())
 			}
+			rf, err := readFromOptions(readFrom)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, rf...)
 			switch {
 			case to != "" && follow:
 				return fmt.Errorf("--to and --follow exclude each other")
@@ -87,6 +92,7 @@ reason, and a command that resumes where it stopped.`,
 	f.StringVar(&to, "to", "", "stop position (exclusive)")
 	f.UintSliceVar(&parts, "partition", nil, "partition to read (repeatable; default all)")
 	f.BoolVar(&follow, "follow", false, "keep reading live records")
+	f.StringVar(&readFrom, "read-from", "", "in a cluster: leader (each partition from its leader) or replica (from the connected node's replicas, fetch from follower); default: the server's setting")
 	f.BoolVar(&clamp, "clamp", false, "if retention removed the start offset, start at the earliest stored record (and say so) instead of failing")
 	flt.add(cmd)
 	addFormat(cmd, &format)
@@ -150,4 +156,17 @@ func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []c
 		fmt.Fprintf(os.Stderr, "\r\033[K%d records; resume with --from token:%s\n", n, sub.ResumeToken())
 	}
 	return nil
+}
+
+// readFromOptions turns --read-from into subscribe options.
+func readFromOptions(s string) ([]client.SubscribeOption, error) {
+	switch s {
+	case "":
+		return nil, nil
+	case "leader":
+		return []client.SubscribeOption{client.LeaderReads()}, nil
+	case "replica":
+		return []client.SubscribeOption{client.FollowerReads()}, nil
+	}
+	return nil, fmt.Errorf("--read-from %q: use leader or replica", s)
 }

@@ -31,6 +31,7 @@ func newServe() *cobra.Command {
 		replicationFactor                    uint32
 		tick                                 time.Duration
 		electionTicks                        int
+		followerReads                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -95,7 +96,7 @@ and shrink it with "rewind cluster remove-node N".`,
 				Filters: withFilterMemory(filters, filterMemMiB), MaxInlineModuleBytes: inlineMiB << 20,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
-				Join: joins, Advertise: advertise,
+				Join: joins, Advertise: advertise, FollowerReads: followerReads,
 			})
 			if err != nil {
 				return err
@@ -126,6 +127,7 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.Uint32Var(&replicationFactor, "default-replication-factor", 3, "replicas of a topic created without --replication-factor (capped at the member count)")
 	f.DurationVar(&tick, "raft-tick", 100*time.Millisecond, "raft tick (heartbeat interval)")
 	f.IntVar(&electionTicks, "election-ticks", 10, "raft election timeout, in ticks")
+	f.BoolVar(&followerReads, "follower-reads", false, "serve streams from this node's replicas (fetch from follower) unless a request asks for the leader; default: every partition is read from its leader")
 	return cmd
 }
 

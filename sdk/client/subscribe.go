@@ -117,6 +117,7 @@ type subOptions struct {
 	maxPerEvent   uint32
 	progressEvery time.Duration
 	group, name   string
+	readFrom      rewindv1.ReadFrom
 	autoCommit    bool
 	commitEvery   time.Duration
 	clamp         bool
@@ -167,6 +168,23 @@ func AutoCommit(interval time.Duration) SubscribeOption {
 // SubscribeOption configures Subscribe.
 type SubscribeOption func(*subOptions)
 
+// FollowerReads reads each partition from the replica on the node the
+// client is connected to (fetch from follower), up to what that replica
+// has applied, even if the server reads from leaders by default. It keeps
+// catch-up replays off the partition leaders; the records, their order and
+// offsets are the same, but a follower may trail the leader by a few
+// milliseconds.
+func FollowerReads() SubscribeOption {
+	return func(o *subOptions) { o.readFrom = rewindv1.ReadFrom_READ_FROM_LOCAL_REPLICA }
+}
+
+// LeaderReads reads each partition from its leader (relayed by the node the
+// client is connected to), even if the server was started with
+// --follower-reads.
+func LeaderReads() SubscribeOption {
+	return func(o *subOptions) { o.readFrom = rewindv1.ReadFrom_READ_FROM_LEADER }
+}
+
 // From sets the start (default Earliest).
 func From(p Position) SubscribeOption { return func(o *subOptions) { o.from = &p } }
 
@@ -213,7 +231,8 @@ type Subscription struct {
 // bad position) surface from Subscribe itself, with Connect codes.
 func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeOption) (*Subscription, error) {
 	// A node that cannot be reached is skipped: any node serves any
-	// stream (each from its own replica, the same records).
+	// stream (the same records in the same order, whichever replica
+	// serves them).
 	for tries := 0; ; tries++ {
 		cl := c.current()
 		s, err := followCoordinator(cl, func(c *Client) (*Subscription, error) { return c.subscribe(ctx, topic, opts...) })
@@ -229,7 +248,7 @@ func (c *Client) subscribe(ctx context.Context, topic string, opts ...SubscribeO
 	for _, opt := range opts {
 		opt(&o)
 	}
-	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp, Filter: o.filter}
+	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp, Filter: o.filter, ReadFrom: o.readFrom}
 	if o.progressEvery > 0 {
 		req.ProgressInterval = durationpb.New(o.progressEvery)
 	}

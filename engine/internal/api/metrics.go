@@ -41,6 +41,17 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(&b, "%s{%s} %d\n", m.name, r.labels, r.vals[i])
 		}
 	}
+	rs := s.b.ReadStats()
+	for _, c := range []struct {
+		name, help string
+		v          uint64
+	}{
+		{"rewind_leader_fetches_served_total", "Fetches this node answered as a partition leader for streams relayed by other nodes.", rs.FetchesServed},
+		{"rewind_leader_fetch_bytes_served_total", "Record bytes those fetches carried.", rs.BytesServed},
+		{"rewind_remote_partition_reads_total", "Partitions of streams on this node read through their leader on another node.", rs.RemoteReads},
+	} {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
+	}
 	gauge("rewind_disk_full", "1 while publishes are refused because free disk space is below the floor.")
 	full := 0
 	if s.b.DiskFull() {

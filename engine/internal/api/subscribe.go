@@ -42,9 +42,19 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	if err != nil {
 		return err
 	}
+	var from broker.ReadFrom
+	switch req.GetReadFrom() {
+	case rewindv1.ReadFrom_READ_FROM_UNSPECIFIED:
+	case rewindv1.ReadFrom_READ_FROM_LEADER:
+		from = broker.ReadLeader
+	case rewindv1.ReadFrom_READ_FROM_LOCAL_REPLICA:
+		from = broker.ReadLocalReplica
+	default:
+		return invalidf("unknown read_from %d", req.GetReadFrom())
+	}
 	err = s.b.Subscribe(ctx, broker.SubscribeParams{
 		Topic: req.GetTopic(), Partitions: req.GetPartitions(), Start: start, Stop: stop, Options: opts,
-		Group: req.GetGroup(), ClientName: req.GetClientName(), Filter: filter,
+		Group: req.GetGroup(), ClientName: req.GetClientName(), Filter: filter, ReadFrom: from,
 	}, out)
 	if err != nil && ctx.Err() != nil {
 		// The client went away: nothing to tell it.

@@ -104,6 +104,12 @@ type Config struct {
 	Transport raftlog.Transport
 	// Forward sends a publish to another node (the partition's leader).
 	Forward Forwarder
+	// Fetch reads a partition on the node that leads it, for streams that
+	// read through the leader (reads.go).
+	Fetch Fetcher
+	// FollowerReads makes streams that do not say otherwise read this
+	// node's replicas (fetch from follower) instead of the leaders'.
+	FollowerReads bool
 	// DefaultReplicationFactor is used for topics created without one,
 	// capped at the number of members. Default 3.
 	DefaultReplicationFactor uint32
@@ -213,6 +219,8 @@ type Broker struct {
 	wg   sync.WaitGroup
 	// diskFull is set while free space is below MinFreeBytes.
 	diskFull atomic.Bool
+	// reads counts reads served for and through other nodes (reads.go).
+	reads readCounters
 	// streams counts running Subscribe calls; Close waits for them so no
 	// reader holds a store iterator when the store closes.
 	streams   sync.WaitGroup

@@ -25,6 +25,8 @@ type SubscribeParams struct {
 	ClientName string
 	// Filter, when set, runs a WebAssembly module over the stream.
 	Filter *FilterSpec
+	// ReadFrom chooses the replicas the stream reads (reads.go).
+	ReadFrom ReadFrom
 }
 
 // Subscribe serves one stream until it ends (nil after its end event), ctx
@@ -38,7 +40,7 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	b.streams.Add(1)
 	b.mu.Unlock()
 	defer b.streams.Done()
-	lt, err := b.topic(sp.Topic)
+	lt, err := b.anyTopic(sp.Topic)
 	if err != nil {
 		return err
 	}
@@ -52,6 +54,9 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 		sp.Options.FilterGate = b.filterGate
 	}
 	if sp.Group != "" {
+		if lt, err = b.topic(sp.Topic); err != nil {
+			return err
+		}
 		return b.subscribeGroup(ctx, lt, sp, sink)
 	}
 	n := uint32(len(lt.parts))
@@ -74,17 +79,16 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 			return fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, sp.Topic, n)
 		}
 	}
-	logs := make([]cursor.Log, n)
-	for i, p := range lt.parts {
-		logs[i] = p
+	// The sources' remote work (package remote) ends with the stream.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	parts, logs, err := b.readSources(ctx, lt, sel, sp.ReadFrom)
+	if err != nil {
+		return b.streamError(err)
 	}
 	cursors, err := cursor.Resolve(lt.meta.ID, logs, sel, sp.Start, sp.Stop, b.Now())
 	if err != nil {
-		return err
-	}
-	parts := make([]*partition.Partition, len(sel))
-	for i, p := range sel {
-		parts[i] = lt.parts[p]
+		return b.streamError(err)
 	}
 	if sp.Options.Now == nil {
 		sp.Options.Now = b.cfg.Clock

@@ -319,7 +319,7 @@ func (c *Coordinator) rebalanceLocked(ctx context.Context, g *group) error {
 			if err != nil {
 				return err
 			}
-			a.Add = append(a.Add, stream.Assigned{Partition: g.topic.Parts[p], Cursor: cur})
+			a.Add = append(a.Add, stream.Assigned{Source: stream.Local(g.topic.Parts[p]), Cursor: cur})
 		}
 		m.parts = slices.Clone(next[m.ID])
 		m.send(stream.Control{Assignment: a})

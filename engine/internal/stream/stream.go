@@ -118,8 +118,8 @@ type Assignment struct {
 
 // Assigned is a partition added to a stream.
 type Assigned struct {
-	Partition *partition.Partition
-	Cursor    cursor.Cursor
+	Source Source
+	Cursor cursor.Cursor
 }
 
 // Seek moves an assigned partition's cursor.
@@ -140,7 +140,7 @@ var ErrStalled = errors.New("stream: partition stopped")
 // event and returns nil), ctx ends, a partition fails, the sink fails, or a
 // control message closes it. parts and cursors are parallel, one per
 // partition of the stream.
-func Run(ctx context.Context, topicID uint64, parts []*partition.Partition, cursors []cursor.Cursor, opts Options, sink Sink) error {
+func Run(ctx context.Context, topicID uint64, parts []Source, cursors []cursor.Cursor, opts Options, sink Sink) error {
 	s := &streamer{
 		topicID: topicID,
 		opts:    opts.withDefaults(),
@@ -159,9 +159,9 @@ func Run(ctx context.Context, topicID uint64, parts []*partition.Partition, curs
 
 // slot is one partition of the stream.
 type slot struct {
-	part    *partition.Partition
+	part    Source
 	cur     cursor.Cursor
-	reader  *partition.Reader
+	reader  BatchReader
 	cancel  func() // stops the partition's notifications
 	pending pendingBatch
 	// limit is the partition's current records-per-event bound. It starts
@@ -195,8 +195,8 @@ type pendingBatch struct {
 	it record.Iter
 }
 
-func (s *streamer) add(p *partition.Partition, c cursor.Cursor) {
-	sl := &slot{part: p, cur: c, reader: p.NewReader(), cancel: p.Notify(s.notify)}
+func (s *streamer) add(p Source, c cursor.Cursor) {
+	sl := &slot{part: p, cur: c, reader: p.OpenReader(), cancel: p.Notify(s.notify)}
 	if !c.Done {
 		s.lagging++
 	}
@@ -251,6 +251,10 @@ func (s *streamer) run(ctx context.Context) error {
 			if err := p.Err(); err != nil {
 				return errors.Join(ErrStalled, err)
 			}
+			// The watermark before the bounds: a record that becomes
+			// visible after them was still in flight when the watermark
+			// was taken, so it cannot be older than the watermark.
+			wm := p.TimeWatermark()
 			vis := p.Bounds()
 			if c.Next < vis.LogStart {
 				return &cursor.OutOfRangeError{Partition: c.Partition, Requested: c.Next, LogStart: vis.LogStart, End: vis.Next, EarliestTime: vis.FirstTime}
@@ -270,7 +274,7 @@ func (s *streamer) run(ctx context.Context) error {
 				continue
 			}
 			if c.Next >= vis.Next && sl.pending.b == nil {
-				if c.StopTime != cursor.NoTime && p.TimeWatermark() >= c.StopTime {
+				if c.StopTime != cursor.NoTime && wm >= c.StopTime {
 					c.Finish(c.Next)
 					continue
 				}
@@ -353,7 +357,7 @@ func (s *streamer) apply(ctl Control) error {
 		}
 		for _, add := range a.Add {
 			s.remove(add.Cursor.Partition) // re-adding restarts at the new cursor
-			s.add(add.Partition, add.Cursor)
+			s.add(add.Source, add.Cursor)
 		}
 		if err := s.sendAssignment(a); err != nil {
 			return err
@@ -426,7 +430,7 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 			if c.Next >= end {
 				break
 			}
-			b, _, err := sl.reader.Read(c.Next)
+			b, err := sl.reader.Read(c.Next)
 			if err != nil {
 				return err
 			}

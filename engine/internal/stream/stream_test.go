@@ -63,6 +63,15 @@ func newEnv(t *testing.T, n int, cacheBytes int64) *env {
 	return e
 }
 
+// sources returns the partitions as stream sources.
+func (e *env) sources() []Source {
+	out := make([]Source, len(e.parts))
+	for i, p := range e.parts {
+		out[i] = Local(p)
+	}
+	return out
+}
+
 func (e *env) append(p int, prefix string, n int) {
 	e.t.Helper()
 	rs := make([]record.Record, n)
@@ -196,7 +205,7 @@ func TestHandOffFromHistoryToLive(t *testing.T) {
 	defer cancel()
 	s := newSink()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, topicID, e.parts, cs, Options{MaxRecordsPerEvent: 50}, s) }()
+	go func() { done <- Run(ctx, topicID, e.sources(), cs, Options{MaxRecordsPerEvent: 50}, s) }()
 	var wg sync.WaitGroup
 	for p := range 3 {
 		wg.Add(1)
@@ -245,7 +254,7 @@ func TestStopAtEndSendsEndWithPositions(t *testing.T) {
 	cs := e.resolve(cursor.Start{Kind: cursor.Earliest}, cursor.Stop{Kind: cursor.AtEnd})
 	e.append(0, "after", 2) // after resolution: not part of the replay
 	s := newSink()
-	if err := Run(context.Background(), topicID, e.parts, cs, Options{}, s); err != nil {
+	if err := Run(context.Background(), topicID, e.sources(), cs, Options{}, s); err != nil {
 		t.Fatal(err)
 	}
 	evs := s.snapshot()
@@ -278,7 +287,7 @@ func TestResumeTokenContinuesExactly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := newSink()
 	s.stopAfter, s.cancel = 120, cancel
-	err := Run(ctx, topicID, e.parts, cs, Options{MaxRecordsPerEvent: 16}, s)
+	err := Run(ctx, topicID, e.sources(), cs, Options{MaxRecordsPerEvent: 16}, s)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("first stream: %v", err)
 	}
@@ -296,7 +305,7 @@ func TestResumeTokenContinuesExactly(t *testing.T) {
 	}
 	cs2 := e.resolve(cursor.Start{Kind: cursor.FromToken, Token: parsed}, cursor.Stop{Kind: cursor.AtEnd})
 	s2 := newSink()
-	if err := Run(context.Background(), topicID, e.parts, cs2, Options{}, s2); err != nil {
+	if err := Run(context.Background(), topicID, e.sources(), cs2, Options{}, s2); err != nil {
 		t.Fatal(err)
 	}
 	all := append(records(first[:cut+1]), records(s2.snapshot())...)
@@ -326,7 +335,7 @@ func TestFutureStartTimeSkipsOlderRecords(t *testing.T) {
 	defer cancel()
 	s := newSink()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, topicID, e.parts, cs, Options{}, s) }()
+	go func() { done <- Run(ctx, topicID, e.sources(), cs, Options{}, s) }()
 	e.append(0, "still-old", 2) // clock unchanged: before the start time
 	e.clock.Store(base + 1000)
 	e.append(0, "new", 1)
@@ -349,7 +358,7 @@ func TestFutureStopTimeEndsWhenTheClockPassesIt(t *testing.T) {
 	s := newSink()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(context.Background(), topicID, e.parts, cs, Options{ProgressInterval: 20 * time.Millisecond}, s)
+		done <- Run(context.Background(), topicID, e.sources(), cs, Options{ProgressInterval: 20 * time.Millisecond}, s)
 	}()
 	s.waitRecords(t, 1, done)
 	e.clock.Store(base + 499)
@@ -370,7 +379,7 @@ func TestStreamEndsWhenAPartitionStops(t *testing.T) {
 	cs := e.resolve(cursor.Start{Kind: cursor.Latest}, cursor.Stop{})
 	s := newSink()
 	done := make(chan error, 1)
-	go func() { done <- Run(context.Background(), topicID, e.parts, cs, Options{}, s) }()
+	go func() { done <- Run(context.Background(), topicID, e.sources(), cs, Options{}, s) }()
 	boom := errors.New("topic deleted")
 	e.parts[1].Fail(boom)
 	if err := <-done; !errors.Is(err, boom) || !errors.Is(err, ErrStalled) {
@@ -385,7 +394,7 @@ func TestIdempotencyKeysAndIDsAreDelivered(t *testing.T) {
 	e.append(0, "x", 2)
 	cs := e.resolve(cursor.Start{Kind: cursor.Earliest}, cursor.Stop{Kind: cursor.AtEnd})
 	s := newSink()
-	if err := Run(context.Background(), topicID, e.parts, cs, Options{}, s); err != nil {
+	if err := Run(context.Background(), topicID, e.sources(), cs, Options{}, s); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -413,7 +422,7 @@ func TestEmptyRangeEndsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := newSink()
-	if err := Run(ctx, topicID, e.parts, cs, Options{ProgressInterval: time.Hour}, s); err != nil {
+	if err := Run(ctx, topicID, e.sources(), cs, Options{ProgressInterval: time.Hour}, s); err != nil {
 		t.Fatalf("stream ended with %v, want an end event", err)
 	}
 	if evs := s.snapshot(); evs[len(evs)-1].GetEnd() == nil || len(records(evs)) != 0 {

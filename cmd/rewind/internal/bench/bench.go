@@ -164,10 +164,11 @@ func Publish(ctx context.Context, c *client.Client, o PublishOptions) (Report, e
 }
 
 // Replay reads the whole topic once from the earliest record to the end as
-// of the start, and measures throughput and time to the first record.
-func Replay(ctx context.Context, c *client.Client, topic string) (Report, error) {
+// of the start, and measures throughput and time to the first record. opts
+// add to the subscription (e.g. client.FollowerReads()).
+func Replay(ctx context.Context, c *client.Client, topic string, opts ...client.SubscribeOption) (Report, error) {
 	start := time.Now()
-	sub, err := c.Subscribe(ctx, topic, client.From(client.Earliest()), client.Until(client.End()))
+	sub, err := c.Subscribe(ctx, topic, append(opts, client.From(client.Earliest()), client.Until(client.End()))...)
 	if err != nil {
 		return Report{}, err
 	}

@@ -23,6 +23,69 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ReadFrom chooses the replica a stream reads each partition from. Either
+// way a stream delivers only committed records, in offset order, with no
+// gap or duplicate.
+type ReadFrom int32
+
+const (
+	// The server's setting: the leader, unless the node was started with
+	// --follower-reads.
+	ReadFrom_READ_FROM_UNSPECIFIED ReadFrom = 0
+	// Each partition's leader serves it; a node that does not lead a
+	// partition relays it from the leader, and follows the leadership when it
+	// moves. Every record acknowledged before the stream opened is in it, and
+	// a stream's view is never behind the leader's.
+	ReadFrom_READ_FROM_LEADER ReadFrom = 1
+	// The replica on the node that took the request serves it (fetch from
+	// follower), up to what that replica has applied, which may trail the
+	// leader by a few milliseconds (longer while it catches up). Keeps
+	// catch-up replays off the leaders. A partition the node holds no replica
+	// of is read from its leader.
+	ReadFrom_READ_FROM_LOCAL_REPLICA ReadFrom = 2
+)
+
+// Enum value maps for ReadFrom.
+var (
+	ReadFrom_name = map[int32]string{
+		0: "READ_FROM_UNSPECIFIED",
+		1: "READ_FROM_LEADER",
+		2: "READ_FROM_LOCAL_REPLICA",
+	}
+	ReadFrom_value = map[string]int32{
+		"READ_FROM_UNSPECIFIED":   0,
+		"READ_FROM_LEADER":        1,
+		"READ_FROM_LOCAL_REPLICA": 2,
+	}
+)
+
+func (x ReadFrom) Enum() *ReadFrom {
+	p := new(ReadFrom)
+	*p = x
+	return p
+}
+
+func (x ReadFrom) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReadFrom) Descriptor() protoreflect.EnumDescriptor {
+	return file_rewind_v1_subscribe_proto_enumTypes[0].Descriptor()
+}
+
+func (ReadFrom) Type() protoreflect.EnumType {
+	return &file_rewind_v1_subscribe_proto_enumTypes[0]
+}
+
+func (x ReadFrom) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReadFrom.Descriptor instead.
+func (ReadFrom) EnumDescriptor() ([]byte, []int) {
+	return file_rewind_v1_subscribe_proto_rawDescGZIP(), []int{0}
+}
+
 // StartPosition says where each partition of a stream starts. Unset means
 // earliest.
 type StartPosition struct {
@@ -374,7 +437,9 @@ type SubscribeRequest struct {
 	// Run a WebAssembly filter or transform beside each partition reader:
 	// only what it keeps (or emits) is delivered, with the offsets, message
 	// IDs and idempotency keys of the records it read, in offset order.
-	Filter        *ReplayFilter `protobuf:"bytes,10,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter *ReplayFilter `protobuf:"bytes,10,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Which replica serves the records; see ReadFrom.
+	ReadFrom      ReadFrom `protobuf:"varint,11,opt,name=read_from,json=readFrom,proto3,enum=rewind.v1.ReadFrom" json:"read_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -477,6 +542,13 @@ func (x *SubscribeRequest) GetFilter() *ReplayFilter {
 		return x.Filter
 	}
 	return nil
+}
+
+func (x *SubscribeRequest) GetReadFrom() ReadFrom {
+	if x != nil {
+		return x.ReadFrom
+	}
+	return ReadFrom_READ_FROM_UNSPECIFIED
 }
 
 // ReplayFilter names the module a stream runs and its config.
@@ -1331,7 +1403,7 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tH\x00R\tmessageId\x12\x12\n" +
 	"\x03end\x18\x04 \x01(\bH\x00R\x03endB\n" +
 	"\n" +
-	"\bposition\"\xa9\x03\n" +
+	"\bposition\"\xdb\x03\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
@@ -1347,7 +1419,8 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"\vclamp_start\x18\t \x01(\bR\n" +
 	"clampStart\x12/\n" +
 	"\x06filter\x18\n" +
-	" \x01(\v2\x17.rewind.v1.ReplayFilterR\x06filter\"d\n" +
+	" \x01(\v2\x17.rewind.v1.ReplayFilterR\x06filter\x120\n" +
+	"\tread_from\x18\v \x01(\x0e2\x13.rewind.v1.ReadFromR\breadFrom\"d\n" +
 	"\fReplayFilter\x12\x18\n" +
 	"\x06plugin\x18\x01 \x01(\tH\x00R\x06plugin\x12\x18\n" +
 	"\x06inline\x18\x02 \x01(\fH\x00R\x06inline\x12\x16\n" +
@@ -1418,7 +1491,11 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"assignment\x18\x06 \x01(\v2\x1a.rewind.v1.AssignmentEventH\x00R\n" +
 	"assignment\x12F\n" +
 	"\x0ereplay_started\x18\a \x01(\v2\x1d.rewind.v1.ReplayStartedEventH\x00R\rreplayStartedB\a\n" +
-	"\x05event2\\\n" +
+	"\x05event*X\n" +
+	"\bReadFrom\x12\x19\n" +
+	"\x15READ_FROM_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10READ_FROM_LEADER\x10\x01\x12\x1b\n" +
+	"\x17READ_FROM_LOCAL_REPLICA\x10\x022\\\n" +
 	"\x10SubscribeService\x12H\n" +
 	"\tSubscribe\x12\x1b.rewind.v1.SubscribeRequest\x1a\x1c.rewind.v1.SubscribeResponse0\x01B8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
@@ -1434,52 +1511,55 @@ func file_rewind_v1_subscribe_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_subscribe_proto_rawDescData
 }
 
+var file_rewind_v1_subscribe_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_rewind_v1_subscribe_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_rewind_v1_subscribe_proto_goTypes = []any{
-	(*StartPosition)(nil),         // 0: rewind.v1.StartPosition
-	(*StopPosition)(nil),          // 1: rewind.v1.StopPosition
-	(*SubscribeRequest)(nil),      // 2: rewind.v1.SubscribeRequest
-	(*ReplayFilter)(nil),          // 3: rewind.v1.ReplayFilter
-	(*PartitionPosition)(nil),     // 4: rewind.v1.PartitionPosition
-	(*StartedEvent)(nil),          // 5: rewind.v1.StartedEvent
-	(*RecordsEvent)(nil),          // 6: rewind.v1.RecordsEvent
-	(*ProgressEvent)(nil),         // 7: rewind.v1.ProgressEvent
-	(*CaughtUpEvent)(nil),         // 8: rewind.v1.CaughtUpEvent
-	(*EndEvent)(nil),              // 9: rewind.v1.EndEvent
-	(*AssignmentEvent)(nil),       // 10: rewind.v1.AssignmentEvent
-	(*ReplayStartedEvent)(nil),    // 11: rewind.v1.ReplayStartedEvent
-	(*SubscribeResponse)(nil),     // 12: rewind.v1.SubscribeResponse
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*Record)(nil),                // 15: rewind.v1.Record
+	(ReadFrom)(0),                 // 0: rewind.v1.ReadFrom
+	(*StartPosition)(nil),         // 1: rewind.v1.StartPosition
+	(*StopPosition)(nil),          // 2: rewind.v1.StopPosition
+	(*SubscribeRequest)(nil),      // 3: rewind.v1.SubscribeRequest
+	(*ReplayFilter)(nil),          // 4: rewind.v1.ReplayFilter
+	(*PartitionPosition)(nil),     // 5: rewind.v1.PartitionPosition
+	(*StartedEvent)(nil),          // 6: rewind.v1.StartedEvent
+	(*RecordsEvent)(nil),          // 7: rewind.v1.RecordsEvent
+	(*ProgressEvent)(nil),         // 8: rewind.v1.ProgressEvent
+	(*CaughtUpEvent)(nil),         // 9: rewind.v1.CaughtUpEvent
+	(*EndEvent)(nil),              // 10: rewind.v1.EndEvent
+	(*AssignmentEvent)(nil),       // 11: rewind.v1.AssignmentEvent
+	(*ReplayStartedEvent)(nil),    // 12: rewind.v1.ReplayStartedEvent
+	(*SubscribeResponse)(nil),     // 13: rewind.v1.SubscribeResponse
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*Record)(nil),                // 16: rewind.v1.Record
 }
 var file_rewind_v1_subscribe_proto_depIdxs = []int32{
-	13, // 0: rewind.v1.StartPosition.time:type_name -> google.protobuf.Timestamp
-	14, // 1: rewind.v1.StartPosition.time_back:type_name -> google.protobuf.Duration
-	13, // 2: rewind.v1.StopPosition.time:type_name -> google.protobuf.Timestamp
-	0,  // 3: rewind.v1.SubscribeRequest.start:type_name -> rewind.v1.StartPosition
-	1,  // 4: rewind.v1.SubscribeRequest.stop:type_name -> rewind.v1.StopPosition
-	14, // 5: rewind.v1.SubscribeRequest.progress_interval:type_name -> google.protobuf.Duration
-	3,  // 6: rewind.v1.SubscribeRequest.filter:type_name -> rewind.v1.ReplayFilter
-	4,  // 7: rewind.v1.StartedEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	15, // 8: rewind.v1.RecordsEvent.records:type_name -> rewind.v1.Record
-	4,  // 9: rewind.v1.ProgressEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	4,  // 10: rewind.v1.EndEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	4,  // 11: rewind.v1.AssignmentEvent.partitions:type_name -> rewind.v1.PartitionPosition
-	5,  // 12: rewind.v1.SubscribeResponse.started:type_name -> rewind.v1.StartedEvent
-	6,  // 13: rewind.v1.SubscribeResponse.records:type_name -> rewind.v1.RecordsEvent
-	7,  // 14: rewind.v1.SubscribeResponse.progress:type_name -> rewind.v1.ProgressEvent
-	8,  // 15: rewind.v1.SubscribeResponse.caught_up:type_name -> rewind.v1.CaughtUpEvent
-	9,  // 16: rewind.v1.SubscribeResponse.end:type_name -> rewind.v1.EndEvent
-	10, // 17: rewind.v1.SubscribeResponse.assignment:type_name -> rewind.v1.AssignmentEvent
-	11, // 18: rewind.v1.SubscribeResponse.replay_started:type_name -> rewind.v1.ReplayStartedEvent
-	2,  // 19: rewind.v1.SubscribeService.Subscribe:input_type -> rewind.v1.SubscribeRequest
-	12, // 20: rewind.v1.SubscribeService.Subscribe:output_type -> rewind.v1.SubscribeResponse
-	20, // [20:21] is the sub-list for method output_type
-	19, // [19:20] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	14, // 0: rewind.v1.StartPosition.time:type_name -> google.protobuf.Timestamp
+	15, // 1: rewind.v1.StartPosition.time_back:type_name -> google.protobuf.Duration
+	14, // 2: rewind.v1.StopPosition.time:type_name -> google.protobuf.Timestamp
+	1,  // 3: rewind.v1.SubscribeRequest.start:type_name -> rewind.v1.StartPosition
+	2,  // 4: rewind.v1.SubscribeRequest.stop:type_name -> rewind.v1.StopPosition
+	15, // 5: rewind.v1.SubscribeRequest.progress_interval:type_name -> google.protobuf.Duration
+	4,  // 6: rewind.v1.SubscribeRequest.filter:type_name -> rewind.v1.ReplayFilter
+	0,  // 7: rewind.v1.SubscribeRequest.read_from:type_name -> rewind.v1.ReadFrom
+	5,  // 8: rewind.v1.StartedEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	16, // 9: rewind.v1.RecordsEvent.records:type_name -> rewind.v1.Record
+	5,  // 10: rewind.v1.ProgressEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	5,  // 11: rewind.v1.EndEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	5,  // 12: rewind.v1.AssignmentEvent.partitions:type_name -> rewind.v1.PartitionPosition
+	6,  // 13: rewind.v1.SubscribeResponse.started:type_name -> rewind.v1.StartedEvent
+	7,  // 14: rewind.v1.SubscribeResponse.records:type_name -> rewind.v1.RecordsEvent
+	8,  // 15: rewind.v1.SubscribeResponse.progress:type_name -> rewind.v1.ProgressEvent
+	9,  // 16: rewind.v1.SubscribeResponse.caught_up:type_name -> rewind.v1.CaughtUpEvent
+	10, // 17: rewind.v1.SubscribeResponse.end:type_name -> rewind.v1.EndEvent
+	11, // 18: rewind.v1.SubscribeResponse.assignment:type_name -> rewind.v1.AssignmentEvent
+	12, // 19: rewind.v1.SubscribeResponse.replay_started:type_name -> rewind.v1.ReplayStartedEvent
+	3,  // 20: rewind.v1.SubscribeService.Subscribe:input_type -> rewind.v1.SubscribeRequest
+	13, // 21: rewind.v1.SubscribeService.Subscribe:output_type -> rewind.v1.SubscribeResponse
+	21, // [21:22] is the sub-list for method output_type
+	20, // [20:21] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_subscribe_proto_init() }
@@ -1522,13 +1602,14 @@ func file_rewind_v1_subscribe_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_subscribe_proto_rawDesc), len(file_rewind_v1_subscribe_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_rewind_v1_subscribe_proto_goTypes,
 		DependencyIndexes: file_rewind_v1_subscribe_proto_depIdxs,
+		EnumInfos:         file_rewind_v1_subscribe_proto_enumTypes,
 		MessageInfos:      file_rewind_v1_subscribe_proto_msgTypes,
 	}.Build()
 	File_rewind_v1_subscribe_proto = out.File

@@ -1,0 +1,228 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/engine/internal/remote"
+	peerv1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
+	"github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1/peerv1connect"
+)
+
+// MaxFetchWait bounds the long poll a fetch may ask for.
+const MaxFetchWait = 5 * time.Second
+
+// MaxFetchBytes bounds the batch bytes one fetch returns.
+const MaxFetchBytes = 16 << 20
+
+// PeerReads serves PartitionService: the leader's side of a stream that
+// another node relays (broker/reads.go).
+type PeerReads struct {
+	s         *Server
+	clusterID uint64
+}
+
+// PeerReads returns the PartitionService handlers of a member of cluster
+// clusterID.
+func (s *Server) PeerReads(clusterID uint64) *PeerReads {
+	return &PeerReads{s: s, clusterID: clusterID}
+}
+
+// Handler returns the service's path and handler.
+func (p *PeerReads) Handler() (string, http.Handler) {
+	return peerv1connect.NewPartitionServiceHandler(p,
+		connect.WithReadMaxBytes(1<<20), connect.WithSendMaxBytes(MaxFetchBytes+(4<<20)))
+}
+
+func (p *PeerReads) check(ref *peerv1.PartitionRef) error {
+	if ref.GetClusterId() != p.clusterID {
+		return connect.NewError(connect.CodeFailedPrecondition,
+			fmt.Errorf("cluster %016x asked node %d of cluster %016x", ref.GetClusterId(), p.s.b.NodeID(), p.clusterID))
+	}
+	return nil
+}
+
+// Fetch implements peerv1connect.PartitionServiceHandler.
+func (p *PeerReads) Fetch(ctx context.Context, req *peerv1.FetchRequest) (*peerv1.FetchResponse, error) {
+	ref := req.GetPartition()
+	if err := p.check(ref); err != nil {
+		return nil, err
+	}
+	f := remote.Fetch{
+		From:     req.GetFromOffset(),
+		MaxBytes: int(min(req.GetMaxBytes(), MaxFetchBytes)),
+		Wait:     min(time.Duration(req.GetMaxWaitMillis())*time.Millisecond, MaxFetchWait),
+	}
+	res, err := p.s.b.ServeFetch(ctx, ref.GetTopicId(), ref.GetPartition(), f)
+	if err != nil {
+		return nil, toConnect(p.s.log, err)
+	}
+	out := &peerv1.FetchResponse{
+		Bounds: &peerv1.PartitionBounds{
+			LogStart: res.Bounds.LogStart, Next: res.Bounds.Next,
+			FirstTimeUnixNanos: res.Bounds.FirstTime, LastTimeUnixNanos: res.Bounds.LastTime,
+			TimeWatermarkUnixNanos: res.Watermark, Bytes: res.Bounds.Bytes,
+		},
+		Batches: make([]*peerv1.Batch, len(res.Batches)),
+	}
+	for i, b := range res.Batches {
+		out.Batches[i] = &peerv1.Batch{Base: b.Base, AppendTimeUnixNanos: b.AppendTime, Span: b.Span, Records: b.Records.Bytes()}
+	}
+	return out, nil
+}
+
+// Locate implements peerv1connect.PartitionServiceHandler.
+func (p *PeerReads) Locate(ctx context.Context, req *peerv1.LocateRequest) (*peerv1.LocateResponse, error) {
+	ref := req.GetPartition()
+	if err := p.check(ref); err != nil {
+		return nil, err
+	}
+	var at *int64
+	if t, ok := req.GetWhat().(*peerv1.LocateRequest_TimeUnixNanos); ok {
+		at = &t.TimeUnixNanos
+	}
+	off, t, err := p.s.b.ServeLocate(ref.GetTopicId(), ref.GetPartition(), at, req.GetOffset())
+	if err != nil {
+		return nil, toConnect(p.s.log, err)
+	}
+	return &peerv1.LocateResponse{Offset: off, AppendTimeUnixNanos: t}, nil
+}
+
+// PeerReader reads partitions on the nodes that lead them over
+// PartitionService. It implements broker.Fetcher.
+type PeerReader struct {
+	clusterID uint64
+	client    *http.Client
+	mu        sync.Mutex
+	conns     map[string]peerv1connect.PartitionServiceClient
+}
+
+// NewPeerReader returns a reader for a member of cluster clusterID using
+// client (HTTP/2).
+func NewPeerReader(clusterID uint64, client *http.Client) *PeerReader {
+	return &PeerReader{clusterID: clusterID, client: client, conns: make(map[string]peerv1connect.PartitionServiceClient)}
+}
+
+func (r *PeerReader) conn(addr string) peerv1connect.PartitionServiceClient {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.conns[addr]
+	if !ok {
+		c = peerv1connect.NewPartitionServiceClient(r.client, "http://"+addr,
+			connect.WithGRPC(), connect.WithReadMaxBytes(MaxFetchBytes+(4<<20)))
+		r.conns[addr] = c
+	}
+	return c
+}
+
+func (r *PeerReader) ref(topicID uint64, p uint32) *peerv1.PartitionRef {
+	return &peerv1.PartitionRef{ClusterId: r.clusterID, TopicId: topicID, Partition: p}
+}
+
+// Fetch implements broker.Fetcher.
+func (r *PeerReader) Fetch(ctx context.Context, node uint64, addr string, topicID uint64, p uint32, f remote.Fetch) (remote.Fetched, error) {
+	if addr == "" {
+		return remote.Fetched{}, fmt.Errorf("%w: no address for node %d", broker.ErrUnavailable, node)
+	}
+	resp, err := r.conn(addr).Fetch(ctx, &peerv1.FetchRequest{
+		Partition: r.ref(topicID, p), FromOffset: f.From, MaxBytes: uint32(min(f.MaxBytes, MaxFetchBytes)),
+		MaxWaitMillis: uint32(f.Wait / time.Millisecond),
+	})
+	if err != nil {
+		return remote.Fetched{}, peerReadError(ctx, node, p, err)
+	}
+	bd := resp.GetBounds()
+	out := remote.Fetched{
+		Bounds: partition.State{
+			LogStart: bd.GetLogStart(), Next: bd.GetNext(), FirstTime: bd.GetFirstTimeUnixNanos(),
+			LastTime: bd.GetLastTimeUnixNanos(), Bytes: bd.GetBytes(),
+		},
+		Watermark: bd.GetTimeWatermarkUnixNanos(),
+		Batches:   make([]*partition.Batch, len(resp.GetBatches())),
+	}
+	if out.Bounds.LogStart > out.Bounds.Next {
+		return remote.Fetched{}, fmt.Errorf("node %d partition %d: %w: log start %d after end %d", node, p, partition.ErrCorrupt, out.Bounds.LogStart, out.Bounds.Next)
+	}
+	for i, b := range resp.GetBatches() {
+		// Parse checks the batch's checksum: what is delivered is what the
+		// leader stored.
+		rb, err := record.Parse(b.GetRecords())
+		if err != nil {
+			return remote.Fetched{}, fmt.Errorf("node %d partition %d offset %d: %w: %w", node, p, b.GetBase(), partition.ErrCorrupt, err)
+		}
+		if rb.Span() != b.GetSpan() || b.GetSpan() == 0 {
+			return remote.Fetched{}, fmt.Errorf("node %d partition %d offset %d: %w: batch span %d, header says %d", node, p, b.GetBase(), partition.ErrCorrupt, rb.Span(), b.GetSpan())
+		}
+		out.Batches[i] = &partition.Batch{Base: b.GetBase(), AppendTime: b.GetAppendTimeUnixNanos(), Span: b.GetSpan(), Records: rb}
+	}
+	return out, nil
+}
+
+// Locate implements broker.Fetcher.
+func (r *PeerReader) Locate(ctx context.Context, node uint64, addr string, topicID uint64, p uint32, at *int64, offset uint64) (uint64, int64, error) {
+	if addr == "" {
+		return 0, 0, fmt.Errorf("%w: no address for node %d", broker.ErrUnavailable, node)
+	}
+	req := &peerv1.LocateRequest{Partition: r.ref(topicID, p)}
+	if at != nil {
+		req.What = &peerv1.LocateRequest_TimeUnixNanos{TimeUnixNanos: *at}
+	} else {
+		req.What = &peerv1.LocateRequest_Offset{Offset: offset}
+	}
+	resp, err := r.conn(addr).Locate(ctx, req)
+	if err != nil {
+		return 0, 0, peerReadError(ctx, node, p, err)
+	}
+	return resp.GetOffset(), resp.GetAppendTimeUnixNanos(), nil
+}
+
+// peerReadError turns a leader's refusal back into the broker's errors.
+// Only the caller's own context ends a read for good: a call the other end
+// cancelled (it stopped or died mid-answer) is worth trying again.
+func peerReadError(ctx context.Context, node uint64, p uint32, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("read from node %d: %w", node, cerr)
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return fmt.Errorf("%w: read from node %d: %w", broker.ErrUnavailable, node, err)
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("%w: read from node %d: %s", broker.ErrUnavailable, node, ce.Message())
+	}
+	if ce.Meta().Get(NotStoredHeader) != "" {
+		nl := &broker.NotLeaderError{Partition: p, Node: node}
+		nl.Leader, _ = strconv.ParseUint(ce.Meta().Get(LeaderHeader), 10, 64)
+		return fmt.Errorf("read from node %d: %w", node, nl)
+	}
+	switch ce.Code() {
+	case connect.CodeNotFound:
+		return fmt.Errorf("%w: %w: %s", broker.ErrNoTopic, broker.ErrTopicDeleted, ce.Message())
+	case connect.CodeOutOfRange:
+		return fmt.Errorf("%w: %s", partition.ErrBelowStart, ce.Message())
+	case connect.CodeInvalidArgument:
+		return fmt.Errorf("%w: %s", broker.ErrInvalid, ce.Message())
+	case connect.CodeDataLoss:
+		return fmt.Errorf("node %d: %w: %s", node, partition.ErrCorrupt, ce.Message())
+	case connect.CodeFailedPrecondition:
+		return fmt.Errorf("%w: node %d: %s", broker.ErrFailedPrecondition, node, ce.Message())
+	}
+	return fmt.Errorf("%w: read from node %d: %s: %s", broker.ErrUnavailable, node, ce.Code(), ce.Message())
+}
+
+var (
+	_ broker.Fetcher                        = (*PeerReader)(nil)
+	_ peerv1connect.PartitionServiceHandler = (*PeerReads)(nil)
+)
