@@ -720,8 +720,10 @@ func errShape(err error) string {
 // publishes at 1,000 per second, open loop, to a 1-partition topic through
 // its leader: alone, and while `rewind bench replay` (its own process)
 // replays a 1-partition history topic of REWIND_BENCH_RECORDS records
-// over and over from a follower of both topics, or from the live topic's
-// leader. On a single node the leader is the node.
+// over and over: connected to the leader of both topics; or connected to a
+// follower, from its own replica (follower read) or relaying the leader's
+// (leader read, which puts the reading on the leader). On a single node the
+// leader is the node.
 func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 	n := benchRecords()
 	d := 2 * benchDuration()
@@ -729,8 +731,19 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			addrs := startNodes(b, nodes)
 			histLeader := loadHistory(b, addrs, "history", n)
+			// Both topics led by one node, so that a replay read from the
+			// leader loads the live partition's leader: placement puts a
+			// partition's preferred leader at (topic id + partition) mod
+			// members, so the live topic's id must be the history's plus a
+			// multiple of the member count.
+			for i := range nodes - 1 {
+				createTopic(b, addrs[0], fmt.Sprintf("pad-%d", i), 1, 1)
+			}
 			createTopic(b, addrs[0], "live", 1, uint32(nodes))
 			liveLeader := settle(b, addrs, "live", 1)[0]
+			if liveLeader != histLeader {
+				b.Fatalf("live topic led by node %d, history by node %d: placement changed?", liveLeader, histLeader)
+			}
 			type replayCase struct {
 				name   string
 				replay uint64 // 0: none
@@ -738,17 +751,11 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 			}
 			cases := []replayCase{{"replay=none", 0, nil}, {"replay=leader", liveLeader, nil}}
 			if nodes > 1 {
-				// A follower of both topics if there is one.
-				var follower uint64
-				for id := uint64(1); id <= uint64(nodes); id++ {
-					if id != liveLeader && (follower == 0 || id != histLeader) {
-						follower = id
-					}
-				}
+				follower := liveLeader%uint64(nodes) + 1
 				cases = slices.Insert(cases, 1,
 					replayCase{"replay=follower-replica", follower, []string{"--read-from", "replica"}},
 					replayCase{"replay=leader-via-follower", follower, []string{"--read-from", "leader"}})
-				b.Logf("live leader %d, history leader %d, follower that replays %d", liveLeader, histLeader, follower)
+				b.Logf("both topics led by node %d; node %d replays", liveLeader, follower)
 			}
 			live := noRetry(addrs[liveLeader-1])
 			for _, tc := range cases {

@@ -104,13 +104,23 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 		}
 	}
 
-	// Replication factor 3, led by node 1.
+	// Replication factor 3, led by node 1 or 2, whichever does not lead
+	// the metadata group (which coordinates subscriber groups, below); node
+	// 3 reads its replicas by its setting.
+	st, err := cl.ClusterStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaderID, followerID := uint64(1), uint64(2)
+	if st.GetMetadataLeader() == 1 {
+		leaderID, followerID = 2, 1
+	}
 	c.nodes[0].ok(t, nil, "topic", "create", "rf3", "--partitions", "1", "--replication-factor", "3")
-	for c.leaderOf(t, "rf3", 0) != 1 {
-		c.nodes[0].cli(t, nil, "cluster", "transfer-leader", "rf3", "0", "1")
+	for c.leaderOf(t, "rf3", 0) != leaderID {
+		c.nodes[0].cli(t, nil, "cluster", "transfer-leader", "rf3", "0", fmt.Sprint(leaderID))
 		time.Sleep(100 * time.Millisecond) // poll interval
 	}
-	leader, follower, followerReader := c.addrs[0], c.addrs[1], c.addrs[2]
+	leader, follower, followerReader := c.addrs[leaderID-1], c.addrs[followerID-1], c.addrs[2]
 	// Read your writes: a record acknowledged is in a stream opened on a
 	// follower right after, every time.
 	p0 := uint32(0)
@@ -165,6 +175,32 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 	}
 	if after := counter(t, leader, fetchedBytes); after == before {
 		t.Fatal("a leader read on a --follower-reads node was not served by the leader")
+	}
+
+	// A subscriber group member's partitions are read from their leaders
+	// too: its stream runs on the coordinator, which does not lead rf3.
+	before = counter(t, leader, fetchedBytes)
+	gctx, stopGroup := context.WithCancel(ctx)
+	defer stopGroup()
+	sub, err := cl.Subscribe(gctx, "rf3", client.Group("g"), client.From(client.Earliest()), client.LeaderReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for r, err := range sub.Records() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Offset != uint64(len(got)) {
+			t.Fatalf("group member: offset %d after %d records", r.Offset, len(got))
+		}
+		if got = append(got, string(r.Value)); len(got) == 50 {
+			break
+		}
+	}
+	stopGroup()
+	if after := counter(t, leader, fetchedBytes); after == before {
+		t.Fatal("a group member's stream was not served by the partition's leader")
 	}
 }
 

@@ -66,12 +66,7 @@ func (b *Broker) ReadStats() ReadStats {
 // cursors are resolved against. Remote sources are opened lazily for
 // partitions only the resolution looks at.
 func (b *Broker) readSources(ctx context.Context, lt *liveTopic, sel []uint32, from ReadFrom) ([]stream.Source, []cursor.Log, error) {
-	if from == ReadDefault {
-		from = ReadLeader
-		if b.cfg.FollowerReads {
-			from = ReadLocalReplica
-		}
-	}
+	from = b.readFrom(from)
 	logs := make([]cursor.Log, len(lt.parts))
 	for i := range lt.parts {
 		logs[i] = &lazyLog{b: b, ctx: ctx, lt: lt, index: uint32(i), from: from}
@@ -85,6 +80,17 @@ func (b *Broker) readSources(ctx context.Context, lt *liveTopic, sel []uint32, f
 		srcs[i] = src
 	}
 	return srcs, logs, nil
+}
+
+// readFrom resolves ReadDefault to the broker's setting.
+func (b *Broker) readFrom(from ReadFrom) ReadFrom {
+	if from != ReadDefault {
+		return from
+	}
+	if b.cfg.FollowerReads {
+		return ReadLocalReplica
+	}
+	return ReadLeader
 }
 
 // readLocally reports whether a stream reads partition p from this node's

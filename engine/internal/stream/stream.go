@@ -69,6 +69,11 @@ type Options struct {
 	// readers at work, not only the guest calls, keeps a processor for
 	// raft and live delivery.
 	FilterGate chan struct{}
+	// Route, when set, chooses the source a group member's stream reads
+	// an assigned partition from, given its local replica (the node's own
+	// replica, or the partition's leader through package remote). It runs
+	// on the stream's goroutine; an error ends the stream.
+	Route func(partition uint32, local Source) (Source, error)
 }
 
 func (o Options) withDefaults() Options {
@@ -357,7 +362,14 @@ func (s *streamer) apply(ctl Control) error {
 		}
 		for _, add := range a.Add {
 			s.remove(add.Cursor.Partition) // re-adding restarts at the new cursor
-			s.add(add.Source, add.Cursor)
+			src := add.Source
+			if s.opts.Route != nil {
+				var err error
+				if src, err = s.opts.Route(add.Cursor.Partition, src); err != nil {
+					return err
+				}
+			}
+			s.add(src, add.Cursor)
 		}
 		if err := s.sendAssignment(a); err != nil {
 			return err
