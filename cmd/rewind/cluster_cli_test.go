@@ -464,7 +464,15 @@ func TestClusterGroupMembersOnDifferentNodes(t *testing.T) {
 	defer b.Close()
 	// Both members read; once b has records, the group is balanced.
 	got := make(chan client.Record, 1000)
-	read := func(s *client.Subscription) {
+	// A Subscription is not safe for concurrent use: each reader notes
+	// its member id and generation for the test goroutine.
+	type member struct {
+		mu  sync.Mutex
+		id  string
+		gen uint64
+	}
+	var ma, mb member
+	read := func(s *client.Subscription, m *member) {
 		for r, err := range s.Records() {
 			if err != nil {
 				return
@@ -475,11 +483,14 @@ func TestClusterGroupMembersOnDifferentNodes(t *testing.T) {
 				t.Errorf("commit %d@%d: %v", r.Partition, r.Offset, err)
 				return
 			}
+			m.mu.Lock()
+			m.id, m.gen = s.MemberID(), s.Generation()
+			m.mu.Unlock()
 			got <- r
 		}
 	}
-	go read(a)
-	go read(b)
+	go read(a, &ma)
+	go read(b, &mb)
 	seen := map[string]bool{}
 	for len(seen) < 40 {
 		select {
@@ -489,13 +500,33 @@ func TestClusterGroupMembersOnDifferentNodes(t *testing.T) {
 			t.Fatalf("the group read %d of 40 records", len(seen))
 		}
 	}
-	if a.Generation() == 0 || a.MemberID() == b.MemberID() {
-		t.Fatalf("members %q (generation %d) and %q (generation %d)", a.MemberID(), a.Generation(), b.MemberID(), b.Generation())
+	// a may have read all 40 before b joined: publish more until both
+	// members have read some (the group is balanced).
+	noted := func(m *member) string { m.mu.Lock(); defer m.mu.Unlock(); return m.id }
+	for i := 40; noted(&ma) == "" || noted(&mb) == ""; i++ {
+		p := uint32(i % 4)
+		if _, err := client.New(c.addrs[i%3]).Publish(ctx, "jobs", client.Message{Value: []byte(fmt.Sprint(i)), Partition: &p}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-got:
+			seen[string(r.Value)] = true
+		case <-ctx.Done():
+			t.Fatal("member b never read a record")
+		}
+	}
+	ma.mu.Lock()
+	mb.mu.Lock()
+	aID, aGen, bID, bGen := ma.id, ma.gen, mb.id, mb.gen
+	mb.mu.Unlock()
+	ma.mu.Unlock()
+	if aGen == 0 || aID == bID {
+		t.Fatalf("members %q (generation %d) and %q (generation %d)", aID, aGen, bID, bGen)
 	}
 	// Asked on any node, the CLI is sent to the coordinator, which knows
 	// both members.
 	out := c.nodes[0].ok(t, nil, "group", "describe", "g", "--format", "json")
-	for _, id := range []string{a.MemberID(), b.MemberID()} {
+	for _, id := range []string{aID, bID} {
 		if !strings.Contains(out, id) {
 			t.Errorf("describe lacks member %s:\n%s", id, out)
 		}
