@@ -99,9 +99,9 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 	watcher := victim%3 + 1
 	liveCtx, stopLive := context.WithCancel(ctx)
 	defer stopLive()
-	watch := func(opts ...client.SubscribeOption) <-chan client.Record {
+	watch := func(addrs string, opts ...client.SubscribeOption) <-chan client.Record {
 		t.Helper()
-		live, err := client.New(c.addrs[watcher-1]).Subscribe(liveCtx, "orders", append(opts, client.From(client.Earliest()))...)
+		live, err := client.New(addrs).Subscribe(liveCtx, "orders", append(opts, client.From(client.Earliest()))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 			defer close(got)
 			for r, err := range live.Records() {
 				if err != nil {
-					t.Logf("live stream on node %d: %v", watcher, err)
+					t.Logf("live stream via %s: %v", addrs, err)
 					return
 				}
 				got <- r
@@ -118,7 +118,14 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 		}()
 		return got
 	}
-	lives := map[string]<-chan client.Record{"through the leader": watch(), "from its replica": watch(client.FollowerReads())}
+	// A third, connected to the victim but given every node, resumes on
+	// another node from its last token when the victim dies.
+	others := slices.DeleteFunc(slices.Clone(c.addrs), func(a string) bool { return a == c.addrs[victim-1] })
+	lives := map[string]<-chan client.Record{
+		"through the leader":                 watch(c.addrs[watcher-1]),
+		"from its replica":                   watch(c.addrs[watcher-1], client.FollowerReads()),
+		"resumed after the victim's kill -9": watch(strings.Join(append([]string{c.addrs[victim-1]}, others...), ",")),
+	}
 
 	type acked struct {
 		partition uint32

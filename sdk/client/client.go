@@ -10,6 +10,12 @@
 //	for rec, err := range sub.Records() { ... }
 //
 // A Client is safe for concurrent use; a Subscription is not.
+//
+// Given several members of a cluster (New("a,b,c")), a client moves
+// publishes and new subscriptions to the next member when one cannot be
+// reached, and reopens an open stream (not a group member's, not one that
+// stops at End) on the next member from its last resume token when its
+// member dies or becomes unavailable.
 package client
 
 import (

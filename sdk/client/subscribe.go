@@ -122,6 +122,9 @@ type subOptions struct {
 	commitEvery   time.Duration
 	clamp         bool
 	filter        *rewindv1.ReplayFilter
+	// stop is until as sent the first time (relative positions resolved
+	// once), so a resumed stream stops where the first one would have.
+	stop *rewindv1.StopPosition
 }
 
 // Filter runs a registered WebAssembly filter or transform beside each
@@ -214,6 +217,12 @@ type Subscription struct {
 	token  string
 	ended  bool
 
+	// root is the client Subscribe was called on, node the one serving
+	// the stream; a stream whose node fails resumes on another (resume).
+	root, node *Client
+	resumes    int
+	parent     context.Context // the caller's: a resumed stream's too
+
 	// Group members.
 	c          *Client
 	ctx        context.Context
@@ -233,9 +242,16 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 	// A node that cannot be reached is skipped: any node serves any
 	// stream (the same records in the same order, whichever replica
 	// serves them).
+	var o subOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	for tries := 0; ; tries++ {
 		cl := c.current()
-		s, err := followCoordinator(cl, func(c *Client) (*Subscription, error) { return c.subscribe(ctx, topic, opts...) })
+		s, err := followCoordinator(cl, func(c *Client) (*Subscription, error) { return c.subscribe(ctx, topic, o) })
+		if s != nil {
+			s.root, s.node = c, cl
+		}
 		if !unreachable(err) || tries+1 >= len(c.endpoints) {
 			return s, err
 		}
@@ -243,11 +259,7 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 	}
 }
 
-func (c *Client) subscribe(ctx context.Context, topic string, opts ...SubscribeOption) (*Subscription, error) {
-	var o subOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+func (c *Client) subscribe(ctx context.Context, topic string, o subOptions) (*Subscription, error) {
 	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp, Filter: o.filter, ReadFrom: o.readFrom}
 	if o.progressEvery > 0 {
 		req.ProgressInterval = durationpb.New(o.progressEvery)
@@ -259,20 +271,22 @@ func (c *Client) subscribe(ctx context.Context, topic string, opts ...SubscribeO
 		}
 		req.Start = sp
 	}
-	if o.until != nil {
+	if o.stop == nil && o.until != nil {
 		sp, err := o.until.stopProto(time.Now())
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
-		req.Stop = sp
+		o.stop = sp
 	}
+	req.Stop = o.stop
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	st, err := c.sub.Subscribe(ctx, req)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	s := &Subscription{stream: st, cancel: cancel, c: c, ctx: ctx, topic: topic, opts: o, owned: map[uint32]bool{}, due: map[uint32]uint64{}}
+	s := &Subscription{stream: st, cancel: cancel, c: c, ctx: ctx, parent: parent, topic: topic, opts: o, owned: map[uint32]bool{}, due: map[uint32]uint64{}}
 	// The first event is always Started (or an error): read it so request
 	// errors come back from Subscribe.
 	if !s.Next() {
@@ -300,8 +314,12 @@ func (s *Subscription) Next() bool {
 			s.commitDue()
 		}
 	}
-	if !s.stream.Receive() {
-		s.err = s.stream.Err()
+	for !s.stream.Receive() {
+		err := s.stream.Err()
+		if s.resumable(err) && s.resume() {
+			continue
+		}
+		s.err = err
 		if s.err == nil {
 			s.err = errors.New("client: stream closed by the server without an end event")
 		}
@@ -334,6 +352,59 @@ func (s *Subscription) Next() bool {
 	}
 	return s.ev != nil
 }
+
+// resumable reports whether a stream that failed with err continues on
+// another node: a client given several nodes resumes a stream that is not
+// a group member's, whose node could not be reached or was unavailable
+// (it stopped, died, or lost the partitions' leaders for too long), from
+// the resume token of the last event. A stream that stops at the end is
+// not resumed: its end was fixed when it started, and another node would
+// fix another.
+func (s *Subscription) resumable(err error) bool {
+	if s.root == nil || len(s.root.endpoints) < 2 || s.opts.group != "" || s.token == "" || s.parent.Err() != nil {
+		return false
+	}
+	if s.opts.until != nil && s.opts.until.kind == posEnd {
+		return false
+	}
+	return unreachable(err) || connect.CodeOf(err) == connect.CodeUnavailable
+}
+
+// resume reopens the stream from its token on the next nodes, a few rounds
+// with a short pause, and reports whether it could. The new stream's
+// Started event is not delivered: the caller already had one.
+func (s *Subscription) resume() bool {
+	o := s.opts
+	tok := ResumeToken(s.token)
+	o.from = &tok
+	n := len(s.root.endpoints)
+	for try := range 3 * n {
+		s.root.failover(s.node)
+		cl := s.root.current()
+		ns, err := cl.subscribe(s.parent, s.topic, o)
+		if err == nil {
+			s.cancel()
+			s.stream, s.cancel, s.ctx, s.node = ns.stream, ns.cancel, ns.ctx, cl
+			s.resumes++
+			return true
+		}
+		s.node = cl
+		if !unreachable(err) && connect.CodeOf(err) != connect.CodeUnavailable {
+			return false
+		}
+		if (try+1)%n == 0 {
+			select {
+			case <-time.After(time.Duration(try+1) * 100 * time.Millisecond): // a node restarting, an election
+			case <-s.parent.Done():
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// Resumes counts how often the stream was reopened on another node.
+func (s *Subscription) Resumes() int { return s.resumes }
 
 // Generation returns the generation of a group member's current assignment.
 func (s *Subscription) Generation() uint64 { return s.generation }
