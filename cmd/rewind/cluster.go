@@ -85,9 +85,13 @@ func gatherStatus(ctx context.Context, g *globals) (*clusterView, error) {
 		return cmp.Or(cmp.Compare(a.GetTopic(), b.GetTopic()), cmp.Compare(a.GetPartition(), b.GetPartition()))
 	})
 	for _, p := range v.Partitions {
-		lag := map[string]uint64{}
+		lag := map[string]any{}
 		for _, r := range p.GetProgress() {
-			lag[strconv.FormatUint(r.GetNode(), 10)] = r.GetLag()
+			var l any = r.GetLag()
+			if r.GetLagUnknown() {
+				l = nil // not known yet
+			}
+			lag[strconv.FormatUint(r.GetNode(), 10)] = l
 		}
 		v.PartitionsJSON = append(v.PartitionsJSON, map[string]any{
 			"topic": p.GetTopic(), "partition": p.GetPartition(), "replicas": p.GetReplicas(), "leader": p.GetLeader(),
@@ -137,6 +141,10 @@ func newClusterStatus(g *globals) *cobra.Command {
 			for _, p := range v.Partitions {
 				var lag []string
 				for _, r := range p.GetProgress() {
+					if r.GetLagUnknown() {
+						lag = append(lag, fmt.Sprintf("%d:?", r.GetNode()))
+						continue
+					}
 					lag = append(lag, fmt.Sprintf("%d:%d", r.GetNode(), r.GetLag()))
 				}
 				leader := strconv.FormatUint(p.GetLeader(), 10)

@@ -136,7 +136,7 @@ func settled(addrs []string, topic string, parts int) ([]uint64, string) {
 			return nil, fmt.Sprintf("partition %d: led by %d, preferred %d", p, lead.GetLeader(), lead.GetReplicas()[0])
 		}
 		for _, r := range lead.GetProgress() {
-			if r.GetLag() > 0 {
+			if r.GetLag() > 0 || r.GetLagUnknown() {
 				return nil, fmt.Sprintf("partition %d: node %d lags %d entries", p, r.GetNode(), r.GetLag())
 			}
 		}

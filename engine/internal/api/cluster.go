@@ -191,7 +191,14 @@ func (s *Server) GetClusterStatus(ctx context.Context, _ *rewindv1.GetClusterSta
 		if p.Raft.Leading {
 			for _, r := range p.Replicas {
 				m := p.Raft.Match[r]
-				ps.Progress = append(ps.Progress, &rewindv1.ReplicaProgress{Node: r, MatchIndex: m, Lag: p.Raft.Last - min(m, p.Raft.Last)})
+				rp := &rewindv1.ReplicaProgress{Node: r, MatchIndex: m, Lag: p.Raft.Last - min(m, p.Raft.Last)}
+				if m == 0 {
+					// Every replica that answered holds index 1 (the
+					// bootstrap configuration or the snapshot after it):
+					// raft resets what a new leader knows to 0.
+					rp.Lag, rp.LagUnknown = 0, true
+				}
+				ps.Progress = append(ps.Progress, rp)
 			}
 		}
 		out.Partitions = append(out.Partitions, ps)

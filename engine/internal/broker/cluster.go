@@ -270,15 +270,31 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 			last = fmt.Errorf("no leader known for partition %d", p)
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*backoff {
-			return nil, nil, fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNotStored, last)
+			return nil, nil, notStored(last)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNotStored, last)
+			return nil, nil, notStored(last)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
 	}
+}
+
+// notStored says a publish was given up before anything was stored,
+// because of last: an error that is ErrUnavailable and ErrNotStored, and
+// names each once.
+func notStored(last error) error {
+	switch {
+	case errors.Is(last, ErrNotStored):
+		if errors.Is(last, ErrUnavailable) {
+			return last
+		}
+		return fmt.Errorf("%w: %w", ErrUnavailable, last)
+	case errors.Is(last, ErrUnavailable):
+		return fmt.Errorf("%w: %w", ErrNotStored, last)
+	}
+	return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNotStored, last)
 }
 
 // maintainInterval is how often maintain looks at the groups this node

@@ -138,7 +138,7 @@ func (b *Broker) DescribeTopic(name string) (*TopicInfo, []PartitionInfo, error)
 // unavailable marks infrastructure failures (a stopped group, a wait that
 // timed out) as retryable, keeping the cause.
 func unavailable(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -755,8 +755,11 @@ type ReplicaProgress struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Node       uint64                 `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
 	MatchIndex uint64                 `protobuf:"varint,2,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
-	// The leader's last index minus match_index.
-	Lag           uint64 `protobuf:"varint,3,opt,name=lag,proto3" json:"lag,omitempty"`
+	// The leader's last index minus match_index (0 when lag_unknown).
+	Lag uint64 `protobuf:"varint,3,opt,name=lag,proto3" json:"lag,omitempty"`
+	// The leader has not heard from this replica since it took over (just
+	// after an election, or a replica still starting): its lag is unknown.
+	LagUnknown    bool `protobuf:"varint,4,opt,name=lag_unknown,json=lagUnknown,proto3" json:"lag_unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +813,13 @@ func (x *ReplicaProgress) GetLag() uint64 {
 		return x.Lag
 	}
 	return 0
+}
+
+func (x *ReplicaProgress) GetLagUnknown() bool {
+	if x != nil {
+		return x.LagUnknown
+	}
+	return false
 }
 
 type TransferLeaderRequest struct {
@@ -971,12 +981,14 @@ const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"nextOffset\x126\n" +
 	"\bprogress\x18\r \x03(\v2\x1a.rewind.v1.ReplicaProgressR\bprogress\x12\x16\n" +
 	"\x06voters\x18\x0e \x03(\x04R\x06voters\x12'\n" +
-	"\x0fvoters_outgoing\x18\x0f \x03(\x04R\x0evotersOutgoing\"X\n" +
+	"\x0fvoters_outgoing\x18\x0f \x03(\x04R\x0evotersOutgoing\"y\n" +
 	"\x0fReplicaProgress\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\x04R\x04node\x12\x1f\n" +
 	"\vmatch_index\x18\x02 \x01(\x04R\n" +
 	"matchIndex\x12\x10\n" +
-	"\x03lag\x18\x03 \x01(\x04R\x03lag\"_\n" +
+	"\x03lag\x18\x03 \x01(\x04R\x03lag\x12\x1f\n" +
+	"\vlag_unknown\x18\x04 \x01(\bR\n" +
+	"lagUnknown\"_\n" +
 	"\x15TransferLeaderRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x12\n" +
