@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -260,9 +261,16 @@ func Open(cfg Config) (*Node, error) {
 func peerClient() *http.Client {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
+	// A peer that stops answering without closing its connection (a
+	// frozen process, a dropped network) is noticed by the pings and the
+	// dial timeout, not only by the calls' own deadlines.
 	return &http.Client{Transport: &http.Transport{
 		Protocols: p, MaxIdleConnsPerHost: 4,
-		HTTP2: &http.HTTP2Config{MaxReceiveBufferPerConnection: 64 << 20, MaxReceiveBufferPerStream: 16 << 20},
+		DialContext: (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerConnection: 64 << 20, MaxReceiveBufferPerStream: 16 << 20,
+			SendPingTimeout: 5 * time.Second, PingTimeout: 5 * time.Second,
+		},
 	}}
 }
 

@@ -204,6 +204,64 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 	}
 }
 
+// TestClusterRelayedStreamSurvivesItsNodeStopping: a live stream that a
+// follower relays from the leader ends when the follower is stopped
+// (SIGTERM) as any stream there does, with Unavailable, and the Go client,
+// which knows every node, carries it on elsewhere from its last token:
+// every record once, in order.
+func TestClusterRelayedStreamSurvivesItsNodeStopping(t *testing.T) {
+	c := startCluster(t, 3)
+	c.nodes[0].ok(t, nil, "topic", "create", "t", "--partitions", "1", "--replication-factor", "3")
+	leader := c.leaderOf(t, "t", 0)
+	relay := leader%3 + 1
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var order []string
+	order = append(order, c.addrs[relay-1])
+	for i, a := range c.addrs {
+		if uint64(i+1) != relay {
+			order = append(order, a)
+		}
+	}
+	sub, err := client.New(strings.Join(order, ",")).Subscribe(ctx, "t", client.From(client.Earliest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pub := client.New(c.addrs[leader-1])
+	p0 := uint32(0)
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := pub.Publish(ctx, "t", client.Message{Value: []byte(fmt.Sprint(i)), Partition: &p0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	next := 0
+	read := func(to int) {
+		t.Helper()
+		for r, err := range sub.Records() {
+			if err != nil {
+				t.Fatalf("live stream after %d records: %v", next, err)
+			}
+			if r.Offset != uint64(next) || string(r.Value) != fmt.Sprint(next) {
+				t.Fatalf("record %d@%d %q, want offset %d", r.Partition, r.Offset, r.Value, next)
+			}
+			if next++; next == to {
+				return
+			}
+		}
+	}
+	publish(0, 50)
+	read(50)
+	c.nodes[relay-1].stop(t)
+	publish(50, 100)
+	read(100)
+	if sub.Resumes() == 0 {
+		t.Fatal("the stream went on without moving off the stopped node")
+	}
+}
+
 // TestClusterPartitionServiceRefusesMisuse: the members' read service
 // answers only its own cluster, only for partitions its node leads (naming
 // the leader), and refuses bad requests with the right code.

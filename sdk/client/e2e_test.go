@@ -474,3 +474,41 @@ func TestSlowConsumerLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRecordsLoopsGoOnWhereTheLastStopped: breaking out of Records in the
+// middle of an event and ranging again yields the rest, each record once.
+func TestRecordsLoopsGoOnWhereTheLastStopped(t *testing.T) {
+	s := startServer(t, "")
+	c := client.New(s.addr)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "loops", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, c, "loops", "r", 100) // one batch: a few events of many records
+	sub, err := c.Subscribe(ctx, "loops", client.From(client.Earliest()), client.Until(client.End()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []uint64
+	for len(got) < 100 {
+		before := len(got)
+		for r, err := range sub.Records() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r.Offset)
+			if len(got)%7 == 0 {
+				break
+			}
+		}
+		if len(got) == before {
+			t.Fatalf("the stream ended after %d records", len(got))
+		}
+	}
+	for i, off := range got {
+		if off != uint64(i) {
+			t.Fatalf("record %d has offset %d", i, off)
+		}
+	}
+}

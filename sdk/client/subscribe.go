@@ -213,9 +213,11 @@ type Subscription struct {
 	stream *connect.ServerStreamForClient[rewindv1.SubscribeResponse]
 	cancel context.CancelFunc
 	ev     Event
-	err    error
-	token  string
-	ended  bool
+	// yielded counts the records of ev that Records has yielded.
+	yielded int
+	err     error
+	token   string
+	ended   bool
 
 	// root is the client Subscribe was called on, node the one serving
 	// the stream; a stream whose node fails resumes on another (resume).
@@ -316,8 +318,14 @@ func (s *Subscription) Next() bool {
 	}
 	for !s.stream.Receive() {
 		err := s.stream.Err()
-		if s.resumable(err) && s.resume() {
-			continue
+		if s.resumable(err) {
+			ok, rerr := s.resume()
+			if ok {
+				continue
+			}
+			if rerr != nil {
+				err = rerr // why it could not go on (e.g. OutOfRange)
+			}
 		}
 		s.err = err
 		if s.err == nil {
@@ -325,7 +333,7 @@ func (s *Subscription) Next() bool {
 		}
 		return false
 	}
-	s.ev = convert(s.stream.Msg())
+	s.ev, s.yielded = convert(s.stream.Msg()), 0
 	switch e := s.ev.(type) {
 	case *Started:
 		s.token = e.ResumeToken
@@ -364,16 +372,17 @@ func (s *Subscription) resumable(err error) bool {
 	if s.root == nil || len(s.root.endpoints) < 2 || s.opts.group != "" || s.token == "" || s.parent.Err() != nil {
 		return false
 	}
-	if s.opts.until != nil && s.opts.until.kind == posEnd {
-		return false
+	if s.opts.stop.GetEnd() {
+		return false // End(), Latest(): fixed when the stream opened
 	}
 	return unreachable(err) || connect.CodeOf(err) == connect.CodeUnavailable
 }
 
 // resume reopens the stream from its token on the next nodes, a few rounds
-// with a short pause, and reports whether it could. The new stream's
-// Started event is not delivered: the caller already had one.
-func (s *Subscription) resume() bool {
+// with a short pause, and reports whether it could; if a node refused it
+// for good, that error. The new stream's Started event is not delivered:
+// the caller already had one.
+func (s *Subscription) resume() (bool, error) {
 	o := s.opts
 	tok := ResumeToken(s.token)
 	o.from = &tok
@@ -386,21 +395,21 @@ func (s *Subscription) resume() bool {
 			s.cancel()
 			s.stream, s.cancel, s.ctx, s.node = ns.stream, ns.cancel, ns.ctx, cl
 			s.resumes++
-			return true
+			return true, nil
 		}
 		s.node = cl
 		if !unreachable(err) && connect.CodeOf(err) != connect.CodeUnavailable {
-			return false
+			return false, err
 		}
 		if (try+1)%n == 0 {
 			select {
 			case <-time.After(time.Duration(try+1) * 100 * time.Millisecond): // a node restarting, an election
 			case <-s.parent.Done():
-				return false
+				return false, nil
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
 // Resumes counts how often the stream was reopened on another node.
@@ -484,26 +493,26 @@ func (s *Subscription) Close() error {
 }
 
 // Records iterates the stream's records, skipping other events. It stops
-// after the Ended event (with no error) or at the first error.
+// after the Ended event (with no error) or at the first error. A loop that
+// breaks out and a later Records go on with the next record: none is
+// yielded twice or skipped.
 func (s *Subscription) Records() iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
-		if r, ok := s.ev.(*Records); ok { // delivered before the loop began
-			s.ev = nil
-			for _, rec := range r.Records {
-				if !yield(rec, nil) {
-					return
+		for {
+			// The current event's records not yielded yet: all of an event
+			// Next moved to before the loop, the rest of one a previous
+			// loop broke out of.
+			if r, ok := s.ev.(*Records); ok {
+				for s.yielded < len(r.Records) {
+					rec := r.Records[s.yielded]
+					s.yielded++
+					if !yield(rec, nil) {
+						return
+					}
 				}
 			}
-		}
-		for s.Next() {
-			r, ok := s.ev.(*Records)
-			if !ok {
-				continue
-			}
-			for _, rec := range r.Records {
-				if !yield(rec, nil) {
-					return
-				}
+			if !s.Next() {
+				break
 			}
 		}
 		if err := s.Err(); err != nil {

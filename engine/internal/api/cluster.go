@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -217,28 +216,19 @@ func (s *Server) TransferLeader(ctx context.Context, req *rewindv1.TransferLeade
 // Forwarder publishes on other nodes over their public Publish API. It
 // implements broker.Forwarder.
 type Forwarder struct {
-	self   uint64
-	client *http.Client
-	mu     sync.Mutex
-	conns  map[string]rewindv1connect.PublishServiceClient
+	self  uint64
+	conns *peerClients[rewindv1connect.PublishServiceClient]
 }
 
 // NewForwarder returns a forwarder for node self using client (HTTP/2).
 func NewForwarder(self uint64, client *http.Client) *Forwarder {
-	return &Forwarder{self: self, client: client, conns: make(map[string]rewindv1connect.PublishServiceClient)}
+	return &Forwarder{self: self, conns: newPeerClients(func(addr string) rewindv1connect.PublishServiceClient {
+		return rewindv1connect.NewPublishServiceClient(client, "http://"+addr,
+			connect.WithGRPC(), connect.WithReadMaxBytes(MaxResponseBytes), connect.WithSendMaxBytes(MaxRequestBytes))
+	})}
 }
 
-func (f *Forwarder) conn(addr string) rewindv1connect.PublishServiceClient {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, ok := f.conns[addr]
-	if !ok {
-		c = rewindv1connect.NewPublishServiceClient(f.client, "http://"+addr,
-			connect.WithGRPC(), connect.WithReadMaxBytes(MaxResponseBytes), connect.WithSendMaxBytes(MaxRequestBytes))
-		f.conns[addr] = c
-	}
-	return c
-}
+func (f *Forwarder) conn(addr string) rewindv1connect.PublishServiceClient { return f.conns.get(addr) }
 
 // Publish implements broker.Forwarder.
 func (f *Forwarder) Publish(ctx context.Context, node uint64, addr, topic string, p uint32, recs []record.Record) ([]broker.PublishResult, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/remote"
 	"github.com/rewind-io/rewind/engine/internal/resume"
 	"github.com/rewind-io/rewind/engine/internal/stream"
 	"github.com/rewind-io/rewind/sandbox"
@@ -51,6 +52,7 @@ var codes = []struct {
 	{partition.ErrOutcomeUnknown, connect.CodeUnavailable},
 	{broker.ErrClosed, connect.CodeUnavailable},
 	{broker.ErrUnavailable, connect.CodeUnavailable},
+	{remote.ErrFailed, connect.CodeUnavailable},
 	{broker.ErrFailedPrecondition, connect.CodeFailedPrecondition},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded},
 	{context.Canceled, connect.CodeCanceled},

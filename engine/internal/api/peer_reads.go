@@ -103,25 +103,38 @@ func (p *PeerReads) Locate(ctx context.Context, req *peerv1.LocateRequest) (*pee
 // PartitionService. It implements broker.Fetcher.
 type PeerReader struct {
 	clusterID uint64
-	client    *http.Client
-	mu        sync.Mutex
-	conns     map[string]peerv1connect.PartitionServiceClient
+	conns     *peerClients[peerv1connect.PartitionServiceClient]
 }
 
 // NewPeerReader returns a reader for a member of cluster clusterID using
 // client (HTTP/2).
 func NewPeerReader(clusterID uint64, client *http.Client) *PeerReader {
-	return &PeerReader{clusterID: clusterID, client: client, conns: make(map[string]peerv1connect.PartitionServiceClient)}
+	return &PeerReader{clusterID: clusterID, conns: newPeerClients(func(addr string) peerv1connect.PartitionServiceClient {
+		return peerv1connect.NewPartitionServiceClient(client, "http://"+addr,
+			connect.WithGRPC(), connect.WithReadMaxBytes(MaxFetchBytes+(4<<20)))
+	})}
 }
 
-func (r *PeerReader) conn(addr string) peerv1connect.PartitionServiceClient {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.conns[addr]
+func (r *PeerReader) conn(addr string) peerv1connect.PartitionServiceClient { return r.conns.get(addr) }
+
+// peerClients keeps one Connect client per peer address.
+type peerClients[C any] struct {
+	dial func(addr string) C
+	mu   sync.Mutex
+	m    map[string]C
+}
+
+func newPeerClients[C any](dial func(addr string) C) *peerClients[C] {
+	return &peerClients[C]{dial: dial, m: make(map[string]C)}
+}
+
+func (p *peerClients[C]) get(addr string) C {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.m[addr]
 	if !ok {
-		c = peerv1connect.NewPartitionServiceClient(r.client, "http://"+addr,
-			connect.WithGRPC(), connect.WithReadMaxBytes(MaxFetchBytes+(4<<20)))
-		r.conns[addr] = c
+		c = p.dial(addr)
+		p.m[addr] = c
 	}
 	return c
 }

@@ -219,8 +219,13 @@ type Broker struct {
 	wg   sync.WaitGroup
 	// diskFull is set while free space is below MinFreeBytes.
 	diskFull atomic.Bool
-	// reads counts reads served for and through other nodes (reads.go).
-	reads readCounters
+	// reads counts reads served for and through other nodes (reads.go);
+	// fetchGate bounds the fetches reading the store at once.
+	reads     readCounters
+	fetchGate chan struct{}
+	// draining ends when the node drains: every stream ends with it.
+	draining context.Context
+	drain    context.CancelFunc
 	// streams counts running Subscribe calls; Close waits for them so no
 	// reader holds a store iterator when the store closes.
 	streams   sync.WaitGroup
@@ -248,9 +253,11 @@ func Open(cfg Config) (*Broker, error) {
 		groups: groups.New(groups.Config{
 			Now: func() int64 { return cfg.Clock().UnixNano() }, Logger: cfg.Logger.Named("groups"),
 		}),
-		wake: make(chan struct{}, 1),
-		stop: make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		fetchGate: make(chan struct{}, maxServingFetches),
 	}
+	b.draining, b.drain = context.WithCancel(context.Background())
 	b.mu.topics = make(map[uint64]*liveTopic)
 	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.StoreCacheBytes, Logger: cfg.Logger})
 	if err != nil {
@@ -334,6 +341,7 @@ func (b *Broker) Drain() {
 	b.mu.closed = true
 	topics := b.mu.topics
 	b.mu.Unlock()
+	b.drain() // streams end, relayed ones too
 	for _, lt := range topics {
 		for _, p := range lt.hosted() {
 			p.Fail(ErrClosed)

@@ -53,14 +53,12 @@ func (b *Broker) subscribeGroup(ctx context.Context, lt *liveTopic, sp Subscribe
 	}
 	// Assigned partitions are read like any stream's: from their leaders
 	// unless the request or the node asks for follower reads (reads.go).
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	from := b.readFrom(sp.ReadFrom)
 	opts.Route = func(p uint32, local stream.Source) (stream.Source, error) {
 		if b.readLocally(lt.parts[p], from) {
 			return local, nil
 		}
-		return (&lazyLog{b: b, ctx: ctx, lt: lt, index: p, from: from}).source()
+		return (&lazyLog{b: b, ctx: ctx, lt: lt, index: p, from: from, budget: len(lt.parts)}).source()
 	}
 	return b.streamError(stream.Run(ctx, lt.meta.ID, nil, nil, opts, sink))
 }

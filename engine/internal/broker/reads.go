@@ -38,6 +38,14 @@ type Fetcher interface {
 	Locate(ctx context.Context, node uint64, addr string, topicID uint64, partition uint32, at *int64, offset uint64) (uint64, int64, error)
 }
 
+// maxServingFetches bounds the fetches a leader reads the store for at
+// once (each builds up to MaxBytes of batches); more wait their turn.
+const maxServingFetches = 32
+
+// streamReadAhead bounds what one stream keeps of partitions it reads
+// remotely (fetches ahead and tails), shared among them.
+const streamReadAhead = 64 << 20
+
 // ReadStats counts a node's reads through partition leaders.
 type ReadStats struct {
 	// FetchesServed, BatchesServed and BytesServed count the fetches this
@@ -71,6 +79,15 @@ func (b *Broker) readSources(ctx context.Context, lt *liveTopic, sel []uint32, f
 	for i := range lt.parts {
 		logs[i] = &lazyLog{b: b, ctx: ctx, lt: lt, index: uint32(i), from: from}
 	}
+	remote := 0
+	for _, p := range sel {
+		if !b.readLocally(lt.parts[p], from) {
+			remote++
+		}
+	}
+	for _, l := range logs {
+		l.(*lazyLog).budget = remote
+	}
 	srcs := make([]stream.Source, len(sel))
 	for i, p := range sel {
 		src, err := logs[p].(*lazyLog).source()
@@ -99,7 +116,7 @@ func (b *Broker) readLocally(part *partition.Partition, from ReadFrom) bool {
 	if part == nil {
 		return false
 	}
-	return !b.clustered() || from == ReadLocalReplica || part.Leader() == b.cfg.NodeID
+	return !b.clustered() || from == ReadLocalReplica || (part.Leader() == b.cfg.NodeID && part.LeaderApplied())
 }
 
 // lazyLog is one partition as a stream's cursors see it: its source is
@@ -110,8 +127,11 @@ type lazyLog struct {
 	lt    *liveTopic
 	index uint32
 	from  ReadFrom
-	src   stream.Source
-	log   cursor.Log
+	// budget is how many partitions of the stream are read remotely: they
+	// share the stream's read-ahead memory.
+	budget int
+	src    stream.Source
+	log    cursor.Log
 }
 
 func (l *lazyLog) source() (stream.Source, error) {
@@ -125,8 +145,13 @@ func (l *lazyLog) source() (stream.Source, error) {
 	if l.b.cfg.Fetch == nil {
 		return nil, fmt.Errorf("%w: partition %d of %q has no replica on node %d", ErrUnavailable, l.index, l.lt.meta.Name, l.b.cfg.NodeID)
 	}
+	// A stream's remote partitions share streamReadAhead bytes of fetches
+	// ahead and tails, each between 256 KiB and the package defaults.
+	n := max(l.budget, 1)
 	rs, err := remote.Open(l.ctx, remote.Config{
 		Index: l.index, Leader: l.b.leaderOf(l.lt, l.index), Retryable: retryableRead,
+		ReadBytes: min(max(streamReadAhead/8/n, 256<<10), 4<<20),
+		TailBytes: min(max(streamReadAhead/8/n, 256<<10), 1<<20),
 	})
 	if err != nil {
 		return nil, err
@@ -184,11 +209,12 @@ func retryableRead(err error) bool {
 
 // leaderLink reaches the leader of one partition for a remote.Source: this
 // node's replica when this node leads, otherwise the leader over the
-// Fetcher. It follows the leadership: the leader this node's replica knows
-// of, the leader the last node asked named, or else the replicas in turn.
+// Fetcher. It follows the leadership: the leader the last node asked named,
+// else the leader this node's replica knows of, else the replicas in turn.
+// It looks the topic up again on every call: replicas move.
 type leaderLink struct {
 	b     *Broker
-	lt    *liveTopic
+	lt    *liveTopic // as the stream opened; current() has the latest
 	index uint32
 	mu    sync.Mutex
 	hint  uint64
@@ -199,23 +225,35 @@ func (b *Broker) leaderOf(lt *liveTopic, p uint32) *leaderLink {
 	return &leaderLink{b: b, lt: lt, index: p}
 }
 
+// current returns the topic as the node has it now.
+func (l *leaderLink) current() *liveTopic {
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	if lt, ok := l.b.mu.topics[l.lt.meta.ID]; ok && int(l.index) < len(lt.parts) {
+		return lt
+	}
+	return l.lt
+}
+
 // target returns the node to ask.
 func (l *leaderLink) target() uint64 {
-	if part := l.lt.parts[l.index]; part != nil {
-		if id := part.Leader(); id != 0 {
+	l.mu.Lock()
+	hint, turn := l.hint, l.turn
+	l.mu.Unlock()
+	if hint != 0 {
+		return hint
+	}
+	lt := l.current()
+	if part := lt.parts[l.index]; part != nil && part.Err() == nil {
+		if id := part.Leader(); id != 0 && turn%2 == 0 {
 			return id
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.hint != 0 {
-		return l.hint
-	}
-	reps := l.lt.meta.ReplicasOf(int(l.index))
+	reps := lt.meta.ReplicasOf(int(l.index))
 	if len(reps) == 0 {
 		return 0
 	}
-	return reps[l.turn%len(reps)]
+	return reps[turn%len(reps)]
 }
 
 // learn records what asking node taught: who leads, or that it is of no
@@ -227,7 +265,9 @@ func (l *leaderLink) learn(node uint64, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var nl *NotLeaderError
-	if errors.As(err, &nl) && nl.Leader != 0 && nl.Leader != node {
+	if errors.As(err, &nl) && nl.Leader != 0 {
+		// Maybe node itself: a new leader that has not applied an entry
+		// of its term yet, soon to serve.
 		l.hint = nl.Leader
 		return
 	}
@@ -235,13 +275,25 @@ func (l *leaderLink) learn(node uint64, err error) {
 	l.turn++
 }
 
-func (l *leaderLink) call(fn func(node uint64, addr string) error) error {
+// Calls to a leader have a deadline: a node that hangs without closing its
+// connection must not stall a stream (the call is retried elsewhere).
+const (
+	fetchAnswerTimeout = 5 * time.Second
+	locateTimeout      = 5 * time.Second
+)
+
+func (l *leaderLink) call(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, node uint64, addr string) error) error {
 	node := l.target()
 	if node == 0 {
 		return fmt.Errorf("%w: no leader known for partition %d of %q", ErrUnavailable, l.index, l.lt.meta.Name)
 	}
 	addr, _ := l.b.Addr(node)
-	err := fn(node, addr)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	err := fn(cctx, node, addr)
+	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w: node %d did not answer within %s: %w", ErrUnavailable, node, timeout, err)
+	}
+	cancel()
 	l.learn(node, err)
 	return err
 }
@@ -249,7 +301,7 @@ func (l *leaderLink) call(fn func(node uint64, addr string) error) error {
 // Fetch implements remote.Leader.
 func (l *leaderLink) Fetch(ctx context.Context, f remote.Fetch) (remote.Fetched, error) {
 	var res remote.Fetched
-	err := l.call(func(node uint64, addr string) (err error) {
+	err := l.call(ctx, f.Wait+fetchAnswerTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
 		if node == l.b.cfg.NodeID {
 			res, err = l.b.ServeFetch(ctx, l.lt.meta.ID, l.index, f)
 		} else {
@@ -263,7 +315,7 @@ func (l *leaderLink) Fetch(ctx context.Context, f remote.Fetch) (remote.Fetched,
 // SeekTime implements remote.Leader.
 func (l *leaderLink) SeekTime(ctx context.Context, t int64) (uint64, error) {
 	var off uint64
-	err := l.call(func(node uint64, addr string) (err error) {
+	err := l.call(ctx, locateTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
 		if node == l.b.cfg.NodeID {
 			off, _, err = l.b.ServeLocate(l.lt.meta.ID, l.index, &t, 0)
 		} else {
@@ -277,7 +329,7 @@ func (l *leaderLink) SeekTime(ctx context.Context, t int64) (uint64, error) {
 // TimeOf implements remote.Leader.
 func (l *leaderLink) TimeOf(ctx context.Context, offset uint64) (int64, error) {
 	var at int64
-	err := l.call(func(node uint64, addr string) (err error) {
+	err := l.call(ctx, locateTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
 		if node == l.b.cfg.NodeID {
 			_, at, err = l.b.ServeLocate(l.lt.meta.ID, l.index, nil, offset)
 		} else {
@@ -312,7 +364,9 @@ func (b *Broker) ledPartition(topicID uint64, p uint32) (*partition.Partition, e
 	if part == nil {
 		return nil, nl
 	}
-	if nl.Leader = part.Leader(); nl.Leader != b.cfg.NodeID {
+	if nl.Leader = part.Leader(); nl.Leader != b.cfg.NodeID || !part.LeaderApplied() {
+		// A new leader serves once it has applied an entry of its term:
+		// before that it may not yet show all that was acknowledged.
 		return nil, nl
 	}
 	return part, nil
@@ -355,6 +409,12 @@ func (b *Broker) ServeFetch(ctx context.Context, topicID uint64, p uint32, f rem
 	if f.MaxBytes <= 0 || f.From < vis.LogStart || f.From >= vis.Next {
 		return out, nil
 	}
+	select {
+	case b.fetchGate <- struct{}{}:
+		defer func() { <-b.fetchGate }()
+	case <-ctx.Done():
+		return remote.Fetched{}, ctx.Err()
+	}
 	rd := part.NewReader()
 	defer rd.Close()
 	n := 0
@@ -370,6 +430,9 @@ func (b *Broker) ServeFetch(ctx context.Context, topicID uint64, p uint32, f rem
 				break
 			}
 			return remote.Fetched{}, err
+		}
+		if sz := len(bt.Records.Bytes()); len(out.Batches) > 0 && n+sz > f.MaxBytes {
+			break // the first batch always goes, however large
 		}
 		out.Batches = append(out.Batches, bt)
 		n += len(bt.Records.Bytes())

@@ -40,6 +40,11 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	b.streams.Add(1)
 	b.mu.Unlock()
 	defer b.streams.Done()
+	// Every stream, and the remote reads behind it (package remote), ends
+	// when the node drains.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.draining, cancel)()
 	lt, err := b.anyTopic(sp.Topic)
 	if err != nil {
 		return err
@@ -79,9 +84,6 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 			return fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, sp.Topic, n)
 		}
 	}
-	// The sources' remote work (package remote) ends with the stream.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	parts, logs, err := b.readSources(ctx, lt, sel, sp.ReadFrom)
 	if err != nil {
 		return b.streamError(err)
@@ -98,6 +100,9 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 
 // streamError classifies why a stream ended.
 func (b *Broker) streamError(err error) error {
+	if err != nil && b.draining.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	if errors.Is(err, ErrTopicDeleted) {
 		return fmt.Errorf("%w: %w", ErrNoTopic, err)
 	}

@@ -162,9 +162,12 @@ type Partition struct {
 		sync.Mutex
 		visible State
 		leader  uint64
-		queue   []*Append
-		ops     []*pendingOp
-		policy  Policy
+		// leaderTerm is the term of the last leader change, visibleTerm
+		// the term of the last entry visible to readers (LeaderApplied).
+		leaderTerm, visibleTerm uint64
+		queue                   []*Append
+		ops                     []*pendingOp
+		policy                  Policy
 		// truncatingTo is the highest log start a truncate applied (maybe
 		// not visible yet).
 		truncatingTo uint64
@@ -716,6 +719,7 @@ func (p *Partition) Durable() {
 	}
 	p.mu.Lock()
 	p.mu.visible = p.st
+	p.mu.visibleTerm = p.appliedTerm
 	p.notifyLocked()
 	p.mu.Unlock()
 	// Answer commands only now: whoever waits sees their effect (a new log
@@ -775,8 +779,18 @@ func (p *Partition) failLost() {
 // LeaderChanged implements raftlog.StateMachine.
 func (p *Partition) LeaderChanged(leader, term uint64) {
 	p.mu.Lock()
-	p.mu.leader = leader
+	p.mu.leader, p.mu.leaderTerm = leader, term
 	p.mu.Unlock()
+}
+
+// LeaderApplied reports whether the leader's own term has an entry
+// visible here: from then on this replica holds everything ever
+// acknowledged (raft commits a new leader's first entry only after all
+// before it), so a leader serves reads only once it is true.
+func (p *Partition) LeaderApplied() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.leaderTerm != 0 && p.mu.visibleTerm >= p.mu.leaderTerm
 }
 
 // Stopped implements raftlog.StateMachine: every queued and in-flight append
