@@ -418,3 +418,23 @@ func TestCacheEvictsOldestFirstWithinBudget(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// TestLeaderAppliedWaitsForAnEntryOfTheLeadersTerm: a leader reports that
+// it may serve reads only once an entry of its own term is visible.
+func TestLeaderAppliedWaitsForAnEntryOfTheLeadersTerm(t *testing.T) {
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, nil)
+	if _, err := p.Append(context.Background(), recs("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if p.Leader() != 1 || !p.LeaderApplied() {
+		t.Fatalf("sole voter after an append: leader %d, applied its term %v", p.Leader(), p.LeaderApplied())
+	}
+	st, _ := h.host.Status(p.Group())
+	// As a newer term's leadership would look before its first entry
+	// is applied.
+	p.LeaderChanged(1, st.Term+1)
+	if p.LeaderApplied() {
+		t.Fatal("a leader of a term with nothing applied yet says it may serve reads")
+	}
+}
