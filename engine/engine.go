@@ -108,7 +108,7 @@ func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]st
 	deadline := time.Now().Add(time.Minute)
 	for {
 		for _, addr := range cfg.Join {
-			c := rewindv1connect.NewClusterServiceClient(hc, "http://"+addr, connect.WithGRPC())
+			c := rewindv1connect.NewClusterServiceClient(hc, "http://"+addr, api.PeerClientOptions()...)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Advertise})
 			cancel()

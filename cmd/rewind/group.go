@@ -14,7 +14,7 @@ import (
 )
 
 func newSubscribe(g *globals) *cobra.Command {
-	var from, format, name string
+	var from, format, name, readFrom string
 	var group string
 	var commitEvery time.Duration
 	cmd := &cobra.Command{
@@ -35,9 +35,13 @@ the others. --from says where partitions the group never committed start
 			if err != nil {
 				return fmt.Errorf("--from: %w", err)
 			}
+			rf, err := readFromOptions(readFrom)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			sub, err := g.client().Subscribe(ctx, args[0], client.Group(group), client.ClientName(name),
-				client.From(start), client.AutoCommit(commitEvery))
+			sub, err := g.client().Subscribe(ctx, args[0], append(rf, client.Group(group), client.ClientName(name),
+				client.From(start), client.AutoCommit(commitEvery))...)
 			if err != nil {
 				return err
 			}
@@ -82,6 +86,7 @@ the others. --from says where partitions the group never committed start
 	f.StringVar(&from, "from", "earliest", "where partitions without a committed offset start")
 	f.StringVar(&name, "name", hostnameOr("rewind-cli"), "this member's name in group describe")
 	f.DurationVar(&commitEvery, "commit-every", time.Second, "commit progress at most this often (0: after every event)")
+	f.StringVar(&readFrom, "read-from", "", "in a cluster: leader or replica (see rewind replay --help); default: the server's setting")
 	addFormat(cmd, &format)
 	_ = cmd.MarkFlagRequired("group")
 	return cmd

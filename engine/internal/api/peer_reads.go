@@ -111,7 +111,7 @@ type PeerReader struct {
 func NewPeerReader(clusterID uint64, client *http.Client) *PeerReader {
 	return &PeerReader{clusterID: clusterID, conns: newPeerClients(func(addr string) peerv1connect.PartitionServiceClient {
 		return peerv1connect.NewPartitionServiceClient(client, "http://"+addr,
-			connect.WithGRPC(), connect.WithReadMaxBytes(MaxFetchBytes+(4<<20)))
+			PeerClientOptions(connect.WithReadMaxBytes(MaxFetchBytes+(4<<20)))...)
 	})}
 }
 
