@@ -582,31 +582,38 @@ func TestCLI(t *testing.T) {
 			add(ps, published{key: k, value: []byte(k + "-created")})
 		}
 
-		// Nine lines on stdin: nine records, one result line each.
-		var in bytes.Buffer
-		var msgs []published
-		for i := range 9 {
-			fmt.Fprintf(&in, "line-%d\n", i)
-			msgs = append(msgs, published{value: fmt.Appendf(nil, "line-%d", i)})
-		}
-		ps := pubsOf(t, in.Bytes(), 9)
-		add(ps, msgs...)
+		// Nine lines on stdin, three commands of three: one result line
+		// each. Keyless records of one request stay in one partition
+		// (sticky), and each request takes the next partition.
 		spread := map[uint32]bool{}
-		for _, p := range ps {
-			spread[p.partition] = true
+		for r := range 3 {
+			var in bytes.Buffer
+			var msgs []published
+			for i := range 3 {
+				fmt.Fprintf(&in, "line-%d\n", 3*r+i)
+				msgs = append(msgs, published{value: fmt.Appendf(nil, "line-%d", 3*r+i)})
+			}
+			ps := pubsOf(t, in.Bytes(), 3)
+			add(ps, msgs...)
+			for _, p := range ps {
+				if p.partition != ps[0].partition {
+					t.Errorf("3 records without key or partition in one request went to partitions %d and %d; want one (sticky)", ps[0].partition, p.partition)
+				}
+			}
+			spread[ps[0].partition] = true
 		}
 		if len(spread) != 3 {
-			t.Errorf("9 records without key or partition went to partitions %v; want all 3 (round-robin)", spread)
+			t.Errorf("3 requests of records without key or partition went to partitions %v; want all 3", spread)
 		}
 
 		// Wave 2: --input json with key, value, headers and idempotency key.
-		in.Reset()
-		msgs = msgs[:0]
+		var in bytes.Buffer
+		var msgs []published
 		for _, k := range keys {
 			fmt.Fprintf(&in, `{"key":%q,"value":%q,"headers":{"source":"web-%s"},"idempotency_key":"pay-%s"}`+"\n", k, k+"-paid", k, k)
 			msgs = append(msgs, published{key: k, value: []byte(k + "-paid"), headers: []outHeader{hdr("source", "web-"+k)}, idem: "pay-" + k})
 		}
-		ps = pubsOf(t, in.Bytes(), 4, "--input", "json")
+		ps := pubsOf(t, in.Bytes(), 4, "--input", "json")
 		for i, p := range ps {
 			if p.partition != keyPartition[keys[i]] {
 				t.Errorf("key %s went to partition %d, earlier to %d", keys[i], p.partition, keyPartition[keys[i]])

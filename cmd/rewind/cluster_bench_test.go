@@ -245,10 +245,10 @@ func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond
 // single node (replication factor 1) and on three nodes (factor 3), in
 // requests of 1, 100 and 1,000 records:
 //
-//   - spread: records carry no partition (the node spreads them
-//     round-robin, so a request of 100 touches every partition), and
-//     publisher i talks to node i mod 3; on three nodes 2 of 3 partitions
-//     of a request are forwarded to their leader.
+//   - spread: records carry no partition (the node spreads them by
+//     request: a request's records stay in one partition, the next
+//     request takes the next one), and publisher i talks to node i mod 3;
+//     on three nodes 2 in 3 requests are forwarded to their leader.
 //   - leader: publisher i sends every record to partition i mod 6, through
 //     that partition's leader.
 //   - forwarded: the same, through a node that does not lead the

@@ -81,11 +81,15 @@ func (m *member) stop(t *testing.T) {
 func TestGroupCLI(t *testing.T) {
 	s := startServer(t, t.TempDir(), freeAddr(t))
 	s.ok(t, nil, "topic", "create", "w", "--partitions", "4")
-	var in strings.Builder
-	for i := range 20 {
-		fmt.Fprintf(&in, "r%d\n", i)
+	// Four requests of five: each request's keyless records stay in one
+	// partition, and the requests take the partitions in turn.
+	for r := range 4 {
+		var in strings.Builder
+		for i := range 5 {
+			fmt.Fprintf(&in, "r%d\n", 5*r+i)
+		}
+		s.ok(t, []byte(in.String()), "publish", "w")
 	}
-	s.ok(t, []byte(in.String()), "publish", "w")
 
 	m := s.subscribe(t, "w", "--group", "cg", "--commit-every", "0", "--format", "json", "--name", "cli-test")
 	seen := map[string]bool{}

@@ -16,7 +16,9 @@ type Header struct {
 // Message is a record to publish.
 type Message struct {
 	// Key decides the partition (hash of the key) unless Partition is set;
-	// without either, records are spread round-robin.
+	// without either, the server spreads records over the partitions by
+	// request (a request's keyless records stay together, up to 1,024 in
+	// a row).
 	Key   []byte
 	Value []byte
 	// Headers are stored and delivered in order.

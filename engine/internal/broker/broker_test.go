@@ -300,3 +300,54 @@ func TestKeyedRecordsStayInTheirPartitionInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestKeylessRecordsStickToAPartitionPerRun: records without key,
+// idempotency key or partition stay together in one partition per request
+// (in runs of stickyRun), and each run takes the next partition in turn.
+func TestKeylessRecordsStickToAPartitionPerRun(t *testing.T) {
+	b := open(t, vfs.NewMem())
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var firsts []uint32
+	for r := range 3 {
+		_, res, err := b.Publish(ctx, "t", pub(fmt.Sprint(r), "x", "y", "z"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range res {
+			if x.Partition != res[0].Partition || x.Offset != res[0].Offset+uint64(i) {
+				t.Fatalf("request %d: record %d at %d@%d after %d@%d", r, i, x.Partition, x.Offset, res[0].Partition, res[0].Offset)
+			}
+		}
+		firsts = append(firsts, res[0].Partition)
+	}
+	if firsts[0] == firsts[1] || firsts[1] == firsts[2] || firsts[0] == firsts[2] {
+		t.Fatalf("three requests went to partitions %v, want three different", firsts)
+	}
+	// A request longer than a run spreads run by run; keyed records still
+	// go by their key.
+	vals := make([]string, 2*stickyRun+1)
+	for i := range vals {
+		vals[i] = fmt.Sprint(i)
+	}
+	recs := pub(vals...)
+	recs = append(recs, PublishRecord{Record: record.Record{Key: []byte("k"), Value: []byte("keyed")}})
+	_, res, err := b.Publish(ctx, "t", recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range vals {
+		if run := i / stickyRun; res[i].Partition != res[run*stickyRun].Partition {
+			t.Fatalf("record %d in partition %d, its run began in %d", i, res[i].Partition, res[run*stickyRun].Partition)
+		}
+	}
+	if res[0].Partition == res[stickyRun].Partition || res[stickyRun].Partition == res[2*stickyRun].Partition {
+		t.Fatalf("runs went to partitions %d, %d, %d", res[0].Partition, res[stickyRun].Partition, res[2*stickyRun].Partition)
+	}
+	if got, want := res[len(res)-1].Partition, PartitionForKey([]byte("k"), 3); got != want {
+		t.Fatalf("keyed record in partition %d, want %d", got, want)
+	}
+}

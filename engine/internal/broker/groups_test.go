@@ -366,8 +366,12 @@ func TestGroupGenerationAndCommitsSurviveRestart(t *testing.T) {
 	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.Publish(ctx, "t", pub("a", "b", "c", "d")); err != nil {
-		t.Fatal(err)
+	// Two requests: keyless records of one request stay in one partition,
+	// the next request takes the next partition.
+	for _, vs := range [][]string{{"a", "b"}, {"c", "d"}} {
+		if _, _, err := b.Publish(ctx, "t", pub(vs...)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := join(t, b, "g", "t")
 	a := m.next(t)

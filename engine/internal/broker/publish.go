@@ -18,8 +18,8 @@ import (
 // PublishRecord is one record to publish.
 type PublishRecord struct {
 	record.Record
-	// Partition is used when HasPartition is set; otherwise the key hash or
-	// round-robin decides.
+	// Partition is used when HasPartition is set; otherwise the key (or
+	// idempotency key) hash or the sticky round-robin (stickyRun) decides.
 	Partition    uint32
 	HasPartition bool
 }
@@ -68,6 +68,15 @@ func (e *RecordTooLargeError) Is(target error) bool { return target == ErrInvali
 
 type roundRobin struct{ n atomic.Uint64 }
 
+// stickyRun is how many consecutive records without key, idempotency key
+// or partition a request puts in one partition before the next: each such
+// run takes the next partition in turn, so requests spread over the
+// partitions while the records of one request stay together in as few
+// partitions (appends, raft entries, forwards to leaders) as possible, as
+// Kafka's sticky partitioner does. Per-record round-robin made a request
+// of 100 records touch every partition and wait for the slowest.
+const stickyRun = 1024
+
 // PartitionForKey is the partition a key maps to: FNV-1a (32-bit) of the key
 // modulo the partition count.
 func PartitionForKey(key []byte, partitions uint32) uint32 {
@@ -92,6 +101,18 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 	dest := make([]uint32, len(recs))
 	counts := make([]int, n)
 	var seenKeys map[string]int
+	// Keyless records are placed in runs of stickyRun, each run on the
+	// next partition of the topic's turn.
+	var free, freeRun, runBase uint64
+	for i := range recs {
+		if r := &recs[i]; !r.HasPartition && len(r.Key) == 0 && len(r.IdempotencyKey) == 0 {
+			free++
+		}
+	}
+	if free > 0 {
+		runs := (free + stickyRun - 1) / stickyRun
+		runBase = lt.rr.n.Add(runs) - runs
+	}
 	for i := range recs {
 		r := &recs[i]
 		if size := r.EncodedSize(); size > int(lt.meta.MaxRecordBytes) {
@@ -126,7 +147,8 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 			// key picks the partition, not the round-robin.
 			dest[i] = PartitionForKey(r.IdempotencyKey, n)
 		default:
-			dest[i] = uint32((lt.rr.n.Add(1) - 1) % uint64(n))
+			dest[i] = uint32((runBase + freeRun/stickyRun) % uint64(n))
+			freeRun++
 		}
 		counts[dest[i]]++
 	}

@@ -28,7 +28,10 @@ type PublishRecord struct {
 	// 32-bit) unless `partition` is set; records without a key but with an
 	// idempotency key go to hash(idempotency key) mod partitions (so that a
 	// retry lands where the first attempt did and is recognised as a
-	// duplicate); the others are spread round-robin.
+	// duplicate); the others are spread over the partitions in runs: the
+	// keyless records of one request stay together in one partition (up to
+	// 1024 in a row, then the next partition), and each request or run
+	// takes the next partition in turn (like Kafka's sticky partitioner).
 	Key     []byte    `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value   []byte    `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	Headers []*Header `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty"`
