@@ -42,30 +42,30 @@ type Fetcher interface {
 // once (each builds up to MaxBytes of batches); more wait their turn.
 const maxServingFetches = 32
 
-// streamReadAhead bounds what one stream keeps of partitions it reads
-// remotely (fetches ahead and tails), shared among them.
-const streamReadAhead = 64 << 20
+// streamFetchBytes is the fetch size one stream's remotely read partitions
+// share: each fetches between 256 KiB and 4 MiB at a time (its tail at most
+// 1 MiB), so with one fetch ahead a stream holds a few times this.
+const streamFetchBytes = 8 << 20
 
 // ReadStats counts a node's reads through partition leaders.
 type ReadStats struct {
-	// FetchesServed, BatchesServed and BytesServed count the fetches this
-	// node answered as a leader, and the batches and record bytes they
-	// carried.
-	FetchesServed, BatchesServed, BytesServed uint64
+	// FetchesServed and BytesServed count the fetches this node answered
+	// as a leader, and the record bytes they carried.
+	FetchesServed, BytesServed uint64
 	// RemoteReads counts partitions streams on this node read through
 	// another node (or, after a leadership change, through itself).
 	RemoteReads uint64
 }
 
 type readCounters struct {
-	fetches, batches, bytes, remote atomic.Uint64
+	fetches, bytes, remote atomic.Uint64
 }
 
 // ReadStats returns the node's read counters.
 func (b *Broker) ReadStats() ReadStats {
 	return ReadStats{
-		FetchesServed: b.reads.fetches.Load(), BatchesServed: b.reads.batches.Load(),
-		BytesServed: b.reads.bytes.Load(), RemoteReads: b.reads.remote.Load(),
+		FetchesServed: b.reads.fetches.Load(), BytesServed: b.reads.bytes.Load(),
+		RemoteReads: b.reads.remote.Load(),
 	}
 }
 
@@ -75,18 +75,15 @@ func (b *Broker) ReadStats() ReadStats {
 // partitions only the resolution looks at.
 func (b *Broker) readSources(ctx context.Context, lt *liveTopic, sel []uint32, from ReadFrom) ([]stream.Source, []cursor.Log, error) {
 	from = b.readFrom(from)
-	logs := make([]cursor.Log, len(lt.parts))
-	for i := range lt.parts {
-		logs[i] = &lazyLog{b: b, ctx: ctx, lt: lt, index: uint32(i), from: from}
-	}
 	remote := 0
 	for _, p := range sel {
 		if !b.readLocally(lt.parts[p], from) {
 			remote++
 		}
 	}
-	for _, l := range logs {
-		l.(*lazyLog).budget = remote
+	logs := make([]cursor.Log, len(lt.parts))
+	for i := range lt.parts {
+		logs[i] = &lazyLog{b: b, ctx: ctx, lt: lt, index: uint32(i), from: from, budget: remote}
 	}
 	srcs := make([]stream.Source, len(sel))
 	for i, p := range sel {
@@ -145,13 +142,11 @@ func (l *lazyLog) source() (stream.Source, error) {
 	if l.b.cfg.Fetch == nil {
 		return nil, fmt.Errorf("%w: partition %d of %q has no replica on node %d", ErrUnavailable, l.index, l.lt.meta.Name, l.b.cfg.NodeID)
 	}
-	// A stream's remote partitions share streamReadAhead bytes of fetches
-	// ahead and tails, each between 256 KiB and the package defaults.
-	n := max(l.budget, 1)
+	share := streamFetchBytes / max(l.budget, 1)
 	rs, err := remote.Open(l.ctx, remote.Config{
 		Index: l.index, Leader: l.b.leaderOf(l.lt, l.index), Retryable: retryableRead,
-		ReadBytes: min(max(streamReadAhead/8/n, 256<<10), 4<<20),
-		TailBytes: min(max(streamReadAhead/8/n, 256<<10), 1<<20),
+		ReadBytes: min(max(share, 256<<10), 4<<20),
+		TailBytes: min(max(share, 256<<10), 1<<20),
 	})
 	if err != nil {
 		return nil, err
@@ -282,6 +277,26 @@ const (
 	locateTimeout      = 5 * time.Second
 )
 
+// via returns what reaches node: this broker itself, or the Fetcher.
+func (l *leaderLink) via(node uint64) Fetcher {
+	if node == l.b.cfg.NodeID {
+		return (*selfFetcher)(l.b)
+	}
+	return l.b.cfg.Fetch
+}
+
+// selfFetcher serves a Fetcher's calls from this node's own replicas, for
+// a remote source whose partition's leader became this node.
+type selfFetcher Broker
+
+func (f *selfFetcher) Fetch(ctx context.Context, _ uint64, _ string, topicID uint64, p uint32, fe remote.Fetch) (remote.Fetched, error) {
+	return (*Broker)(f).ServeFetch(ctx, topicID, p, fe)
+}
+
+func (f *selfFetcher) Locate(_ context.Context, _ uint64, _ string, topicID uint64, p uint32, at *int64, offset uint64) (uint64, int64, error) {
+	return (*Broker)(f).ServeLocate(topicID, p, at, offset)
+}
+
 func (l *leaderLink) call(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, node uint64, addr string) error) error {
 	node := l.target()
 	if node == 0 {
@@ -302,11 +317,7 @@ func (l *leaderLink) call(ctx context.Context, timeout time.Duration, fn func(ct
 func (l *leaderLink) Fetch(ctx context.Context, f remote.Fetch) (remote.Fetched, error) {
 	var res remote.Fetched
 	err := l.call(ctx, f.Wait+fetchAnswerTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
-		if node == l.b.cfg.NodeID {
-			res, err = l.b.ServeFetch(ctx, l.lt.meta.ID, l.index, f)
-		} else {
-			res, err = l.b.cfg.Fetch.Fetch(ctx, node, addr, l.lt.meta.ID, l.index, f)
-		}
+		res, err = l.via(node).Fetch(ctx, node, addr, l.lt.meta.ID, l.index, f)
 		return err
 	})
 	return res, err
@@ -316,11 +327,7 @@ func (l *leaderLink) Fetch(ctx context.Context, f remote.Fetch) (remote.Fetched,
 func (l *leaderLink) SeekTime(ctx context.Context, t int64) (uint64, error) {
 	var off uint64
 	err := l.call(ctx, locateTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
-		if node == l.b.cfg.NodeID {
-			off, _, err = l.b.ServeLocate(l.lt.meta.ID, l.index, &t, 0)
-		} else {
-			off, _, err = l.b.cfg.Fetch.Locate(ctx, node, addr, l.lt.meta.ID, l.index, &t, 0)
-		}
+		off, _, err = l.via(node).Locate(ctx, node, addr, l.lt.meta.ID, l.index, &t, 0)
 		return err
 	})
 	return off, err
@@ -330,11 +337,7 @@ func (l *leaderLink) SeekTime(ctx context.Context, t int64) (uint64, error) {
 func (l *leaderLink) TimeOf(ctx context.Context, offset uint64) (int64, error) {
 	var at int64
 	err := l.call(ctx, locateTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
-		if node == l.b.cfg.NodeID {
-			_, at, err = l.b.ServeLocate(l.lt.meta.ID, l.index, nil, offset)
-		} else {
-			_, at, err = l.b.cfg.Fetch.Locate(ctx, node, addr, l.lt.meta.ID, l.index, nil, offset)
-		}
+		_, at, err = l.via(node).Locate(ctx, node, addr, l.lt.meta.ID, l.index, nil, offset)
 		return err
 	})
 	return at, err
@@ -431,14 +434,14 @@ func (b *Broker) ServeFetch(ctx context.Context, topicID uint64, p uint32, f rem
 			}
 			return remote.Fetched{}, err
 		}
-		if sz := len(bt.Records.Bytes()); len(out.Batches) > 0 && n+sz > f.MaxBytes {
+		sz := len(bt.Records.Bytes())
+		if len(out.Batches) > 0 && n+sz > f.MaxBytes {
 			break // the first batch always goes, however large
 		}
 		out.Batches = append(out.Batches, bt)
-		n += len(bt.Records.Bytes())
+		n += sz
 		off = bt.End()
 	}
-	b.reads.batches.Add(uint64(len(out.Batches)))
 	b.reads.bytes.Add(uint64(n))
 	return out, nil
 }

@@ -290,7 +290,7 @@ func (s *Source) poll(ctx context.Context) {
 }
 
 // keepTailLocked adds batches a poll brought to the tail, dropping what the
-// reader has passed and the oldest beyond TailBytes.
+// reader has passed and, beyond TailBytes, the newest.
 func (s *Source) keepTailLocked(bs []*partition.Batch) {
 	for _, b := range bs {
 		if n := len(s.mu.tail); n > 0 && s.mu.tail[n-1].End() != b.Base {
@@ -305,7 +305,7 @@ func (s *Source) keepTailLocked(bs []*partition.Batch) {
 		s.mu.tail = s.mu.tail[1:]
 	}
 	// Beyond TailBytes drop the newest: the reader wants the oldest next.
-	// The first stays, as the leader returns one batch beyond the bound.
+	// The first stays: one batch alone may be larger than TailBytes.
 	for n := len(s.mu.tail); n > 1 && s.mu.tailBytes > s.cfg.TailBytes; n-- {
 		s.mu.tailBytes -= len(s.mu.tail[n-1].Records.Bytes())
 		s.mu.tail[n-1] = nil
@@ -386,7 +386,7 @@ func (r *reader) Read(from uint64) (*partition.Batch, error) {
 		if err := r.ctx.Err(); err != nil {
 			return nil, err
 		}
-		if pf.err != nil && !errors.Is(pf.err, errNotYet) {
+		if pf.err != nil {
 			return nil, pf.err
 		}
 		got = pf.got
@@ -422,8 +422,8 @@ func (r *reader) fetch(ctx context.Context, from uint64, size int, once bool) ([
 			return fmt.Errorf("%w: offset %d, log start %d", partition.ErrBelowStart, from, res.Bounds.LogStart)
 		}
 		if len(res.Batches) == 0 && !once {
-			// The node answering has not applied from yet (a new leader
-			// catching up on what it committed): ask again.
+			// The node answering has not applied from yet (one that was
+			// asked while it stopped leading): ask again.
 			return errNotYet
 		}
 		got = res.Batches
