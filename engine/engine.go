@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rewind-io/rewind/engine/internal/sched"
 	"hash/fnv"
 	"maps"
 	"net"
@@ -97,6 +98,12 @@ type Config struct {
 	// request asks for the leader (fetch from follower); by default each
 	// partition is read from its leader.
 	FollowerReads bool
+	// ReplayShare is the share of the node's processors that catch-up
+	// reads (replays of history, and fetches of history for streams on
+	// other nodes) may use, in (0, 1]; default 0.25. Live publishes and
+	// deliveries are never held back by it. See docs/design.md, "Live
+	// first".
+	ReplayShare float64
 }
 
 // join asks the members in turn to add this node, for up to a minute.
@@ -173,7 +180,7 @@ func Open(cfg Config) (*Node, error) {
 		MinFreeBytes: cfg.MinFreeBytes, Sandbox: cfg.Filters, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes,
 		Peers: cfg.InitialCluster, ClusterID: cfg.ClusterID, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, LeaderBalanceInterval: cfg.LeaderBalanceInterval,
-		FollowerReads: cfg.FollowerReads,
+		FollowerReads: cfg.FollowerReads, Replay: sched.Config{Share: cfg.ReplayShare},
 	}
 	if len(cfg.Join) > 0 {
 		if len(cfg.InitialCluster) > 0 {

@@ -46,19 +46,36 @@ from the same run tabulate side by side.`,
 	pf.BoolVar(&o.Keys, "keys", false, "give records keys (10,000 distinct)")
 	pf.IntVar(&pubReps, "reps", 1, "repetitions")
 
-	var topic, readFrom string
-	var at float64
+	var (
+		replayTopic, readFrom string
+		streams               int
+		loadFor               time.Duration
+	)
 	rep := &cobra.Command{
 		Use:   "replay",
-		Short: "Replay a whole topic once",
-		Args:  cobra.NoArgs,
+		Short: "Replay a whole topic: once per repetition, or with --duration as a load",
+		Long: `Replay a whole topic from the earliest record to the end.
+
+Without --duration it replays --reps times, one after the other, and reports
+each. With --duration it runs --streams concurrent replays, each starting
+over when it ends, for that long, and reports the records all of them
+received per second: the load to run beside "rewind bench latency".`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, err := readFromOptions(readFrom)
 			if err != nil {
 				return err
 			}
+			if loadFor > 0 {
+				r, err := bench.ReplayLoad(cmd.Context(), g.client(), replayTopic, max(streams, 1), loadFor, opts...)
+				if err != nil {
+					return err
+				}
+				r.Print(os.Stdout, 0)
+				return nil
+			}
 			for i := range replayReps {
-				r, err := bench.Replay(cmd.Context(), g.client(), topic, opts...)
+				r, err := bench.Replay(cmd.Context(), g.client(), replayTopic, opts...)
 				if err != nil {
 					return err
 				}
@@ -67,15 +84,21 @@ from the same run tabulate side by side.`,
 			return nil
 		},
 	}
-	rep.Flags().StringVar(&topic, "topic", "bench", "topic")
+	rep.Flags().StringVar(&replayTopic, "topic", "bench", "topic")
 	rep.Flags().IntVar(&replayReps, "reps", 1, "repetitions")
 	rep.Flags().StringVar(&readFrom, "read-from", "", "leader or replica (default: the server's setting)")
+	rep.Flags().IntVar(&streams, "streams", 1, "concurrent replays (with --duration)")
+	rep.Flags().DurationVar(&loadFor, "duration", 0, "replay back to back for this long, with --streams at once")
+	var (
+		ttfmTopic string
+		at        float64
+	)
 	ttfm := &cobra.Command{
 		Use:   "ttfm",
 		Short: "Time to the first record of a timestamp replay from the middle",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := bench.TTFM(cmd.Context(), g.client(), topic, at, nSeeks)
+			r, err := bench.TTFM(cmd.Context(), g.client(), ttfmTopic, at, nSeeks)
 			if err != nil {
 				return err
 			}
@@ -83,31 +106,31 @@ from the same run tabulate side by side.`,
 			return nil
 		},
 	}
-	ttfm.Flags().StringVar(&topic, "topic", "bench", "topic")
+	ttfm.Flags().StringVar(&ttfmTopic, "topic", "bench", "topic")
 	ttfm.Flags().Float64Var(&at, "at", 0.5, "where to seek, as a fraction of partition 0")
 	ttfm.Flags().IntVar(&nSeeks, "reps", 20, "seeks to measure")
-	var (
-		rate int
-		dur  time.Duration
-		size int
-	)
+	var lo bench.LatencyOptions
 	lat := &cobra.Command{
 		Use:   "latency",
-		Short: "Publish at a steady rate (open loop) and measure each acknowledgement",
+		Short: "Publish at a steady rate (open loop) and measure each acknowledgement (and delivery, with --e2e)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := bench.Latency(cmd.Context(), g.client(), topic, rate, dur, size)
+			ack, e2e, err := bench.Latency(cmd.Context(), g.client(), lo)
 			if err != nil {
 				return err
 			}
-			r.Print(os.Stdout, 0)
+			ack.Print(os.Stdout, 0)
+			if lo.EndToEnd {
+				e2e.Print(os.Stdout, 0)
+			}
 			return nil
 		},
 	}
-	lat.Flags().StringVar(&topic, "topic", "lat", "topic (created with one partition if missing)")
-	lat.Flags().IntVar(&rate, "rate", 2000, "records per second")
-	lat.Flags().DurationVar(&dur, "duration", 15*time.Second, "how long")
-	lat.Flags().IntVar(&size, "size", 100, "value size in bytes")
+	lat.Flags().StringVar(&lo.Topic, "topic", "lat", "topic (created with one partition if missing)")
+	lat.Flags().IntVar(&lo.Rate, "rate", 2000, "records per second")
+	lat.Flags().DurationVar(&lo.Duration, "duration", 15*time.Second, "how long")
+	lat.Flags().IntVar(&lo.Size, "size", 100, "value size in bytes (at least 8)")
+	lat.Flags().BoolVar(&lo.EndToEnd, "e2e", false, "also read the topic live and measure publish to delivery")
 	cmd.AddCommand(pub, rep, ttfm, lat)
 	return cmd
 }

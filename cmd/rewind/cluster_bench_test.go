@@ -769,7 +769,7 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 							time.Sleep(500 * time.Millisecond) // the replay is under way
 						}
 						var err error
-						r, err = bench.Latency(context.Background(), live, "live", latencyRate, d, benchRecordSize)
+						r, _, err = bench.Latency(context.Background(), live, bench.LatencyOptions{Topic: "live", Rate: latencyRate, Duration: d, Size: benchRecordSize})
 						replayed = stop()
 						if err != nil {
 							b.Fatalf("publish: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-io/rewind/cmd/rewind/internal/gctune"
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/sandbox"
 )
@@ -32,6 +33,8 @@ func newServe() *cobra.Command {
 		tick                                 time.Duration
 		electionTicks                        int
 		followerReads                        bool
+		replayShare                          float64
+		heapTarget                           string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -66,6 +69,13 @@ and shrink it with "rewind cluster remove-node N".`,
 				}
 				free = int64(n)
 			}
+			target, err := parseBytes(heapTarget)
+			if err != nil {
+				return fmt.Errorf("--gc-heap-target: %w", err)
+			}
+			if !(replayShare > 0 && replayShare <= 1) {
+				return fmt.Errorf("--replay-share %g: must be above 0 and at most 1", replayShare)
+			}
 			members, err := parseInitialCluster(initialCluster)
 			if err != nil {
 				return fmt.Errorf("--initial-cluster: %w", err)
@@ -96,10 +106,17 @@ and shrink it with "rewind cluster remove-node N".`,
 				Filters: withFilterMemory(filters, filterMemMiB), MaxInlineModuleBytes: inlineMiB << 20,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
-				Join: joins, Advertise: advertise, FollowerReads: followerReads,
+				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare,
 			})
 			if err != nil {
 				return err
+			}
+			if os.Getenv("GOGC") == "" {
+				// GOGC set by hand wins over the tuner.
+				ctx, cancel := context.WithCancel(cmd.Context())
+				done := make(chan struct{})
+				go func() { defer close(done); gctune.Run(ctx, target, 250*time.Millisecond) }()
+				defer func() { cancel(); <-done }()
 			}
 			return serve(cmd.Context(), log, node, listen, origins)
 		},
@@ -128,6 +145,8 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.DurationVar(&tick, "raft-tick", 100*time.Millisecond, "raft tick (heartbeat interval)")
 	f.IntVar(&electionTicks, "election-ticks", 10, "raft election timeout, in ticks")
 	f.BoolVar(&followerReads, "follower-reads", false, "serve streams from this node's replicas (fetch from follower) unless a request asks for the leader; default: every partition is read from its leader")
+	f.StringVar(&heapTarget, "gc-heap-target", "512MiB", "let the heap grow to this before the garbage collector runs (fewer collections while replays allocate; never less often than Go's default of twice the live heap); 0: Go's default. Ignored when GOGC is set")
+	f.Float64Var(&replayShare, "replay-share", 0.25, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	return cmd
 }
 

@@ -52,6 +52,20 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	} {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
 	}
+	ss := s.b.ReplayStats()
+	for _, c := range []struct {
+		name, help string
+		v          float64
+	}{
+		{"rewind_replay_turns_total", "Catch-up units (one event's worth of history) that got a turn.", float64(ss.Units)},
+		{"rewind_replay_cpu_seconds_total", "Processor time catch-up units were charged.", ss.CPU.Seconds()},
+		{"rewind_replay_wait_seconds_total", "Time catch-up units waited for their turn (budget, slots, live work).", ss.Waited.Seconds()},
+		{"rewind_replay_deferred_total", "Catch-up units held back by live work in progress.", float64(ss.Deferred)},
+	} {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %g\n", c.name, c.help, c.name, c.name, c.v)
+	}
+	gauge("rewind_replay_budget_factor", "Share of the catch-up budget (--replay-share) the governor allows now: it halves while goroutines wait over 500 µs to run (p99).")
+	fmt.Fprintf(&b, "rewind_replay_budget_factor %g\n", ss.Factor)
 	gauge("rewind_disk_full", "1 while publishes are refused because free disk space is below the floor.")
 	full := 0
 	if s.b.DiskFull() {

@@ -22,6 +22,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/store"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/sandbox"
@@ -93,6 +94,11 @@ type Config struct {
 	// MaxInlineModuleBytes bounds a module sent with a subscribe request.
 	// Default 4 MiB.
 	MaxInlineModuleBytes int
+	// Replay paces catch-up reads (streams that have not caught up, and
+	// fetches of history served to other nodes) so that live traffic
+	// keeps its latency; Replay.Share is the share of the processors they
+	// may use. Zero fields take package sched's defaults.
+	Replay sched.Config
 
 	// Cluster membership (cluster.go). Peers is the initial cluster (node
 	// id -> address, this node included); nil runs the node alone.
@@ -139,6 +145,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("broker: negative MaxInlineModuleBytes"))
 	}
 	if err := c.Sandbox.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Replay.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -202,8 +211,8 @@ type Broker struct {
 	groups *groups.Coordinator
 	// sandbox runs filter modules for streams and plugin tests.
 	sandbox *sandbox.Runtime
-	// filterGate caps filtered streams reading at once (stream.Options).
-	filterGate chan struct{}
+	// sched paces catch-up reads against live work (stream.Options).
+	sched *sched.Scheduler
 
 	mu struct {
 		sync.Mutex
@@ -257,6 +266,10 @@ func Open(cfg Config) (*Broker, error) {
 		stop:      make(chan struct{}),
 		fetchGate: make(chan struct{}, maxServingFetches),
 	}
+	var err error
+	if b.sched, err = sched.New(cfg.Replay); err != nil {
+		return nil, err
+	}
 	b.draining, b.drain = context.WithCancel(context.Background())
 	b.mu.topics = make(map[uint64]*liveTopic)
 	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.StoreCacheBytes, Logger: cfg.Logger})
@@ -275,7 +288,6 @@ func Open(cfg Config) (*Broker, error) {
 		db.Close()
 		return nil, err
 	}
-	b.filterGate = make(chan struct{}, b.sandbox.Limits().MaxConcurrentCalls)
 	if err := checkIdentity(db, cfg); err != nil {
 		_ = b.sandbox.Close(context.Background())
 		db.Close()
@@ -321,7 +333,12 @@ func Open(cfg Config) (*Broker, error) {
 	if err := b.finishDeletions(); err != nil {
 		return fail(err)
 	}
-	b.wg.Add(4)
+	b.wg.Add(5)
+	go func() {
+		// Close drains first: the governor stops with the streams.
+		defer b.wg.Done()
+		sched.Governor{}.Run(b.draining, b.sched)
+	}()
 	go b.reconcile()
 	go b.housekeeping()
 	go b.initMembers()

@@ -90,6 +90,11 @@ func PartitionForKey(key []byte, partitions uint32) uint32 {
 // are durable, with the topic's id and one result per record in request
 // order. Validation failures store nothing.
 func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord) (topicID uint64, _ []PublishResult, err error) {
+	// Checking and routing the records is live work, which catch-up
+	// reads give way to (package sched); waiting for them to be stored is
+	// not.
+	live := b.sched.Live()
+	defer live()
 	lt, err := b.anyTopic(topic)
 	if err != nil {
 		return 0, nil, err
@@ -182,6 +187,7 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 		}
 	}
 	results := make([]done, len(parts))
+	live()
 	publish := func(k int) {
 		p := parts[k]
 		a, res, err := b.publishPartition(ctx, lt, uint32(p), byPart[p])

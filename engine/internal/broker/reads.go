@@ -11,6 +11,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/cursor"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/remote"
+	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/stream"
 )
 
@@ -375,6 +376,9 @@ func (b *Broker) ledPartition(topicID uint64, p uint32) (*partition.Partition, e
 	return part, nil
 }
 
+// ReplayStats returns what the catch-up scheduler did (package sched).
+func (b *Broker) ReplayStats() sched.Stats { return b.sched.Stats() }
+
 // ServeFetch answers a fetch of a partition this node leads: it waits up to
 // f.Wait for a record at f.From, then returns the bounds and the batches
 // from f.From up to f.MaxBytes.
@@ -417,6 +421,17 @@ func (b *Broker) ServeFetch(ctx context.Context, topicID uint64, p uint32, f rem
 		defer func() { <-b.fetchGate }()
 	case <-ctx.Done():
 		return remote.Fetched{}, ctx.Err()
+	}
+	if part.InTail(f.From) {
+		// A reader at the tail: live work.
+		defer b.sched.Live()()
+	} else {
+		// History: a catch-up turn, like a local stream's.
+		turn, err := b.sched.CatchUp(ctx)
+		if err != nil {
+			return remote.Fetched{}, err
+		}
+		defer turn.End()
 	}
 	rd := part.NewReader()
 	defer rd.Close()

@@ -56,8 +56,8 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 		}
 		defer release()
 		sp.Options.Filter = f
-		sp.Options.FilterGate = b.filterGate
 	}
+	sp.Options.Sched = b.sched
 	if sp.Group != "" {
 		if lt, err = b.topic(sp.Topic); err != nil {
 			return err

@@ -100,6 +100,10 @@ func (p *Partition) lookup(offset uint64, vis State) (indexRow, uint64, error) {
 	return row, base, nil
 }
 
+// InTail reports whether the batch holding offset is in the tail cache: a
+// read there touches no disk.
+func (p *Partition) InTail(offset uint64) bool { return p.cfg.Cache.Get(p.cfg.Group, offset) != nil }
+
 // Reader reads a partition's batches in offset order: from the tail cache
 // when it has them, otherwise from Pebble through two iterators moving in
 // step (the offset index and the raft log). A Reader is not safe for

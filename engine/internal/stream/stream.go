@@ -32,6 +32,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/engine/internal/resume"
+	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/sandbox"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
@@ -63,12 +64,12 @@ type Options struct {
 	// partition per round, delivered or not, so partitions take turns and
 	// progress events keep flowing. Default 65536.
 	MaxScanPerEvent int
-	// FilterGate, when set, is a semaphore a filtered stream holds while it
-	// reads and filters a round: reading history and encoding it for the
-	// guest cost as much CPU as the guest itself, so capping the filtered
-	// readers at work, not only the guest calls, keeps a processor for
-	// raft and live delivery.
-	FilterGate chan struct{}
+	// Sched, when set, paces the stream: a partition that has not caught
+	// up reads each event in a catch-up turn (a bounded share of the
+	// processors, never the last free one), and events read at the tail
+	// are marked as live work, which catch-up turns give way to. See
+	// package sched.
+	Sched *sched.Scheduler
 	// Route, when set, chooses the source a group member's stream reads
 	// an assigned partition from, given its local replica (the node's own
 	// replica, or the partition's leader through package remote). It runs
@@ -414,13 +415,17 @@ func (s *streamer) nextStopTime() (int64, bool) {
 // readEvent reads batches of one partition up to the visible end and sends
 // at most one records event.
 func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
-	if g := s.opts.FilterGate; g != nil && s.filter != nil {
-		select {
-		case g <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	var turn *sched.Turn
+	if sc := s.opts.Sched; sc != nil {
+		if sl.cur.CaughtUp {
+			defer sc.Live()()
+		} else {
+			var err error
+			if turn, err = sc.CatchUp(ctx); err != nil {
+				return err
+			}
+			defer turn.End()
 		}
-		defer func() { <-g }()
 	}
 	c := &sl.cur
 	if sl.limit == 0 {
@@ -497,6 +502,11 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 		return nil
 	}
 	sl.limit = min(2*sl.limit, s.opts.MaxRecordsPerEvent)
+	if turn != nil {
+		// Sending may wait for a slow client: not in a catch-up slot (its
+		// processor time is still charged when the turn ends).
+		turn.Release()
+	}
 	return s.sendRecords(c.Partition)
 }
 

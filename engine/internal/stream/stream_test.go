@@ -16,6 +16,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/engine/internal/resume"
+	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/store"
 	"github.com/rewind-io/rewind/raftlog"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -427,5 +428,73 @@ func TestEmptyRangeEndsAtOnce(t *testing.T) {
 	}
 	if evs := s.snapshot(); evs[len(evs)-1].GetEnd() == nil || len(records(evs)) != 0 {
 		t.Fatalf("events %v", evs)
+	}
+}
+
+// Every event a replay reads from history is a catch-up turn of the
+// scheduler, and events read at the tail are not: the regression guard for
+// the unfiltered path, which once had no pacing at all.
+func TestHistoryTakesCatchUpTurnsAndTheTailDoesNot(t *testing.T) {
+	e := newEnv(t, 3, 4<<10)
+	for p := range 3 {
+		for j := range 20 {
+			e.append(p, fmt.Sprintf("h%d-%d", p, j), 7)
+		}
+	}
+	sc, err := sched.New(sched.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bounded replay of the history.
+	s := newSink()
+	cs := e.resolve(cursor.Start{Kind: cursor.Earliest}, cursor.Stop{Kind: cursor.AtEnd})
+	if err := Run(context.Background(), topicID, e.sources(), cs, Options{MaxRecordsPerEvent: 50, Sched: sc}, s); err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for _, ev := range s.snapshot() {
+		if ev.GetRecords() != nil {
+			events++
+		}
+	}
+	st := sc.Stats()
+	if events == 0 || st.Units != uint64(events) {
+		t.Fatalf("%d records events from history took %d catch-up turns, want one each", events, st.Units)
+	}
+	if st.Running != 0 || st.Waiting != 0 || st.Live != 0 {
+		t.Fatalf("turns left behind: %+v", st)
+	}
+	// A live stream: caught up from the start, it reads the tail only.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	live := newSink()
+	done := make(chan error, 1)
+	cs = e.resolve(cursor.Start{Kind: cursor.Latest}, cursor.Stop{})
+	go func() { done <- Run(ctx, topicID, e.sources(), cs, Options{Sched: sc}, live) }()
+	// Publish only once every partition said caught_up: records that
+	// arrive before are, rightly, read as catch-up.
+	for caught := 0; caught < 3; {
+		caught = 0
+		for _, ev := range live.snapshot() {
+			if ev.GetCaughtUp() != nil {
+				caught++
+			}
+		}
+		if caught < 3 {
+			select {
+			case <-live.notify:
+			case err := <-done:
+				t.Fatalf("live stream ended: %v", err)
+			}
+		}
+	}
+	for p := range 3 {
+		e.append(p, fmt.Sprintf("l%d", p), 5)
+	}
+	live.waitRecords(t, 15, done)
+	cancel()
+	<-done
+	if got := sc.Stats().Units; got != st.Units {
+		t.Fatalf("a live stream took %d catch-up turns", got-st.Units)
 	}
 }

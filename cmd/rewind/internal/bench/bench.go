@@ -8,12 +8,14 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -249,16 +251,70 @@ func TTFM(ctx context.Context, c *client.Client, topic string, at float64, reps 
 	return r, nil
 }
 
-// Latency publishes one record of size bytes every 1/rate seconds for d, open
-// loop (a slow answer never delays the next send), and measures each
-// publish from send to durable acknowledgement.
-func Latency(ctx context.Context, c *client.Client, topic string, rate int, d time.Duration, size int) (Report, error) {
-	if err := EnsureTopic(ctx, c, topic, 1); err != nil {
-		return Report{}, err
+// LatencyOptions configure Latency.
+type LatencyOptions struct {
+	Topic    string
+	Rate     int           // records per second
+	Duration time.Duration // how long to publish
+	Size     int           // value bytes (at least 8: the record's sequence number)
+	// EndToEnd also reads the topic live (from the latest record, as a
+	// subscriber that has caught up) and measures each record from its
+	// publish to its delivery.
+	EndToEnd bool
+}
+
+// Latency publishes one record of o.Size bytes every 1/o.Rate seconds for
+// o.Duration, open loop (a slow answer never delays the next send), and
+// measures each publish from send to durable acknowledgement. With
+// o.EndToEnd it returns a second report: publish to delivery to a live
+// subscriber.
+func Latency(ctx context.Context, c *client.Client, o LatencyOptions) (ack, e2e Report, err error) {
+	if err := EnsureTopic(ctx, c, o.Topic, 1); err != nil {
+		return Report{}, Report{}, err
 	}
-	payload := make([]byte, size)
-	rand.Read(payload)
-	interval := time.Second / time.Duration(max(rate, 1))
+	size := max(o.Size, 8)
+	interval := time.Second / time.Duration(max(o.Rate, 1))
+	total := int(o.Duration / interval)
+	// Send times by sequence number, in Unix nanoseconds; written before the
+	// publish, read by the subscriber when the record arrives.
+	sent := make([]atomic.Int64, total)
+	var sub *client.Subscription
+	delivered := make(chan []time.Duration, 1)
+	if o.EndToEnd {
+		sub, err = c.Subscribe(ctx, o.Topic, client.From(client.Latest()))
+		if err != nil {
+			return Report{}, Report{}, err
+		}
+		defer sub.Close()
+		// Wait for the stream to be live before the first publish.
+		for sub.Next() {
+			if _, ok := sub.Event().(*client.CaughtUp); ok {
+				break
+			}
+		}
+		go func() {
+			var lats []time.Duration
+			for sub.Next() {
+				e, ok := sub.Event().(*client.Records)
+				if !ok {
+					continue
+				}
+				now := time.Now()
+				for _, r := range e.Records {
+					if len(r.Value) < 8 {
+						continue
+					}
+					if seq := binary.BigEndian.Uint64(r.Value); seq < uint64(total) {
+						lats = append(lats, now.Sub(time.Unix(0, sent[seq].Load())))
+					}
+				}
+				if len(lats) >= total {
+					break
+				}
+			}
+			delivered <- lats
+		}()
+	}
 	var (
 		mu   sync.Mutex
 		lats []time.Duration
@@ -266,19 +322,18 @@ func Latency(ctx context.Context, c *client.Client, topic string, rate int, d ti
 		errs = make(chan error, 1)
 	)
 	start := time.Now()
-	next := start
-	n := 0
-	for time.Since(start) < d {
-		if wait := time.Until(next); wait > 0 {
+	for i := range total {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
 			time.Sleep(wait)
 		}
-		next = next.Add(interval)
-		n++
+		payload := make([]byte, size)
+		binary.BigEndian.PutUint64(payload, uint64(i))
 		wg.Add(1)
-		go func() {
+		t0 := time.Now()
+		sent[i].Store(t0.UnixNano())
+		go func(t0 time.Time) {
 			defer wg.Done()
-			t0 := time.Now()
-			if _, err := c.Publish(ctx, topic, client.Message{Value: payload}); err != nil {
+			if _, err := c.Publish(ctx, o.Topic, client.Message{Value: payload}); err != nil {
 				select {
 				case errs <- err:
 				default:
@@ -289,6 +344,74 @@ func Latency(ctx context.Context, c *client.Client, topic string, rate int, d ti
 			mu.Lock()
 			lats = append(lats, l)
 			mu.Unlock()
+		}(t0)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	select {
+	case err := <-errs:
+		return Report{}, Report{}, err
+	default:
+	}
+	ack = Report{
+		Case: "rewind-lat", Latencies: lats,
+		Extra: map[string]float64{"achieved_rate": float64(len(lats)) / elapsed.Seconds()},
+	}
+	if !o.EndToEnd {
+		return ack, Report{}, nil
+	}
+	select {
+	case l := <-delivered:
+		e2e = Report{Case: "rewind-e2e", Latencies: l, Extra: map[string]float64{"delivered": float64(len(l))}}
+	case <-time.After(30 * time.Second):
+		return Report{}, Report{}, fmt.Errorf("live subscriber received fewer than the %d records published within 30 s", total)
+	}
+	if len(e2e.Latencies) != total {
+		return Report{}, Report{}, fmt.Errorf("live subscriber received %d of %d records: %w", len(e2e.Latencies), total, sub.Err())
+	}
+	return ack, e2e, nil
+}
+
+// ReplayLoad replays topic from the earliest record to the end with
+// streams concurrent subscriptions, each starting over as soon as it ends,
+// until d has passed; the report gives the records all of them received
+// per second. opts add to every subscription.
+func ReplayLoad(ctx context.Context, c *client.Client, topic string, streams int, d time.Duration, opts ...client.SubscribeOption) (Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		n, full atomic.Uint64
+		wg      sync.WaitGroup
+		errs    = make(chan error, streams)
+	)
+	start := time.Now()
+	for range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				sub, err := c.Subscribe(ctx, topic, append(opts, client.From(client.Earliest()), client.Until(client.End()))...)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				for sub.Next() {
+					if e, ok := sub.Event().(*client.Records); ok {
+						n.Add(uint64(len(e.Records)))
+					}
+				}
+				err = sub.Err()
+				sub.Close()
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				full.Add(1)
+			}
 		}()
 	}
 	wg.Wait()
@@ -297,9 +420,8 @@ func Latency(ctx context.Context, c *client.Client, topic string, rate int, d ti
 		return Report{}, err
 	default:
 	}
-	elapsed := time.Since(start)
 	return Report{
-		Case: "rewind-lat", Latencies: lats,
-		Extra: map[string]float64{"achieved_rate": float64(len(lats)) / elapsed.Seconds()},
+		Case: "rewind-replay-load", Records: n.Load(), Elapsed: time.Since(start),
+		Extra: map[string]float64{"streams": float64(streams), "replays_completed": float64(full.Load())},
 	}, nil
 }
