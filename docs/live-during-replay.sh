@@ -30,6 +30,7 @@ LAT_DUR=${LAT_DUR:-10}
 SYSTEMS=${SYSTEMS:-rewind nats redis}
 REWIND_FLAGS=${REWIND_FLAGS:-}
 OUT=${OUT:-$(mktemp -d -t live-replay.XXXXXX)}
+mkdir -p "$OUT"
 # shellcheck source=/dev/null
 source "$PEERS/lib.sh"
 peers_init || exit 1
@@ -39,7 +40,7 @@ RPORT=17070 REDIS_PORT=16379
 export PATH="$PEERS_BIN:$PATH"
 log "output in $OUT"
 
-emit() { sed "s/^RESULT /RESULT sys=$1 n=$2 rep=$3 /" | grep '^RESULT' | tee -a "$RES"; }
+emit() { sed "s/^RESULT /RESULT sys=$1 n=$2 run=$3 /; s/ rep=0 / /" | grep '^RESULT' | tee -a "$RES"; }
 
 # --- servers -------------------------------------------------------------
 rewind_up() {
@@ -68,31 +69,43 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- one case ------------------------------------------------------------
-# replay_load SYS N SECONDS: N replay loops in the background; each prints
-# one line per finished replay with its records/s.
+# replay_load SYS N SECONDS: N replay loops (N processes) in the
+# background, each replaying the whole history back to back.
 replay_load() {
   local sys=$1 n=$2 secs=$3 i
+  LOAD_PIDS=()
   for ((i = 0; i < n; i++)); do
     case $sys in
-    rewind) timeout "$secs" bash -c 'while :; do "$0" --server "$1" bench replay --topic history | grep ^RESULT; done' \
-      "$REWIND" 127.0.0.1:$RPORT >"$OUT/load-$i.txt" 2>/dev/null & ;;
-    nats) timeout "$secs" bash -c 'while :; do nats -s "$0" bench js ordered --stream=history --msgs="$1" --size=100 --no-progress 2>&1 | grep -E "stats: [0-9,]+ msgs/sec"; done' \
-      "$NATS_URL" "$HISTORY" >"$OUT/load-$i.txt" 2>/dev/null & ;;
-    redis) timeout "$secs" bash -c 'while :; do probe redis-replay -addr "$0" -key history -count 1000 | grep ^RESULT; done' \
-      127.0.0.1:$REDIS_PORT >"$OUT/load-$i.txt" 2>/dev/null & ;;
+    rewind) "$REWIND" --server 127.0.0.1:$RPORT bench replay --topic history --duration "${secs}s" >"$OUT/load-$i.txt" 2>&1 & ;;
+    nats) timeout "$secs" bash -c 'while :; do nats -s "$0" bench js ordered --stream=history --msgs="$1" --size=100 --no-progress; done' \
+      "$NATS_URL" "$HISTORY" >/dev/null 2>&1 & ;;
+    redis) timeout "$secs" bash -c 'while :; do probe redis-replay -addr "$0" -key history -count 1000; done' \
+      127.0.0.1:$REDIS_PORT >/dev/null 2>&1 & ;;
     esac
+    LOAD_PIDS+=($!)
   done
 }
-# replay_rate N: the aggregate records/s of the loops: each loop's mean
-# rate over the replays it finished, summed.
+# delivered SYS: records the server has sent to replay readers so far,
+# read from its own counters (so replays cut off by the window count too):
+# NATS messages out, Redis XRANGE calls of 1000 entries. Rewind's loops
+# count what they received in the window themselves (replay_rate).
+delivered() {
+  case $1 in
+  nats) curl -fsS "http://127.0.0.1:$((NATS_BASE_PORT + 4000))/varz" | jq .out_msgs ;;
+  redis) redis-cli -p $REDIS_PORT info commandstats | sed -nE 's/^cmdstat_xrange:calls=([0-9]+),.*/\1/p' |
+    awk '{print $1 * 1000} END{if (NR == 0) print 0}' ;;
+  *) echo 0 ;;
+  esac
+}
+# replay_rate SYS N D0 D1 SECONDS: the replays' aggregate records/s.
 replay_rate() {
-  local n=$1 i sum=0 r
-  for ((i = 0; i < n; i++)); do
-    r=$(sed -nE 's/.*msgs_per_s=([0-9.]+).*/\1/p; s/.*stats: ([0-9,]+) msgs\/sec.*/\1/p' "$OUT/load-$i.txt" | tr -d , |
-      awk '{s+=$1; k++} END{ if (k) printf "%.0f", s/k; else print 0 }')
-    sum=$((sum + r))
-  done
-  echo "$sum"
+  local sys=$1 n=$2 d0=$3 d1=$4 secs=$5 i
+  if [[ $sys == rewind ]]; then
+    for ((i = 0; i < n; i++)); do sed -nE 's/.*msgs_per_s=([0-9.]+).*/\1/p' "$OUT/load-$i.txt"; done |
+      awk '{s+=$1} END{printf "%.0f", s}'
+  else
+    awk -v a="$d0" -v b="$d1" -v t="$secs" 'BEGIN{printf "%.0f", (b-a)/t}'
+  fi
 }
 latency() { # sys
   case $1 in
@@ -125,9 +138,15 @@ for ((rep = 1; rep <= REPS; rep++)); do
       log "$sys replays=$n rep=$rep"
       replay_load "$sys" "$n" $((LAT_DUR + 3))
       sleep 1
+      d0=$(delivered "$sys") t0=$(date +%s.%N)
       latency "$sys" | emit "$sys" "$n" "$rep"
-      wait
-      [[ $n -gt 0 ]] && echo "RESULT sys=$sys n=$n rep=$rep kind=replay_load msgs_per_s=$(replay_rate "$n")" | tee -a "$RES"
+      d1=$(delivered "$sys") t1=$(date +%s.%N)
+      [[ $n -gt 0 ]] && wait "${LOAD_PIDS[@]}"
+      if [[ $n -gt 0 ]]; then
+        # NATS counts the latency publisher's acks too (LAT_RATE/s).
+        [[ $sys == nats ]] && d0=$(awk -v a="$d0" -v t0="$t0" -v t1="$t1" -v r="$LAT_RATE" 'BEGIN{printf "%.0f", a + r*(t1-t0)}')
+        echo "RESULT sys=$sys n=$n run=$rep kind=replay_load msgs_per_s=$(replay_rate "$sys" "$n" "$d0" "$d1" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")" | tee -a "$RES"
+      fi
     done
   done
 done

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -286,6 +287,12 @@ type Host struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	// idle is set while the loop waits for work; kickedAt is when the
+	// first poke of an idle spell came (Unix nanoseconds, 0: none), so the
+	// loop can count how long it took to run (wakes).
+	idle     atomic.Bool
+	kickedAt atomic.Int64
+	wakes    wakeDelays
 
 	// Owned by the loop goroutine.
 	groups   map[uint64]*group
@@ -366,6 +373,9 @@ func (h *Host) Wake(id uint64) {
 }
 
 func (h *Host) poke() {
+	if h.idle.Load() && h.kickedAt.Load() == 0 {
+		h.kickedAt.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	select {
 	case h.kick <- struct{}{}:
 	default:
@@ -552,6 +562,7 @@ func (h *Host) run() {
 	ticker := time.NewTicker(h.cfg.TickInterval)
 	defer ticker.Stop()
 	for {
+		h.idle.Store(true)
 		select {
 		case <-h.stop:
 			h.shutdown(nil)
@@ -559,6 +570,10 @@ func (h *Host) run() {
 		case <-ticker.C:
 			h.tick()
 		case <-h.kick:
+		}
+		h.idle.Store(false)
+		if t := h.kickedAt.Swap(0); t != 0 {
+			h.wakes.add(time.Duration(time.Now().UnixNano() - t))
 		}
 		if err := h.iterate(); err != nil {
 			h.log.Error("host stopped", "error", err)

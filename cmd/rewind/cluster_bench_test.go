@@ -21,6 +21,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -68,6 +69,18 @@ func benchDuration() time.Duration {
 		return d
 	}
 	return 5 * time.Second
+}
+
+// benchReplays lists the numbers of concurrent replays the latency cases
+// run beside live publishes (REWIND_BENCH_REPLAYS, default "1,4,16").
+func benchReplays() []int {
+	var out []int
+	for _, f := range strings.Split(cmp.Or(os.Getenv("REWIND_BENCH_REPLAYS"), "1,4,16"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func benchRecords() int {
@@ -719,8 +732,9 @@ func errShape(err error) string {
 // BenchmarkClusterPublishDuringReplay measures single-record durable
 // publishes at 1,000 per second, open loop, to a 1-partition topic through
 // its leader: alone, and while `rewind bench replay` (its own process)
-// replays a 1-partition history topic of REWIND_BENCH_RECORDS records
-// over and over: connected to the leader of both topics; or connected to a
+// runs 1, 4 or 16 concurrent replays (REWIND_BENCH_REPLAYS) of a
+// 1-partition history topic of REWIND_BENCH_RECORDS records, each over
+// and over: connected to the leader of both topics; or connected to a
 // follower, from its own replica (follower read) or relaying the leader's
 // (leader read, which puts the reading on the leader). On a single node the
 // leader is the node.
@@ -745,18 +759,22 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 				b.Fatalf("live topic led by node %d, history by node %d: placement changed?", liveLeader, histLeader)
 			}
 			type replayCase struct {
-				name   string
-				replay uint64 // 0: none
-				args   []string
+				name    string
+				replay  uint64 // 0: none
+				streams int
+				args    []string
 			}
-			cases := []replayCase{{"replay=none", 0, nil}, {"replay=leader", liveLeader, nil}}
-			if nodes > 1 {
-				follower := liveLeader%uint64(nodes) + 1
-				cases = slices.Insert(cases, 1,
-					replayCase{"replay=follower-replica", follower, []string{"--read-from", "replica"}},
-					replayCase{"replay=leader-via-follower", follower, []string{"--read-from", "leader"}})
-				b.Logf("both topics led by node %d; node %d replays", liveLeader, follower)
+			cases := []replayCase{{name: "replay=none"}}
+			for _, k := range benchReplays() {
+				cases = append(cases, replayCase{fmt.Sprintf("replay=leader/streams=%d", k), liveLeader, k, nil})
+				if nodes > 1 {
+					follower := liveLeader%uint64(nodes) + 1
+					cases = append(cases,
+						replayCase{fmt.Sprintf("replay=follower-replica/streams=%d", k), follower, k, []string{"--read-from", "replica"}},
+						replayCase{fmt.Sprintf("replay=leader-via-follower/streams=%d", k), follower, k, []string{"--read-from", "leader"}})
+				}
 			}
+			b.Logf("both topics led by node %d", liveLeader)
 			live := noRetry(addrs[liveLeader-1])
 			for _, tc := range cases {
 				b.Run(tc.name, func(b *testing.B) {
@@ -765,7 +783,7 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 					for b.Loop() {
 						stop := func() float64 { return 0 }
 						if tc.replay != 0 {
-							stop = startReplayer(b, addrs[tc.replay-1], "history", tc.args...)
+							stop = startReplayer(b, addrs[tc.replay-1], "history", tc.streams, d+time.Second, tc.args...)
 							time.Sleep(500 * time.Millisecond) // the replay is under way
 						}
 						var err error
@@ -788,13 +806,15 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 	}
 }
 
-// startReplayer starts `rewind bench replay` against addr, replaying topic
-// again and again. stop kills it (by its pid) and returns the mean
-// records/s of the replays that completed.
-func startReplayer(tb testing.TB, addr, topic string, args ...string) (stop func() float64) {
+// startReplayer starts `rewind bench replay` against addr: streams
+// concurrent replays of topic, each starting over when it ends, for d.
+// stop waits for it (killing it by its pid if it overruns) and returns the
+// records/s all the streams received.
+func startReplayer(tb testing.TB, addr, topic string, streams int, d time.Duration, args ...string) (stop func() float64) {
 	tb.Helper()
 	var out bytes.Buffer
-	cmd := exec.Command(rewindBin, append([]string{"--server", "http://" + addr, "bench", "replay", "--topic", topic, "--reps", "1000000"}, args...)...)
+	cmd := exec.Command(rewindBin, append([]string{"--server", "http://" + addr, "bench", "replay", "--topic", topic,
+		"--streams", strconv.Itoa(streams), "--duration", d.String()}, args...)...)
 	cmd.Env = cliEnv()
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
@@ -815,22 +835,20 @@ func startReplayer(tb testing.TB, addr, topic string, args ...string) (stop func
 	}
 	tb.Cleanup(kill)
 	return func() float64 {
-		kill()
-		var sum float64
-		var k int
+		select {
+		case <-done:
+		case <-time.After(d + 30*time.Second):
+			kill()
+		}
 		for _, line := range strings.Split(out.String(), "\n") {
 			for _, f := range strings.Fields(line) {
 				if v, ok := strings.CutPrefix(f, "msgs_per_s="); ok && strings.HasPrefix(line, "RESULT ") {
 					if x, err := strconv.ParseFloat(v, 64); err == nil {
-						sum += x
-						k++
+						return x
 					}
 				}
 			}
 		}
-		if k == 0 {
-			return 0
-		}
-		return sum / float64(k)
+		return 0
 	}
 }

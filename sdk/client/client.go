@@ -242,6 +242,10 @@ func defaultHTTPClient() *http.Client {
 			// loopback; the default 1 MiB window would throttle it.
 			MaxReceiveBufferPerConnection: 64 << 20,
 			MaxReceiveBufferPerStream:     16 << 20,
+			// Large frames: the server writes a stream's data in frames
+			// of up to this size, each a write and goroutine hand-offs on
+			// its side (16 KiB by default: 64 per 1 MiB event).
+			MaxReadFrameSize: 1 << 20,
 		},
 	}}
 }

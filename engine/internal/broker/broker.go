@@ -337,7 +337,7 @@ func Open(cfg Config) (*Broker, error) {
 	go func() {
 		// Close drains first: the governor stops with the streams.
 		defer b.wg.Done()
-		sched.Governor{}.Run(b.draining, b.sched)
+		sched.Governor{Delays: []sched.Delays{{Buckets: raftlog.WakeDelayBuckets, Read: b.host.WakeDelays}}}.Run(b.draining, b.sched)
 	}()
 	go b.reconcile()
 	go b.housekeeping()

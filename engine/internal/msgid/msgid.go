@@ -41,17 +41,22 @@ func (id ID) String() string {
 	return string(id.Append(buf[:0]))
 }
 
-// Append appends the encoded id to dst.
+// Append appends the encoded id to dst. It allocates nothing when dst has
+// room: the raw id is built at the end of dst, encoded after itself, and
+// the encoding moved down over it (a stack buffer would escape through the
+// checksum call and cost an allocation per id).
 func (id ID) Append(dst []byte) []byte {
-	var raw [1 + 3*binary.MaxVarintLen64 + 2]byte
-	b := raw[:0]
-	b = append(b, version)
-	b = binary.AppendUvarint(b, id.TopicID)
-	b = binary.AppendUvarint(b, uint64(id.Partition))
-	b = binary.AppendUvarint(b, id.Offset)
-	sum := crc32.Checksum(b, castagnoli)
-	b = binary.LittleEndian.AppendUint16(b, uint16(sum))
-	return enc.AppendEncode(dst, b)
+	n0 := len(dst)
+	dst = append(dst, version)
+	dst = binary.AppendUvarint(dst, id.TopicID)
+	dst = binary.AppendUvarint(dst, uint64(id.Partition))
+	dst = binary.AppendUvarint(dst, id.Offset)
+	sum := crc32.Checksum(dst[n0:], castagnoli)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(sum))
+	raw := len(dst) - n0
+	dst = enc.AppendEncode(dst, dst[n0:])
+	n := copy(dst[n0:], dst[n0+raw:])
+	return dst[:n0+n]
 }
 
 // Parse decodes s.

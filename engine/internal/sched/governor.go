@@ -6,12 +6,14 @@ import (
 	"time"
 )
 
-// Governor lowers the catch-up budget while goroutines wait to run: Go's
+// Governor lowers the catch-up budget while live work waits to run. Go's
 // scheduler records how long every goroutine stayed runnable before it ran
-// (/sched/latencies:seconds), which is the delay live work pays for a busy
-// node, whatever keeps it busy (catch-up units, the HTTP/2 writes they
-// cause, the garbage they make, other processes on the machine). Every
-// period the governor takes the p99 of that delay over the period: above
+// (/sched/latencies:seconds), the delay live work pays for a busy node
+// whatever keeps it busy (catch-up units, the HTTP/2 writes they cause,
+// the garbage they make); Delays add delays seen by live work itself, such
+// as the raft loop's, which also show other processes taking the machine.
+// Every period the governor takes the p99 of each over the period, and
+// the worst of them: above
 // Target it halves the budget's rate, below it raises the rate by a tenth
 // of Share, up to Share (additive increase, multiplicative decrease), and
 // never below Share/64, so replays slow down but never stop.
@@ -22,6 +24,19 @@ type Governor struct {
 	Target time.Duration
 	// Period is how often the rate is adjusted. Default 100 ms.
 	Period time.Duration
+	// Delays are more delays of live work to watch besides Go's, such as
+	// the raft loop's wake-up delay (raftlog.Host.WakeDelays), which also
+	// shows a loop kept off the processors by other processes.
+	Delays []Delays
+}
+
+// Delays is a cumulative histogram of delays of live work.
+type Delays struct {
+	// Buckets are the bucket bounds in seconds: bucket i counts delays in
+	// [Buckets[i], Buckets[i+1]).
+	Buckets []float64
+	// Read appends the current counts, one per bucket, to dst.
+	Read func(dst []uint64) []uint64
 }
 
 // Run adjusts s until ctx ends.
@@ -33,7 +48,8 @@ func (g Governor) Run(ctx context.Context, s *Scheduler) {
 		g.Period = 100 * time.Millisecond
 	}
 	sample := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
-	var prev []uint64
+	prev := make([][]uint64, len(g.Delays)+1)
+	var counts []uint64
 	t := time.NewTicker(g.Period)
 	defer t.Stop()
 	for {
@@ -42,17 +58,25 @@ func (g Governor) Run(ctx context.Context, s *Scheduler) {
 			return
 		case <-t.C:
 		}
+		worst, any := 0.0, false
+		take := func(i int, counts []uint64, buckets []float64) {
+			if q, ok := deltaQuantile(counts, prev[i], buckets, 0.99); ok {
+				worst, any = max(worst, q), true
+			}
+			prev[i] = append(prev[i][:0], counts...)
+		}
 		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-			return
+		if sample[0].Value.Kind() == metrics.KindFloat64Histogram {
+			h := sample[0].Value.Float64Histogram()
+			take(0, h.Counts, h.Buckets)
 		}
-		h := sample[0].Value.Float64Histogram()
-		p99, ok := deltaQuantile(h.Counts, prev, h.Buckets, 0.99)
-		prev = append(prev[:0], h.Counts...)
-		if !ok {
-			continue
+		for i, d := range g.Delays {
+			counts = d.Read(counts[:0])
+			take(i+1, counts, d.Buckets)
 		}
-		s.observe(time.Duration(p99*float64(time.Second)), g.Target)
+		if any {
+			s.observe(time.Duration(worst*float64(time.Second)), g.Target)
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
@@ -186,10 +187,15 @@ type streamer struct {
 	lagging int
 
 	// Reused for every event (Sink.Send does not retain).
-	resp    rewindv1.SubscribeResponse
-	recEv   rewindv1.RecordsEvent
-	slab    []rewindv1.Record
-	ptrs    []*rewindv1.Record
+	resp  rewindv1.SubscribeResponse
+	recEv rewindv1.RecordsEvent
+	slab  []rewindv1.Record
+	ptrs  []*rewindv1.Record
+	// ids holds the message IDs of the event being built; the records'
+	// MessageId strings point into it (no allocation per record), which
+	// is safe because Sink.Send does not retain the event and ids is only
+	// rewritten for the next one.
+	ids     []byte
 	scratch record.Record
 	filter  *filtering // nil without a filter
 }
@@ -437,7 +443,7 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 	if s.filter != nil {
 		maxScan = s.opts.MaxScanPerEvent
 	}
-	s.slab, s.ptrs = s.slab[:0], s.ptrs[:0]
+	s.slab, s.ptrs, s.ids = s.slab[:0], s.ptrs[:0], s.ids[:0]
 	bytes, scanned := 0, 0
 	full := false
 	var err error
@@ -533,7 +539,10 @@ func (s *streamer) appendRecord(part uint32, off uint64, t int64, r *record.Reco
 	pr.Reset()
 	pr.Partition = part
 	pr.Offset = off
-	pr.MessageId = msgid.ID{TopicID: s.topicID, Partition: part, Offset: off}.String()
+	start := len(s.ids)
+	s.ids = msgid.ID{TopicID: s.topicID, Partition: part, Offset: off}.Append(s.ids)
+	// (If ids grew, earlier strings keep the old array alive.)
+	pr.MessageId = unsafe.String(&s.ids[start], len(s.ids)-start)
 	pr.AppendTimeUnixNanos = t
 	pr.Key = r.Key
 	pr.Value = r.Value

@@ -377,8 +377,12 @@ func Latency(ctx context.Context, c *client.Client, o LatencyOptions) (ack, e2e 
 // until d has passed; the report gives the records all of them received
 // per second. opts add to every subscription.
 func ReplayLoad(ctx context.Context, c *client.Client, topic string, streams int, d time.Duration, opts ...client.SubscribeOption) (Report, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	// Cancelled by a timer, not a deadline: a deadline travels with each
+	// request, and the server would end streams with DeadlineExceeded
+	// before the local context noticed.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer time.AfterFunc(d, cancel).Stop()
 	var (
 		n, full atomic.Uint64
 		wg      sync.WaitGroup
