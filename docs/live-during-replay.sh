@@ -35,7 +35,7 @@ mkdir -p "$OUT"
 source "$PEERS/lib.sh"
 peers_init || exit 1
 RES=$OUT/results.txt
-: >"$RES"
+[[ ${SUMMARIZE:-0} == 1 ]] || : >"$RES"
 RPORT=17070 REDIS_PORT=16379
 export PATH="$PEERS_BIN:$PATH"
 log "output in $OUT"
@@ -116,7 +116,9 @@ latency() { # sys
 }
 
 # --- setup: every system up, with its history ----------------------------
-for sys in $SYSTEMS; do
+# SUMMARIZE=1 only tabulates and plots OUT/results.txt of an earlier run.
+[[ ${SUMMARIZE:-0} == 1 ]] && REPS=0 SYSTEMS_SETUP="" || SYSTEMS_SETUP=$SYSTEMS
+for sys in $SYSTEMS_SETUP; do
   case $sys in
   rewind)
     rewind_up || { log "rewind did not start"; exit 1; }
@@ -152,6 +154,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
 done
 
 # --- summary ---------------------------------------------------------------
+# ack_sel SYS: what marks the publish-to-ack lines (not the senders' lag).
+ack_sel() { case $1 in rewind) echo "case=rewind-lat " ;; nats) echo "kind=lat " ;; redis) echo "kind=redis_lat " ;; esac; }
 # median (min-max) of KEY for lines matching sys, n and kind
 med() { # sys n kind key
   grep "sys=$1 n=$2 " "$RES" | grep "kind=$3" | sed -nE "s/.* $4=([0-9.]+).*/\1/p" | stats |
@@ -161,10 +165,8 @@ med() { # sys n kind key
   echo "| system | replays | ack p50 ms | ack p99 ms | ack p99.9 ms | delivery p50 ms | delivery p99 ms | replay records/s |"
   echo "|---|---|---|---|---|---|---|---|"
   for sys in $SYSTEMS; do
-    case $sys in rewind) k=rewind_bench ;; nats) k=lat ;; redis) k=redis_lat ;; esac
     for n in $REPLAYS; do
-      ack="case=rewind-lat"
-      [[ $sys != rewind ]] && ack="kind=$k"
+      ack=$(ack_sel "$sys")
       p50=$(grep "sys=$sys n=$n " "$RES" | grep -e "$ack" | sed -nE 's/.* p50_ms=([0-9.]+).*/\1/p' | stats | awk '{printf "%.2f (%.2f-%.2f)", $1, $2, $3}')
       p99=$(grep "sys=$sys n=$n " "$RES" | grep -e "$ack" | sed -nE 's/.* p99_ms=([0-9.]+).*/\1/p' | stats | awk '{printf "%.2f (%.2f-%.2f)", $1, $2, $3}')
       p999=$(grep "sys=$sys n=$n " "$RES" | grep -e "$ack" | sed -nE 's/.* p999_ms=([0-9.]+).*/\1/p' | stats | awk '{printf "%.2f (%.2f-%.2f)", $1, $2, $3}')
@@ -183,7 +185,7 @@ med() { # sys n kind key
 # --- plot: median ack p99 against replays, one line per system -------------
 {
   for sys in $SYSTEMS; do
-    case $sys in rewind) sel="case=rewind-lat" ;; nats) sel="kind=lat " ;; redis) sel="kind=redis_lat" ;; esac
+    sel=$(ack_sel "$sys")
     for n in $REPLAYS; do
       v=$(grep "sys=$sys n=$n " "$RES" | grep -e "$sel" | sed -nE 's/.* p99_ms=([0-9.]+).*/\1/p' | stats | cut -d' ' -f1)
       echo "$sys $n $v"

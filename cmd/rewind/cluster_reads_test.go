@@ -122,7 +122,9 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 	}
 	leader, follower, followerReader := c.addrs[leaderID-1], c.addrs[followerID-1], c.addrs[2]
 	// Read your writes: a record acknowledged is in a stream opened on a
-	// follower right after, every time.
+	// follower right after, every time: reading from the leader, and by
+	// default (history from the follower's replica when it has it, the
+	// rest from the leader).
 	p0 := uint32(0)
 	before := counter(t, leader, fetchedBytes)
 	for i := range 50 {
@@ -131,7 +133,11 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sub, err := client.New(follower).Subscribe(ctx, "rf3", client.From(client.Offset(res[0].Offset)), client.Until(client.End()), client.Partitions(0))
+		opts := []client.SubscribeOption{client.From(client.Offset(res[0].Offset)), client.Until(client.End()), client.Partitions(0)}
+		if i%2 == 1 {
+			opts = append(opts, client.LeaderReads())
+		}
+		sub, err := client.New(follower).Subscribe(ctx, "rf3", opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +153,7 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 		}
 	}
 	if after := counter(t, leader, fetchedBytes); after <= before {
-		t.Fatalf("the leader served %d bytes to the follower's streams", after-before)
+		t.Fatalf("the leader served %d bytes to the follower's leader reads", after-before)
 	}
 	if n := counter(t, follower, "rewind_remote_partition_reads_total"); n < 50 {
 		t.Fatalf("node 2 read %d partitions through the leader, want at least 50", n)
@@ -168,6 +174,15 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 	}
 	if after := counter(t, leader, fetchedBytes); after != before {
 		t.Fatalf("follower reads made the leader serve %d bytes", after-before)
+	}
+	// By default a follower catches up from its own replica: a replay of
+	// the history it holds costs the leader nothing, and it is the
+	// leader's history, exactly.
+	if got := replayDense(t, follower, "rf3"); len(got[0]) != 50 {
+		t.Fatalf("default read from node 2: %d records, want 50", len(got[0]))
+	}
+	if after := counter(t, leader, fetchedBytes); after != before {
+		t.Fatalf("a default replay on a caught-up follower made the leader serve %d bytes", after-before)
 	}
 	// A request overrides the node's setting.
 	if got := replayDense(t, followerReader, "rf3", client.LeaderReads()); len(got[0]) != 50 {

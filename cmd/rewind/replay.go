@@ -92,7 +92,7 @@ reason, and a command that resumes where it stopped.`,
 	f.StringVar(&to, "to", "", "stop position (exclusive)")
 	f.UintSliceVar(&parts, "partition", nil, "partition to read (repeatable; default all)")
 	f.BoolVar(&follow, "follow", false, "keep reading live records")
-	f.StringVar(&readFrom, "read-from", "", "in a cluster: leader (each partition from its leader) or replica (from the connected node's replicas, fetch from follower); default: the server's setting")
+	f.StringVar(&readFrom, "read-from", "", "in a cluster: leader (each partition from its leader) or replica (from the connected node's replicas, fetch from follower); default: the server's setting, which sees what the leader sees but reads history the connected node's replica holds from that replica")
 	f.BoolVar(&clamp, "clamp", false, "if retention removed the start offset, start at the earliest stored record (and say so) instead of failing")
 	flt.add(cmd)
 	addFormat(cmd, &format)

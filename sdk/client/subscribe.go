@@ -183,7 +183,9 @@ func FollowerReads() SubscribeOption {
 
 // LeaderReads reads each partition from its leader (relayed by the node the
 // client is connected to), even if the server was started with
-// --follower-reads.
+// --follower-reads. Without it (or FollowerReads), a server delivers what
+// the leader holds too, but reads the history its own replica holds from
+// that replica.
 func LeaderReads() SubscribeOption {
 	return func(o *subOptions) { o.readFrom = rewindv1.ReadFrom_READ_FROM_LEADER }
 }

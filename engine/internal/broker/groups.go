@@ -51,8 +51,9 @@ func (b *Broker) subscribeGroup(ctx context.Context, lt *liveTopic, sp Subscribe
 	if opts.Now == nil {
 		opts.Now = b.cfg.Clock
 	}
-	// Assigned partitions are read like any stream's: from their leaders
-	// unless the request or the node asks for follower reads (reads.go).
+	// Assigned partitions are read like any stream's (reads.go): from
+	// their leaders, history from this node's replica when it holds one,
+	// unless the request or the node asks otherwise.
 	from := b.readFrom(sp.ReadFrom)
 	opts.Route = func(p uint32, local stream.Source) (stream.Source, error) {
 		if b.readLocally(lt.parts[p], from) {

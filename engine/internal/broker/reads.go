@@ -19,7 +19,8 @@ import (
 type ReadFrom int
 
 const (
-	// ReadDefault takes the broker's setting (Config.FollowerReads).
+	// ReadDefault takes the broker's setting: ReadLocalReplica with
+	// Config.FollowerReads, else ReadAuto.
 	ReadDefault ReadFrom = iota
 	// ReadLeader reads every partition from its leader: this node's replica
 	// when it leads, otherwise through the leader (package remote).
@@ -27,6 +28,11 @@ const (
 	// ReadLocalReplica reads this node's replica of every partition it
 	// holds (fetch from follower), and the others through their leaders.
 	ReadLocalReplica
+	// ReadAuto reads like ReadLeader, except that the history this node's
+	// replica of a partition it does not lead holds is read from that
+	// replica (stream.CatchUpFrom): the stream sees what a leader read
+	// sees, and catching up costs the leader nothing.
+	ReadAuto
 )
 
 // Fetcher reads a partition on the node that leads it (the api package's
@@ -105,7 +111,7 @@ func (b *Broker) readFrom(from ReadFrom) ReadFrom {
 	if b.cfg.FollowerReads {
 		return ReadLocalReplica
 	}
-	return ReadLeader
+	return ReadAuto
 }
 
 // readLocally reports whether a stream reads partition p from this node's
@@ -154,7 +160,10 @@ func (l *lazyLog) source() (stream.Source, error) {
 	}
 	l.b.reads.remote.Add(1)
 	l.src, l.log = rs, rs
-	return rs, nil
+	if part := l.lt.parts[l.index]; part != nil && l.from == ReadAuto {
+		l.src = stream.CatchUpFrom(stream.Local(part), rs)
+	}
+	return l.src, nil
 }
 
 func (l *lazyLog) opened() (cursor.Log, error) {

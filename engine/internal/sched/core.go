@@ -30,13 +30,15 @@ type core struct {
 	budget time.Duration
 	last   time.Time // when budget was last refilled
 	queue  []*waiter // waiting units, in the order they asked
-	// running counts units holding a slot; live the live work running.
+	// running counts units holding a slot; live the live work running,
+	// and lastLive when live work last began or ended.
 	running, live int
+	lastLive      time.Time
 	st            Stats
 }
 
 func newCore(cfg Config, now time.Time) core {
-	return core{cfg: cfg, rate: cfg.Share * float64(cfg.Cores), factor: 1, budget: cfg.Burst, last: now}
+	return core{cfg: cfg, rate: cfg.Share * float64(cfg.Cores), factor: 1, budget: cfg.Burst, last: now, lastLive: now}
 }
 
 func (c *core) refill(now time.Time) {
@@ -75,7 +77,7 @@ func (c *core) grant(now time.Time) (granted []*waiter, wake time.Time) {
 		if c.running >= c.cfg.Slots {
 			return granted, time.Time{}
 		}
-		if c.budget <= 0 {
+		if c.budget <= 0 && !c.quiet(now) {
 			need := float64(-c.budget+1) / c.rate
 			return granted, now.Add(time.Duration(need) + 1)
 		}
@@ -111,12 +113,28 @@ func (c *core) free(w *waiter) {
 func (c *core) release(w *waiter, used time.Duration, now time.Time) {
 	c.free(w)
 	c.refill(now)
-	c.budget -= used
+	if !c.quiet(now) {
+		c.budget -= used
+	}
 	c.st.CPU += used
 }
 
-func (c *core) beginLive() { c.live++ }
-func (c *core) endLive()   { c.live-- }
+func (c *core) beginLive(now time.Time) {
+	c.live++
+	c.lastLive = now
+}
+
+func (c *core) endLive(now time.Time) {
+	c.live--
+	c.lastLive = now
+}
+
+// quiet reports whether no live work has run for IdleAfter: catch-up work
+// then runs without a budget (only Slots bound it), because there is
+// nothing to protect, and is not charged.
+func (c *core) quiet(now time.Time) bool {
+	return c.live == 0 && now.Sub(c.lastLive) >= c.cfg.IdleAfter
+}
 
 func (c *core) stats() Stats {
 	s := c.st

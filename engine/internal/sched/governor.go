@@ -85,6 +85,11 @@ func (s *Scheduler) observe(p99, target time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &s.mu.core
+	if c.quiet(s.now()) {
+		// No live work: the delays are catch-up work's own, and the
+		// budget does not apply anyway.
+		return
+	}
 	f := c.factor
 	if p99 > target {
 		f /= 2

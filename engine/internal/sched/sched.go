@@ -20,7 +20,9 @@
 //  2. The budget is not spent: catch-up work may use Share of the node's
 //     processor time. Every unit is charged what it used when it ends, and
 //     the budget refills at Share × Cores processor-seconds per second, up
-//     to Burst.
+//     to Burst. The budget applies only while there is live work to
+//     protect: when none has run for IdleAfter, units are neither held
+//     back nor charged by it.
 //  3. No live work is running, or the unit has already been held back for
 //     MaxDefer by live work (so a steady stream of publishes slows replays
 //     down but never stops them).
@@ -57,6 +59,10 @@ type Config struct {
 	// MaxDefer bounds how long running live work holds back a catch-up
 	// unit that could otherwise run. Default 2 ms.
 	MaxDefer time.Duration
+	// IdleAfter is how long after the last live work the budget stops
+	// applying: a node with nothing live to protect replays as fast as
+	// Slots allow. Default 250 ms.
+	IdleAfter time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -67,8 +73,8 @@ func (c *Config) Validate() error {
 	if c.Share < 0 || c.Share > 1 {
 		errs = append(errs, fmt.Errorf("sched: Share %g outside (0, 1]", c.Share))
 	}
-	if c.Cores < 0 || c.Slots < 0 || c.Burst < 0 || c.MaxDefer < 0 {
-		errs = append(errs, errors.New("sched: negative Cores, Slots, Burst or MaxDefer"))
+	if c.Cores < 0 || c.Slots < 0 || c.Burst < 0 || c.MaxDefer < 0 || c.IdleAfter < 0 {
+		errs = append(errs, errors.New("sched: negative Cores, Slots, Burst, MaxDefer or IdleAfter"))
 	}
 	return errors.Join(errs...)
 }
@@ -88,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxDefer == 0 {
 		c.MaxDefer = 2 * time.Millisecond
+	}
+	if c.IdleAfter == 0 {
+		c.IdleAfter = 250 * time.Millisecond
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -209,13 +218,13 @@ func (t *Turn) End() {
 // MaxDefer each).
 func (s *Scheduler) Live() (done func()) {
 	s.mu.Lock()
-	s.mu.core.beginLive()
+	s.mu.core.beginLive(s.now())
 	s.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
-			s.mu.core.endLive()
+			s.mu.core.endLive(s.now())
 			s.dispatchLocked()
 			s.mu.Unlock()
 		})

@@ -43,7 +43,7 @@ func TestLiveGoesFirstWhileCatchUpRuns(t *testing.T) {
 		t.Fatalf("first catch-up unit not granted: %v", ids(g, names))
 	}
 	// Live work begins while a runs: nothing makes it wait.
-	c.beginLive()
+	c.beginLive(now)
 	if st := c.stats(); st.Live != 1 || st.Running != 1 {
 		t.Fatalf("live work not admitted at once beside catch-up: %+v", st)
 	}
@@ -59,7 +59,7 @@ func TestLiveGoesFirstWhileCatchUpRuns(t *testing.T) {
 	}
 	// Live work ends before the deferral: b goes at once.
 	now = now.Add(ms(0.5))
-	c.endLive()
+	c.endLive(now)
 	if g, _ := c.grant(now); len(g) != 1 || g[0] != b {
 		t.Fatalf("b not granted once live work ended: %v", ids(g, names))
 	}
@@ -72,7 +72,7 @@ func TestLiveGoesFirstWhileCatchUpRuns(t *testing.T) {
 // a unit held back for MaxDefer runs.
 func TestLiveWorkDefersCatchUpAtMostMaxDefer(t *testing.T) {
 	c := testCore(t, Config{Share: 1, MaxDefer: ms(2)})
-	c.beginLive()
+	c.beginLive(t0)
 	w := &waiter{}
 	c.ask(w, t0)
 	if g, wake := c.grant(t0.Add(ms(1.999))); len(g) != 0 || !wake.Equal(t0.Add(ms(2))) {
@@ -112,7 +112,7 @@ func TestSlotsBoundConcurrentUnitsInOrder(t *testing.T) {
 // of simulated time come to Share × Cores × 1 s (plus the burst).
 func TestBudgetBoundsCatchUpShare(t *testing.T) {
 	for _, share := range []float64{0.1, 0.25, 0.5} {
-		c := testCore(t, Config{Share: share, Burst: ms(10)})
+		c := testCore(t, Config{Share: share, Burst: ms(10), IdleAfter: time.Hour})
 		now := t0
 		used := time.Duration(0)
 		end := t0.Add(time.Second)
@@ -136,6 +136,47 @@ func TestBudgetBoundsCatchUpShare(t *testing.T) {
 		if used > want+ms(1) || used < want-ms(20) {
 			t.Errorf("share %g: catch-up used %v of processor time in 1 s, want about %v", share, used, want)
 		}
+	}
+}
+
+// With no live work for IdleAfter there is nothing to protect: the budget
+// neither holds units back nor is charged; the first live work brings it
+// back at once.
+func TestQuietNodeReplaysWithoutBudget(t *testing.T) {
+	c := testCore(t, Config{Share: 0.1, Burst: ms(1), IdleAfter: time.Second})
+	now := t0
+	// Live work ran just now: the budget applies.
+	c.beginLive(now)
+	c.endLive(now)
+	w := &waiter{}
+	c.ask(w, now)
+	c.grant(now)
+	c.release(w, ms(5), now) // budget: 1 ms - 5 ms
+	c.ask(&waiter{}, now)
+	if g, wake := c.grant(now); len(g) != 0 || wake.IsZero() {
+		t.Fatal("budget spent, yet a unit ran while live work is recent")
+	}
+	// A second later, nothing live has run: units go however much they use.
+	now = now.Add(time.Second)
+	for i := range 100 {
+		g, _ := c.grant(now)
+		if len(g) != 1 {
+			t.Fatalf("unit %d held back on a quiet node", i)
+		}
+		c.release(g[0], ms(50), now)
+		c.ask(&waiter{}, now)
+	}
+	// Live work begins: the budget (not charged meanwhile) applies again.
+	c.beginLive(now)
+	c.endLive(now)
+	g, _ := c.grant(now)
+	if len(g) != 1 {
+		t.Fatal("the budget left before the quiet spell was lost")
+	}
+	c.release(g[0], ms(50), now)
+	c.ask(&waiter{}, now)
+	if g, _ := c.grant(now); len(g) != 0 {
+		t.Fatal("a unit ran on a spent budget right after live work")
 	}
 }
 
@@ -282,6 +323,7 @@ func TestGovernorAIMD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Live()() // live work just ran: the governor's rule applies
 	target := ms(0.5)
 	steps := []struct {
 		p99  time.Duration
@@ -307,9 +349,15 @@ func TestGovernorAIMD(t *testing.T) {
 	if got := s.Stats().Factor; got != 1 {
 		t.Fatalf("factor after a quiet spell %g, want 1", got)
 	}
+	// With no live work for IdleAfter, delays are catch-up's own: ignored.
+	now = now.Add(time.Hour)
+	s.observe(ms(10), target)
+	if got := s.Stats().Factor; got != 1 {
+		t.Fatalf("factor %g after a delay with no live work, want 1", got)
+	}
 	// The factor scales the refill: at factor 1/2 a spent budget takes
 	// twice as long to come back.
-	c := testCore(t, Config{Share: 0.5, Burst: ms(1)})
+	c := testCore(t, Config{Share: 0.5, Burst: ms(1), IdleAfter: time.Hour})
 	c.release(&waiter{}, ms(1)+ms(1), t0) // budget: 1 ms - 2 ms = -1 ms
 	c.ask(&waiter{}, t0)
 	_, wake1 := c.grant(t0)

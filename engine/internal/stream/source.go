@@ -42,3 +42,53 @@ func (r localReader) Read(from uint64) (*partition.Batch, error) {
 	b, _, err := r.Reader.Read(from)
 	return b, err
 }
+
+// CatchUpFrom returns a source that reads what replica holds from replica,
+// and everything else from leader: leader gives the bounds, the time
+// watermark and the notifications, so the stream sees exactly what a
+// stream reading leader alone would, while the history it catches up on is
+// read from replica (a follower's replica on this node, which the leader's
+// live path does not share). Every replica holds the same batches at the
+// same offsets; a batch replica does not have yet, or fails to read, comes
+// from leader.
+func CatchUpFrom(replica, leader Source) Source { return tiered{replica, leader} }
+
+type tiered struct{ replica, leader Source }
+
+func (t tiered) Bounds() partition.State                   { return t.leader.Bounds() }
+func (t tiered) TimeWatermark() int64                      { return t.leader.TimeWatermark() }
+func (t tiered) Err() error                                { return t.leader.Err() }
+func (t tiered) Notify(ch chan<- struct{}) (cancel func()) { return t.leader.Notify(ch) }
+func (t tiered) OpenReader() BatchReader                   { return &tieredReader{t: t} }
+
+// tieredReader opens each side's reader on first use.
+type tieredReader struct {
+	t    tiered
+	r, l BatchReader
+}
+
+func (tr *tieredReader) Read(from uint64) (*partition.Batch, error) {
+	if rb := tr.t.replica.Bounds(); from >= rb.LogStart && from < rb.Next && tr.t.replica.Err() == nil {
+		if tr.r == nil {
+			tr.r = tr.t.replica.OpenReader()
+		}
+		if b, err := tr.r.Read(from); err == nil {
+			return b, nil
+		}
+		// Retention moved past it, or the replica stopped: the leader
+		// decides.
+	}
+	if tr.l == nil {
+		tr.l = tr.t.leader.OpenReader()
+	}
+	return tr.l.Read(from)
+}
+
+func (tr *tieredReader) Close() {
+	if tr.r != nil {
+		tr.r.Close()
+	}
+	if tr.l != nil {
+		tr.l.Close()
+	}
+}

@@ -498,3 +498,65 @@ func TestHistoryTakesCatchUpTurnsAndTheTailDoesNot(t *testing.T) {
 		t.Fatalf("a live stream took %d catch-up turns", got-st.Units)
 	}
 }
+
+// countingSource counts the batches its readers return; upTo, when set,
+// makes it a replica that has applied only the offsets below it.
+type countingSource struct {
+	Source
+	upTo  uint64
+	reads *int
+}
+
+func (c countingSource) Bounds() partition.State {
+	b := c.Source.Bounds()
+	if c.upTo > 0 {
+		b.Next = min(b.Next, c.upTo)
+	}
+	return b
+}
+
+func (c countingSource) OpenReader() BatchReader {
+	return countingReader{c.Source.OpenReader(), c.reads}
+}
+
+type countingReader struct {
+	BatchReader
+	reads *int
+}
+
+func (r countingReader) Read(from uint64) (*partition.Batch, error) {
+	b, err := r.BatchReader.Read(from)
+	if err == nil {
+		*r.reads++
+	}
+	return b, err
+}
+
+// A stream over CatchUpFrom reads what the replica has from the replica and
+// the rest from the leader, and delivers exactly what the leader holds.
+func TestCatchUpFromReadsHistoryFromTheReplica(t *testing.T) {
+	e := newEnv(t, 1, 4<<10)
+	for j := range 40 {
+		e.append(0, fmt.Sprintf("h%d", j), 5)
+	}
+	lag := e.parts[0].Bounds().Next / 2 // the replica trails the leader
+	var fromReplica, fromLeader int
+	src := CatchUpFrom(
+		countingSource{Source: Local(e.parts[0]), upTo: lag, reads: &fromReplica},
+		countingSource{Source: Local(e.parts[0]), reads: &fromLeader},
+	)
+	s := newSink()
+	cs := e.resolve(cursor.Start{Kind: cursor.Earliest}, cursor.Stop{Kind: cursor.AtEnd})
+	if err := Run(context.Background(), topicID, []Source{src}, cs, Options{MaxRecordsPerEvent: 20}, s); err != nil {
+		t.Fatal(err)
+	}
+	checkDense(t, records(s.snapshot()), map[uint32]uint64{0: 0}, map[uint32]int{0: 200})
+	if fromReplica == 0 || fromLeader == 0 {
+		t.Fatalf("batches read: %d from the replica, %d from the leader; want both", fromReplica, fromLeader)
+	}
+	// MaxBatchBytes 2000 and 5-record appends: one batch per append, so
+	// the replica served the batches below the lag and the leader the rest.
+	if want := int(lag / 5); fromReplica != want || fromLeader != 40-want {
+		t.Fatalf("batches read: %d from the replica, %d from the leader; want %d and %d", fromReplica, fromLeader, want, 40-want)
+	}
+}

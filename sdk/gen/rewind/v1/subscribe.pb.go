@@ -29,8 +29,11 @@ const (
 type ReadFrom int32
 
 const (
-	// The server's setting: the leader, unless the node was started with
-	// --follower-reads.
+	// The server's setting. By default: what READ_FROM_LEADER delivers, but
+	// the history that a replica on the node that took the request holds is
+	// read from that replica, so a catch-up replay through a follower costs
+	// the leader nothing; the tail, and whatever that replica does not have
+	// yet, come from the leader. With --follower-reads: READ_FROM_LOCAL_REPLICA.
 	ReadFrom_READ_FROM_UNSPECIFIED ReadFrom = 0
 	// Each partition's leader serves it; a node that does not lead a
 	// partition relays it from the leader, and follows the leadership when it
