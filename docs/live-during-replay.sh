@@ -76,7 +76,8 @@ replay_load() {
   LOAD_PIDS=()
   for ((i = 0; i < n; i++)); do
     case $sys in
-    rewind) "$REWIND" --server 127.0.0.1:$RPORT bench replay --topic history --duration "${secs}s" >"$OUT/load-$i.txt" 2>&1 & ;;
+    rewind) timeout "$secs" bash -c 'while :; do "$0" --server "$1" bench replay --topic history; done' \
+      "$REWIND" 127.0.0.1:$RPORT >/dev/null 2>&1 & ;;
     nats) timeout "$secs" bash -c 'while :; do nats -s "$0" bench js ordered --stream=history --msgs="$1" --size=100 --no-progress; done' \
       "$NATS_URL" "$HISTORY" >/dev/null 2>&1 & ;;
     redis) timeout "$secs" bash -c 'while :; do probe redis-replay -addr "$0" -key history -count 1000; done' \
@@ -85,27 +86,17 @@ replay_load() {
     LOAD_PIDS+=($!)
   done
 }
-# delivered SYS: records the server has sent to replay readers so far,
-# read from its own counters (so replays cut off by the window count too):
-# NATS messages out, Redis XRANGE calls of 1000 entries. Rewind's loops
-# count what they received in the window themselves (replay_rate).
+# delivered SYS: records the server has sent so far, read from its own
+# counters, so that every system's replay rate covers the same window (the
+# latency run) and replays cut off by it count too: Rewind's records
+# delivered, NATS's messages out, Redis's XRANGE calls of 1000 entries.
 delivered() {
   case $1 in
+  rewind) curl -fsS "http://127.0.0.1:$RPORT/metrics" | sed -nE 's/^rewind_records_delivered_total ([0-9]+)$/\1/p' ;;
   nats) curl -fsS "http://127.0.0.1:$((NATS_BASE_PORT + 4000))/varz" | jq .out_msgs ;;
   redis) redis-cli -p $REDIS_PORT info commandstats | sed -nE 's/^cmdstat_xrange:calls=([0-9]+),.*/\1/p' |
     awk '{print $1 * 1000} END{if (NR == 0) print 0}' ;;
-  *) echo 0 ;;
   esac
-}
-# replay_rate SYS N D0 D1 SECONDS: the replays' aggregate records/s.
-replay_rate() {
-  local sys=$1 n=$2 d0=$3 d1=$4 secs=$5 i
-  if [[ $sys == rewind ]]; then
-    for ((i = 0; i < n; i++)); do sed -nE 's/.*msgs_per_s=([0-9.]+).*/\1/p' "$OUT/load-$i.txt"; done |
-      awk '{s+=$1} END{printf "%.0f", s}'
-  else
-    awk -v a="$d0" -v b="$d1" -v t="$secs" 'BEGIN{printf "%.0f", (b-a)/t}'
-  fi
 }
 latency() { # sys
   case $1 in
@@ -145,9 +136,11 @@ for ((rep = 1; rep <= REPS; rep++)); do
       d1=$(delivered "$sys") t1=$(date +%s.%N)
       [[ $n -gt 0 ]] && wait "${LOAD_PIDS[@]}"
       if [[ $n -gt 0 ]]; then
-        # NATS counts the latency publisher's acks too (LAT_RATE/s).
-        [[ $sys == nats ]] && d0=$(awk -v a="$d0" -v t0="$t0" -v t1="$t1" -v r="$LAT_RATE" 'BEGIN{printf "%.0f", a + r*(t1-t0)}')
-        echo "RESULT sys=$sys n=$n run=$rep kind=replay_load msgs_per_s=$(replay_rate "$sys" "$n" "$d0" "$d1" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")" | tee -a "$RES"
+        # NATS counts the latency publisher's acks, Rewind the live
+        # subscriber's records (LAT_RATE/s each): not replay.
+        [[ $sys != redis ]] && d0=$(awk -v a="$d0" -v t0="$t0" -v t1="$t1" -v r="$LAT_RATE" 'BEGIN{printf "%.0f", a + r*(t1-t0)}')
+        rate=$(awk -v a="$d0" -v b="$d1" -v t0="$t0" -v t1="$t1" 'BEGIN{printf "%.0f", (b-a)/(t1-t0)}')
+        echo "RESULT sys=$sys n=$n run=$rep kind=replay_load msgs_per_s=$rate" | tee -a "$RES"
       fi
     done
   done

@@ -100,7 +100,7 @@ type Config struct {
 	FollowerReads bool
 	// ReplayShare is the share of the node's processors that catch-up
 	// reads (replays of history, and fetches of history for streams on
-	// other nodes) may use, in (0, 1]; default 0.25. Live publishes and
+	// other nodes) may use, in (0, 1]; default 0.1. Live publishes and
 	// deliveries are never held back by it. See docs/design.md, "Live
 	// first".
 	ReplayShare float64

@@ -292,7 +292,8 @@ type Host struct {
 	// loop can count how long it took to run (wakes).
 	idle     atomic.Bool
 	kickedAt atomic.Int64
-	wakes    wakeDelays
+	wakes    Histogram
+	syncs    Histogram
 
 	// Owned by the loop goroutine.
 	groups   map[uint64]*group
@@ -573,7 +574,7 @@ func (h *Host) run() {
 		}
 		h.idle.Store(false)
 		if t := h.kickedAt.Swap(0); t != 0 {
-			h.wakes.add(time.Duration(time.Now().UnixNano() - t))
+			h.wakes.Add(time.Duration(time.Now().UnixNano() - t))
 		}
 		if err := h.iterate(); err != nil {
 			h.log.Error("host stopped", "error", err)
@@ -862,7 +863,12 @@ func (h *Host) pass() (more bool, err error) {
 	if mustSync {
 		opts = pebble.Sync
 	}
-	if err := commit(b, opts); err != nil {
+	start := time.Now()
+	err = commit(b, opts)
+	if mustSync {
+		h.syncs.Add(time.Since(start))
+	}
+	if err != nil {
 		// No retry of a failed write or fsync: what it covered is unknown.
 		return false, fmt.Errorf("raftlog: commit pass: %w", err)
 	}

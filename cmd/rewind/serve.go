@@ -146,7 +146,7 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.IntVar(&electionTicks, "election-ticks", 10, "raft election timeout, in ticks")
 	f.BoolVar(&followerReads, "follower-reads", false, "serve streams from this node's replicas (fetch from follower) unless a request asks for the leader; default: every partition is read from its leader")
 	f.StringVar(&heapTarget, "gc-heap-target", "512MiB", "let the heap grow to this before the garbage collector runs (fewer collections while replays allocate; never less often than Go's default of twice the live heap); 0: Go's default. Ignored when GOGC is set")
-	f.Float64Var(&replayShare, "replay-share", 0.25, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
+	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	return cmd
 }
 

@@ -213,6 +213,10 @@ type Broker struct {
 	sandbox *sandbox.Runtime
 	// sched paces catch-up reads against live work (stream.Options).
 	sched *sched.Scheduler
+	// timings times the publishes of every partition (metrics).
+	timings partition.Timings
+	// delivered counts the records streams sent (metrics).
+	delivered atomic.Uint64
 
 	mu struct {
 		sync.Mutex
@@ -337,7 +341,10 @@ func Open(cfg Config) (*Broker, error) {
 	go func() {
 		// Close drains first: the governor stops with the streams.
 		defer b.wg.Done()
-		sched.Governor{Delays: []sched.Delays{{Buckets: raftlog.WakeDelayBuckets, Read: b.host.WakeDelays}}}.Run(b.draining, b.sched)
+		sched.Governor{
+			Delays:   []sched.Delays{{Buckets: raftlog.DelayBuckets, Read: b.host.WakeDelays().Counts}},
+			Activity: []func() uint64{b.host.SyncDelays().Count},
+		}.Run(b.draining, b.sched)
 	}()
 	go b.reconcile()
 	go b.housekeeping()
@@ -479,6 +486,7 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 		Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
 		Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
 		DedupeWindow: time.Duration(t.DedupeWindowNanos), Policy: policyOf(t), DiskFull: &b.diskFull,
+		Timings: &b.timings,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: topic %q: %w", t.Name, err)

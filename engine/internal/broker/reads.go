@@ -13,6 +13,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/remote"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/stream"
+	"github.com/rewind-io/rewind/raftlog"
 )
 
 // ReadFrom chooses the replica a stream reads a partition from.
@@ -387,6 +388,15 @@ func (b *Broker) ledPartition(topicID uint64, p uint32) (*partition.Partition, e
 
 // ReplayStats returns what the catch-up scheduler did (package sched).
 func (b *Broker) ReplayStats() sched.Stats { return b.sched.Stats() }
+
+// Delivered returns how many records this node's streams sent.
+func (b *Broker) Delivered() uint64 { return b.delivered.Load() }
+
+// Timings returns where this node's publishes spent their time: waiting
+// for the raft loop, being stored, the raft loop's wake-ups and syncs.
+func (b *Broker) Timings() (queue, store, wake, sync *raftlog.Histogram) {
+	return &b.timings.Queue, &b.timings.Store, b.host.WakeDelays(), b.host.SyncDelays()
+}
 
 // ServeFetch answers a fetch of a partition this node leads: it waits up to
 // f.Wait for a record at f.From, then returns the bounds and the batches

@@ -58,6 +58,7 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 		sp.Options.Filter = f
 	}
 	sp.Options.Sched = b.sched
+	sp.Options.Delivered = &b.delivered
 	if sp.Group != "" {
 		if lt, err = b.topic(sp.Topic); err != nil {
 			return err

@@ -112,6 +112,16 @@ type Config struct {
 	// publishes stop while reads go on.
 	DiskFull *atomic.Bool
 	Logger   hclog.Logger
+	// Timings, when set, counts how long appends wait and take; it may be
+	// shared by many partitions.
+	Timings *Timings
+}
+
+// Timings times appends: Queue from Enqueue until the raft loop takes the
+// records into a proposal, Store from then until they are durable and
+// applied (the acknowledgement).
+type Timings struct {
+	Queue, Store raftlog.Histogram
 }
 
 // Partition is one partition. It implements raftlog.StateMachine.
@@ -213,11 +223,13 @@ type Append struct {
 
 	// kept lists the indexes of the records proposed (not duplicates), in
 	// order; nil means all of them.
-	kept    []int
-	size    int64
-	pending int // batches not yet applied
-	err     error
-	done    chan struct{}
+	kept []int
+	size int64
+	// enqueued and taken time the append (Config.Timings).
+	enqueued, taken time.Time
+	pending         int // batches not yet applied
+	err             error
+	done            chan struct{}
 }
 
 // Segment says where a run of an append's stored records landed.
@@ -342,6 +354,9 @@ func (p *Partition) notifyLocked() {
 // append is done. Wait for the outcome with Append.Wait.
 func (p *Partition) Enqueue(ctx context.Context, recs []record.Record) (*Append, error) {
 	a := &Append{Records: recs, done: make(chan struct{})}
+	if p.cfg.Timings != nil {
+		a.enqueued = time.Now()
+	}
 	for i := range recs {
 		a.size += int64(recs[i].EncodedSize())
 	}
@@ -479,6 +494,15 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 		cur = nil
 	}
 	var deferred []*Append
+	if t := p.cfg.Timings; t != nil {
+		now := time.Now()
+		for _, a := range queue {
+			if a.taken.IsZero() {
+				a.taken = now
+				t.Queue.Add(now.Sub(a.enqueued))
+			}
+		}
+	}
 	for _, a := range queue {
 		if p.cfg.DedupeWindow > 0 {
 			switch p.checkDuplicates(a) {
@@ -570,6 +594,9 @@ func (p *Partition) forget(ids ...uint64) {
 // complete answers a's waiter and gives its bytes back to publishers. It is
 // called exactly once per append, when its last batch is settled.
 func (p *Partition) complete(a *Append) {
+	if t := p.cfg.Timings; t != nil && !a.taken.IsZero() {
+		t.Store.Add(time.Since(a.taken))
+	}
 	close(a.done)
 	p.mu.Lock()
 	p.mu.pending = max(0, p.mu.pending-a.size)

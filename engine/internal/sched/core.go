@@ -139,7 +139,7 @@ func (c *core) quiet(now time.Time) bool {
 func (c *core) stats() Stats {
 	s := c.st
 	s.Factor = c.factor
-	s.Waiting, s.Running, s.Live = len(c.queue), c.running, c.live
+	s.Waiting, s.Running, s.Live, s.LastLive = len(c.queue), c.running, c.live, c.lastLive
 	return s
 }
 

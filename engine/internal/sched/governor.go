@@ -28,6 +28,12 @@ type Governor struct {
 	// the raft loop's wake-up delay (raftlog.Host.WakeDelays), which also
 	// shows a loop kept off the processors by other processes.
 	Delays []Delays
+	// Activity are counters of live work the scheduler is not told about
+	// (Scheduler.Live), such as the raft host's synced writes: on a
+	// follower, replicating the leader's publishes is on their path to an
+	// acknowledgement. A period in which one grew counts as live work, so
+	// the budget applies.
+	Activity []func() uint64
 }
 
 // Delays is a cumulative histogram of delays of live work.
@@ -50,6 +56,10 @@ func (g Governor) Run(ctx context.Context, s *Scheduler) {
 	sample := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
 	prev := make([][]uint64, len(g.Delays)+1)
 	var counts []uint64
+	activity := make([]uint64, len(g.Activity))
+	for i, count := range g.Activity {
+		activity[i] = count()
+	}
 	t := time.NewTicker(g.Period)
 	defer t.Stop()
 	for {
@@ -57,6 +67,12 @@ func (g Governor) Run(ctx context.Context, s *Scheduler) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		for i, count := range g.Activity {
+			if n := count(); n != activity[i] {
+				activity[i] = n
+				s.Live()()
+			}
 		}
 		worst, any := 0.0, false
 		take := func(i int, counts []uint64, buckets []float64) {
@@ -87,7 +103,9 @@ func (s *Scheduler) observe(p99, target time.Duration) {
 	c := &s.mu.core
 	if c.quiet(s.now()) {
 		// No live work: the delays are catch-up work's own, and the
-		// budget does not apply anyway.
+		// budget does not apply anyway; live work that comes back starts
+		// from the whole share.
+		c.setFactor(1, s.now())
 		return
 	}
 	f := c.factor

@@ -45,7 +45,7 @@ import (
 // Config configures a Scheduler. The zero value selects every default.
 type Config struct {
 	// Share is the fraction of the node's processor time (Cores
-	// processors) that catch-up work may use, in (0, 1]. Default 0.25.
+	// processors) that catch-up work may use, in (0, 1]. Default 0.1.
 	Share float64
 	// Cores is the number of processors the node runs on. Default
 	// runtime.GOMAXPROCS(0).
@@ -81,7 +81,7 @@ func (c *Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.Share == 0 {
-		c.Share = 0.25
+		c.Share = 0.1
 	}
 	if c.Cores == 0 {
 		c.Cores = runtime.GOMAXPROCS(0)
@@ -119,8 +119,10 @@ type Stats struct {
 	// of Share).
 	Factor float64
 	// Waiting and Running are the catch-up units waiting and running now;
-	// Live is the live work running now.
+	// Live is the live work running now, and LastLive when live work last
+	// began or ended.
 	Waiting, Running, Live int
+	LastLive               time.Time
 }
 
 // Scheduler hands out turns to catch-up work. Safe for concurrent use.
@@ -148,11 +150,11 @@ func New(cfg Config) (*Scheduler, error) {
 // Turn is one catch-up unit's permission to run. The caller does the work
 // on the goroutine that received the turn, then calls End.
 type Turn struct {
-	s       *Scheduler
-	w       *waiter
-	cpu     cpuClock
-	ended   bool
-	release bool
+	s        *Scheduler
+	w        *waiter
+	cpu      cpuClock
+	ended    bool
+	released bool
 }
 
 // CatchUp waits for a turn to run one unit of catch-up work, or for ctx to
@@ -187,10 +189,10 @@ func (s *Scheduler) CatchUp(ctx context.Context) (*Turn, error) {
 // keep other catch-up work from running. Its processor time is still
 // charged at End.
 func (t *Turn) Release() {
-	if t.release || t.ended {
+	if t.released || t.ended {
 		return
 	}
-	t.release = true
+	t.released = true
 	t.s.mu.Lock()
 	t.s.mu.core.free(t.w)
 	t.s.dispatchLocked()

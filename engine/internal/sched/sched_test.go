@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -349,7 +350,9 @@ func TestGovernorAIMD(t *testing.T) {
 	if got := s.Stats().Factor; got != 1 {
 		t.Fatalf("factor after a quiet spell %g, want 1", got)
 	}
-	// With no live work for IdleAfter, delays are catch-up's own: ignored.
+	// With no live work for IdleAfter, delays are catch-up's own: ignored,
+	// and the share is whole again for when live work returns.
+	s.observe(ms(10), target)
 	now = now.Add(time.Hour)
 	s.observe(ms(10), target)
 	if got := s.Stats().Factor; got != 1 {
@@ -385,4 +388,31 @@ func TestDeltaQuantile(t *testing.T) {
 	if _, ok := deltaQuantile(prev, prev, buckets, 0.99); ok {
 		t.Error("no new samples, yet a quantile")
 	}
+}
+
+// Live work the scheduler is not told about (a follower's raft writes for
+// the leader's publishes) counts through Governor.Activity: a period in
+// which a counter grew marks live work, so the budget applies.
+func TestGovernorActivityCountsAsLiveWork(t *testing.T) {
+	var now atomic.Int64
+	now.Store(t0.UnixNano())
+	s, err := New(Config{Cores: 2, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var syncs atomic.Uint64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Governor{Period: time.Millisecond, Activity: []func() uint64{syncs.Load}}.Run(ctx, s)
+	}()
+	defer func() { cancel(); <-done }()
+	now.Add(int64(time.Hour)) // long quiet
+	// Writes keep coming (the governor reads the counter when it starts,
+	// so one write before that would go unseen).
+	waitFor(t, func() bool {
+		syncs.Add(1)
+		return s.Stats().LastLive.Equal(time.Unix(0, now.Load()))
+	})
 }

@@ -11,6 +11,11 @@
 // stops the reading: memory per stream is one event, and nothing is ever
 // dropped.
 //
+// With Options.Sched, a partition that has not caught up reads each event
+// in a catch-up turn of the node's scheduler (package sched: a bounded
+// share of the processors, giving way to live work), and gives its slot
+// back before it sends; events read at the tail count as live work.
+//
 // With Options.Filter, records pass through a WebAssembly module beside the
 // reader (filter.go): what the module keeps or emits is delivered, with the
 // offsets, message IDs and idempotency keys of the records it read.
@@ -25,6 +30,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -71,6 +77,8 @@ type Options struct {
 	// are marked as live work, which catch-up turns give way to. See
 	// package sched.
 	Sched *sched.Scheduler
+	// Delivered, when set, counts the records the stream sends.
+	Delivered *atomic.Uint64
 	// Route, when set, chooses the source a group member's stream reads
 	// an assigned partition from, given its local replica (the node's own
 	// replica, or the partition's leader through package remote). It runs
@@ -525,6 +533,9 @@ func (s *streamer) sendRecords(partition uint32) error {
 		s.recEv.FilterModule = s.filter.module
 	}
 	s.resp.Event = &rewindv1.SubscribeResponse_Records{Records: &s.recEv}
+	if d := s.opts.Delivered; d != nil {
+		d.Add(uint64(len(s.ptrs)))
+	}
 	return s.sink.Send(&s.resp)
 }
 

@@ -324,7 +324,13 @@ func Latency(ctx context.Context, c *client.Client, o LatencyOptions) (ack, e2e 
 	start := time.Now()
 	for i := range total {
 		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
 		}
 		payload := make([]byte, size)
 		binary.BigEndian.PutUint64(payload, uint64(i))
