@@ -131,6 +131,7 @@ received per second: the load to run beside "rewind bench latency".`,
 	lat.Flags().DurationVar(&lo.Duration, "duration", 15*time.Second, "how long")
 	lat.Flags().IntVar(&lo.Size, "size", 100, "value size in bytes (at least 8)")
 	lat.Flags().BoolVar(&lo.EndToEnd, "e2e", false, "also read the topic live and measure publish to delivery")
+	lat.Flags().IntVar(&lo.Publishers, "publishers", 0, "send through this many batching publishers (a record waits while its publisher's request is out); 0: one request per record")
 	cmd.AddCommand(pub, rep, ttfm, lat)
 	return cmd
 }

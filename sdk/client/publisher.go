@@ -10,12 +10,16 @@ import (
 // ErrPublisherClosed is returned by Publish after Close.
 var ErrPublisherClosed = errors.New("client: publisher closed")
 
-// Publisher batches messages to one topic: it sends a request when
-// BatchSize messages are waiting or Linger has passed since the first, with
-// at most MaxInFlight requests outstanding (Publish blocks beyond that).
-// With MaxInFlight 1 (the default) messages reach the server in the order
-// they were published; with more, batches may overtake each other.
-// Safe for concurrent use.
+// Publisher batches messages to one topic, with at most MaxInFlight
+// requests outstanding (Publish blocks while the batch is full and every
+// request is out). By default (Linger 0) a message goes out at once when a
+// request slot is free, and messages published while every slot is busy
+// wait and go together, as one request, when one comes back: a publisher
+// at a low rate pays one round trip per message, one at a high rate
+// batches by itself (like a group commit). With a Linger, a partial batch
+// instead waits that long for more. With MaxInFlight 1 (the default)
+// messages reach the server in the order they were published; with more,
+// batches may overtake each other. Safe for concurrent use.
 type Publisher struct {
 	c     *Client
 	topic string
@@ -46,7 +50,8 @@ func WithBatchSize(n int) PublisherOption {
 	return func(o *publisherOptions) { o.batchSize = max(1, n) }
 }
 
-// WithLinger sets how long a partial batch may wait (default 2 ms).
+// WithLinger makes a partial batch wait up to d for more messages, even
+// when a request slot is free (default 0: it goes as soon as a slot is).
 func WithLinger(d time.Duration) PublisherOption { return func(o *publisherOptions) { o.linger = d } }
 
 // WithMaxInFlight sets the requests outstanding at once (default 1, which
@@ -82,7 +87,7 @@ func (p *Pending) Wait(ctx context.Context) (Result, error) {
 
 // NewPublisher returns a batching publisher for topic.
 func (c *Client) NewPublisher(topic string, opts ...PublisherOption) *Publisher {
-	o := publisherOptions{batchSize: 1000, linger: 2 * time.Millisecond, maxInFlight: 1, timeout: 30 * time.Second}
+	o := publisherOptions{batchSize: 1000, maxInFlight: 1, timeout: 30 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -104,6 +109,21 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (*Pending, error) {
 		batch, ws := p.takeLocked()
 		p.mu.Unlock()
 		return pd, p.dispatch(ctx, batch, ws)
+	}
+	if p.opts.linger == 0 {
+		// A free slot sends now; otherwise the request that comes back
+		// next takes what waits (send). Under mu, so a message is never
+		// left behind by a sender that just found nothing to take.
+		select {
+		case p.sem <- struct{}{}:
+			batch, ws := p.takeLocked()
+			p.mu.Unlock()
+			p.wg.Add(1)
+			go p.send(batch, ws)
+		default:
+			p.mu.Unlock()
+		}
+		return pd, nil
 	}
 	if p.mu.timer == nil {
 		p.mu.timer = time.AfterFunc(p.opts.linger, p.lingered)
@@ -143,12 +163,18 @@ func (p *Publisher) dispatch(ctx context.Context, batch []Message, ws []*Pending
 		return ctx.Err()
 	}
 	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		defer func() { <-p.sem }()
+	go p.send(batch, ws)
+	return nil
+}
+
+// send sends batch in a request slot it holds, then, without Linger, the
+// messages that queued meanwhile, until none wait; then it frees the slot.
+func (p *Publisher) send(batch []Message, ws []*Pending) {
+	defer p.wg.Done()
+	for {
 		rctx, cancel := context.WithTimeout(context.Background(), p.opts.timeout)
-		defer cancel()
 		res, err := p.c.Publish(rctx, p.topic, batch...)
+		cancel()
 		for i, w := range ws {
 			if err != nil {
 				w.err = err
@@ -157,8 +183,15 @@ func (p *Publisher) dispatch(ctx context.Context, batch []Message, ws []*Pending
 			}
 			close(w.done)
 		}
-	}()
-	return nil
+		p.mu.Lock()
+		if p.opts.linger > 0 || len(p.mu.buf) == 0 {
+			<-p.sem
+			p.mu.Unlock()
+			return
+		}
+		batch, ws = p.takeLocked()
+		p.mu.Unlock()
+	}
 }
 
 // Flush sends what is queued and waits until every request sent so far is

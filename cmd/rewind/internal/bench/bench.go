@@ -261,6 +261,11 @@ type LatencyOptions struct {
 	// subscriber that has caught up) and measures each record from its
 	// publish to its delivery.
 	EndToEnd bool
+	// Publishers, when above 0, sends through that many batching
+	// publishers (client.Publisher), Rate/Publishers records per second
+	// each: a record waits while its publisher's request is out, and goes
+	// with the others that queued meanwhile. 0: one request per record.
+	Publishers int
 }
 
 // Latency publishes one record of o.Size bytes every 1/o.Rate seconds for
@@ -275,6 +280,15 @@ func Latency(ctx context.Context, c *client.Client, o LatencyOptions) (ack, e2e 
 	size := max(o.Size, 8)
 	interval := time.Second / time.Duration(max(o.Rate, 1))
 	total := int(o.Duration / interval)
+	var pubs []*client.Publisher
+	for range max(o.Publishers, 0) {
+		pubs = append(pubs, c.NewPublisher(o.Topic))
+	}
+	defer func() {
+		for _, p := range pubs {
+			p.Close(context.Background())
+		}
+	}()
 	// Send times by sequence number, in Unix nanoseconds; written before the
 	// publish, read by the subscriber when the record arrives.
 	sent := make([]atomic.Int64, total)
@@ -321,6 +335,42 @@ func Latency(ctx context.Context, c *client.Client, o LatencyOptions) (ack, e2e 
 		wg   sync.WaitGroup
 		errs = make(chan error, 1)
 	)
+	// publish sends record i, the one way or the other, and times it.
+	publish := func(i int, payload []byte, t0 time.Time) {
+		done := func(err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+				return
+			}
+			l := time.Since(t0)
+			mu.Lock()
+			lats = append(lats, l)
+			mu.Unlock()
+		}
+		if o.Publishers <= 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := c.Publish(ctx, o.Topic, client.Message{Value: payload})
+				done(err)
+			}()
+			return
+		}
+		pd, err := pubs[i%len(pubs)].Publish(ctx, client.Message{Value: payload})
+		if err != nil {
+			done(err)
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := pd.Wait(ctx)
+			done(err)
+		}()
+	}
 	start := time.Now()
 	for i := range total {
 		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
@@ -334,23 +384,9 @@ func Latency(ctx context.Context, c *client.Client, o LatencyOptions) (ack, e2e 
 		}
 		payload := make([]byte, size)
 		binary.BigEndian.PutUint64(payload, uint64(i))
-		wg.Add(1)
 		t0 := time.Now()
 		sent[i].Store(t0.UnixNano())
-		go func(t0 time.Time) {
-			defer wg.Done()
-			if _, err := c.Publish(ctx, o.Topic, client.Message{Value: payload}); err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-				return
-			}
-			l := time.Since(t0)
-			mu.Lock()
-			lats = append(lats, l)
-			mu.Unlock()
-		}(t0)
+		publish(i, payload, t0)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
