@@ -79,7 +79,11 @@ func (c *core) grant(now time.Time) (granted []*waiter, wake time.Time) {
 		}
 		if c.budget <= 0 && !c.quiet(now) {
 			need := float64(-c.budget+1) / c.rate
-			return granted, now.Add(time.Duration(need) + 1)
+			wake := now.Add(time.Duration(need) + 1)
+			if quietAt := c.lastLive.Add(c.cfg.IdleAfter); c.live == 0 && quietAt.Before(wake) {
+				wake = quietAt // the budget stops applying then
+			}
+			return granted, wake
 		}
 		if c.live > 0 {
 			until := w.asked.Add(c.cfg.MaxDefer)

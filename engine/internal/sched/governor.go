@@ -106,6 +106,7 @@ func (s *Scheduler) observe(p99, target time.Duration) {
 		// budget does not apply anyway; live work that comes back starts
 		// from the whole share.
 		c.setFactor(1, s.now())
+		s.dispatchLocked()
 		return
 	}
 	f := c.factor
@@ -115,7 +116,6 @@ func (s *Scheduler) observe(p99, target time.Duration) {
 		f += 0.1
 	}
 	c.setFactor(f, s.now())
-	c.st.Factor = c.factor
 	s.dispatchLocked()
 }
 

@@ -152,10 +152,10 @@ func TestQuietNodeReplaysWithoutBudget(t *testing.T) {
 	w := &waiter{}
 	c.ask(w, now)
 	c.grant(now)
-	c.release(w, ms(5), now) // budget: 1 ms - 5 ms
+	c.release(w, ms(1000), now) // budget: 1 ms - 1 s, 5 s to refill at 0.2
 	c.ask(&waiter{}, now)
-	if g, wake := c.grant(now); len(g) != 0 || wake.IsZero() {
-		t.Fatal("budget spent, yet a unit ran while live work is recent")
+	if g, wake := c.grant(now); len(g) != 0 || !wake.Equal(now.Add(time.Second)) {
+		t.Fatalf("budget spent while live work is recent: granted %d, wake %v; want none, and a wake when the node turns quiet (%v), before the refill", len(g), wake, now.Add(time.Second))
 	}
 	// A second later, nothing live has run: units go however much they use.
 	now = now.Add(time.Second)
@@ -167,17 +167,17 @@ func TestQuietNodeReplaysWithoutBudget(t *testing.T) {
 		c.release(g[0], ms(50), now)
 		c.ask(&waiter{}, now)
 	}
-	// Live work begins: the budget (not charged meanwhile) applies again.
+	// Live work begins: the budget applies again at once, and it was not
+	// charged for the 100 units of the quiet spell (5 s of processor
+	// time): it is what it was plus a second's refill (0.2 of a processor
+	// at share 0.1 on 2), capped at nothing here: -999 ms + 200 ms.
 	c.beginLive(now)
 	c.endLive(now)
-	g, _ := c.grant(now)
-	if len(g) != 1 {
-		t.Fatal("the budget left before the quiet spell was lost")
-	}
-	c.release(g[0], ms(50), now)
-	c.ask(&waiter{}, now)
 	if g, _ := c.grant(now); len(g) != 0 {
 		t.Fatal("a unit ran on a spent budget right after live work")
+	}
+	if want := -ms(799); c.budget < want-ms(1) || c.budget > want+ms(1) {
+		t.Fatalf("budget %v after the quiet spell, want about %v (quiet units are not charged)", c.budget, want)
 	}
 }
 
