@@ -134,7 +134,7 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.StringVar(&minFree, "min-free-disk", "64MiB", "refuse publishes (ResourceExhausted) below this much free disk space; 0 disables")
 	f.Int64Var(&filters.FuelPerCall, "filter-fuel", 0, "fuel per WebAssembly filter call (default 10000000, an endless loop stops after about 20 ms)")
 	f.IntVar(&filterMemMiB, "filter-memory-mib", 0, "linear memory per filter instance, MiB (default 64)")
-	f.IntVar(&filters.MaxConcurrentCalls, "filter-concurrency", 0, "filter calls and filtered readers at once (default GOMAXPROCS-1, at least 1)")
+	f.IntVar(&filters.MaxConcurrentCalls, "filter-concurrency", 0, "WebAssembly filter calls at once (default GOMAXPROCS-1, at least 1); filtered replays are paced like every replay (--replay-share)")
 	f.IntVar(&filters.MaxModuleBytes, "filter-max-module-bytes", 0, "largest module accepted by plugin upload (default 16 MiB)")
 	f.IntVar(&inlineMiB, "filter-max-inline-mib", 0, "largest module sent inline with a replay, MiB (default 4)")
 	f.Uint64Var(&nodeID, "node-id", 1, "this node's id in the cluster (never reused)")
