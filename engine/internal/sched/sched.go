@@ -3,8 +3,9 @@
 //
 // Work on a node is of two classes:
 //
-//   - Live: publishes being accepted, raft passes, records delivered to
-//     subscribers that have caught up with the tail. Live work never waits
+//   - Live: publishes being accepted, records delivered to subscribers
+//     that have caught up with the tail, and raft writes (which the
+//     Governor sees through its Activity counters). Live work never waits
 //     for the scheduler; it only tells the scheduler it is running
 //     (Scheduler.Live).
 //   - Catch-up: a stream (or a leader fetch for a stream on another node)
@@ -28,7 +29,9 @@
 //     down but never stops them).
 //
 // A unit yields the processor when it ends (runtime.Gosched), so goroutines
-// queued behind it run before the next unit. The rules are in core, which
+// queued behind it run before the next unit. A Governor (governor.go)
+// scales the budget's refill down while live work is delayed, and back up
+// when it is not. The rules are in core, which
 // owns no goroutine and reads no clock: the tests drive it with explicit
 // times and check its decisions.
 package sched
