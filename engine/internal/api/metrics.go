@@ -79,7 +79,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	} {
 		histogram(&b, h.name, h.help, h.h)
 	}
-	gauge("rewind_replay_budget_factor", "Share of the catch-up budget (--replay-share) the governor allows now: it halves while goroutines wait over 500 µs to run (p99).")
+	gauge("rewind_replay_budget_factor", "Share of the catch-up budget (--replay-share) the governor allows now: it halves while live work waits over 500 µs to run (p99).")
 	fmt.Fprintf(&b, "rewind_replay_budget_factor %g\n", ss.Factor)
 	gauge("rewind_disk_full", "1 while publishes are refused because free disk space is below the floor.")
 	full := 0

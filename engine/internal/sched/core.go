@@ -19,10 +19,8 @@ type waiter struct {
 // sequences of decisions.
 type core struct {
 	cfg Config
-	// rate is the budget's refill, in processor time per unit of wall
-	// time (Share × Cores).
-	rate float64
-	// factor scales rate (setFactor); 1 unless the governor lowered it.
+	// factor scales the budget's refill (rate); 1 unless the governor
+	// lowered it. Invariant: minFactor <= factor <= 1.
 	factor float64
 	// budget is the processor time catch-up work may still use; it may go
 	// below zero (a unit is charged after it ran), and is refilled up to
@@ -38,12 +36,16 @@ type core struct {
 }
 
 func newCore(cfg Config, now time.Time) core {
-	return core{cfg: cfg, rate: cfg.Share * float64(cfg.Cores), factor: 1, budget: cfg.Burst, last: now, lastLive: now}
+	return core{cfg: cfg, factor: 1, budget: cfg.Burst, last: now, lastLive: now}
 }
+
+// rate is the budget's refill, in processor time per unit of wall time:
+// Share × Cores, scaled by the governor's factor.
+func (c *core) rate() float64 { return c.cfg.Share * float64(c.cfg.Cores) * c.factor }
 
 func (c *core) refill(now time.Time) {
 	if el := now.Sub(c.last); el > 0 {
-		c.budget = min(c.cfg.Burst, c.budget+time.Duration(float64(el)*c.rate))
+		c.budget = min(c.cfg.Burst, c.budget+time.Duration(float64(el)*c.rate()))
 		c.last = now
 	}
 }
@@ -78,7 +80,7 @@ func (c *core) grant(now time.Time) (granted []*waiter, wake time.Time) {
 			return granted, time.Time{}
 		}
 		if c.budget <= 0 && !c.quiet(now) {
-			need := float64(-c.budget+1) / c.rate
+			need := float64(-c.budget+1) / c.rate()
 			wake := now.Add(time.Duration(need) + 1)
 			if quietAt := c.lastLive.Add(c.cfg.IdleAfter); c.live == 0 && quietAt.Before(wake) {
 				wake = quietAt // the budget stops applying then
@@ -147,12 +149,12 @@ func (c *core) stats() Stats {
 	return s
 }
 
-// setFactor scales the budget's refill rate: Share × Cores × f, with f in
-// [minFactor, 1] (the governor lowers it while live work is delayed).
+// setFactor scales the budget's refill rate by f, kept in [minFactor, 1]
+// (the governor lowers it while live work is delayed). What accrued at the
+// old rate is refilled first.
 func (c *core) setFactor(f float64, now time.Time) {
 	c.refill(now)
 	c.factor = min(max(f, minFactor), 1)
-	c.rate = c.cfg.Share * float64(c.cfg.Cores) * c.factor
 }
 
 // minFactor keeps catch-up work moving however busy the node is.

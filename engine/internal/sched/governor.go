@@ -12,15 +12,15 @@ import (
 // whatever keeps it busy (catch-up units, the HTTP/2 writes they cause,
 // the garbage they make); Delays add delays seen by live work itself, such
 // as the raft loop's, which also show other processes taking the machine.
-// Every period the governor takes the p99 of each over the period, and
-// the worst of them: above
-// Target it halves the budget's rate, below it raises the rate by a tenth
-// of Share, up to Share (additive increase, multiplicative decrease), and
-// never below Share/64, so replays slow down but never stop.
+// Every period the governor takes the p99 of each over the period, and the
+// worst of them: above Target it halves the budget's rate, below it raises
+// it by a tenth of Share, up to Share (additive increase, multiplicative
+// decrease), and never below Share/64, so replays slow down but never
+// stop.
 type Governor struct {
-	// Target is the p99 scheduling delay the node tries to keep. Default
-	// 500 µs (on 2 cores: 200 µs cut replays to a third for no better
-	// p99, 1 ms let the p99 rise 1.5x; docs/benchmarks.md).
+	// Target is the p99 delay the node tries to keep. Default 500 µs: on
+	// 2 cores, 200 µs cut replays to a third with no better live p99
+	// (docs/design.md, Live first).
 	Target time.Duration
 	// Period is how often the rate is adjusted. Default 100 ms.
 	Period time.Duration

@@ -402,6 +402,9 @@ func Latency(ctx context.Context, c *client.Client, o LatencyOptions) (ack, e2e 
 	if !o.EndToEnd {
 		return ack, Report{}, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return Report{}, Report{}, err // stopped before every record was sent
+	}
 	select {
 	case l := <-delivered:
 		e2e = Report{Case: "rewind-e2e", Latencies: l, Extra: map[string]float64{"delivered": float64(len(l))}}
