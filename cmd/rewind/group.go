@@ -212,7 +212,7 @@ func groupJSON(name string, ts []client.GroupTopic) map[string]any {
 func newGroupReset(g *globals) *cobra.Command {
 	var (
 		topic, to, format string
-		parts             []uint
+		parts             partitionsFlag
 		execute           bool
 	)
 	cmd := &cobra.Command{
@@ -235,11 +235,7 @@ before the reset are refused.`,
 			if err != nil {
 				return err
 			}
-			ps := make([]uint32, len(parts))
-			for i, p := range parts {
-				ps[i] = uint32(p)
-			}
-			res, err := g.client().ResetGroup(cmd.Context(), args[0], topic, target, ps, !execute)
+			res, err := g.client().ResetGroup(cmd.Context(), args[0], topic, target, parts, !execute)
 			if err != nil {
 				return err
 			}
@@ -276,7 +272,7 @@ before the reset are refused.`,
 	f := cmd.Flags()
 	f.StringVar(&topic, "topic", "", "topic (required)")
 	f.StringVar(&to, "to", "", "target position (required)")
-	f.UintSliceVar(&parts, "partition", nil, "partition to reset (repeatable; default all)")
+	f.Var(&parts, "partition", "partition to reset (repeatable; default all)")
 	f.BoolVar(&execute, "execute", false, "carry the reset out (default: dry run)")
 	addFormat(cmd, &format)
 	_ = cmd.MarkFlagRequired("topic")

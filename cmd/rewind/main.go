@@ -22,6 +22,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"connectrpc.com/connect"
@@ -64,7 +67,14 @@ func newRoot() *cobra.Command {
 		server = defaultServer
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
-	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g))
+	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newVersion())
+	root.Version = versionLine()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.InitDefaultCompletionCmd()
+	enableTemplates(root, "replay", "subscribe")
+	registerCompletions(root, g)
+	usageOnArgErrors(root)
+	requireKnownSubcommands(root)
 	return root
 }
 
@@ -79,4 +89,69 @@ func describe(err error) string {
 		return fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
 	}
 	return err.Error()
+}
+
+// usageOnArgErrors appends the usage to the error of a command given the
+// wrong number of arguments (`rewind publish` alone), where an error of
+// one line would leave the user guessing what is missing.
+func usageOnArgErrors(root *cobra.Command) {
+	walk(root, func(c *cobra.Command) {
+		if c.Args == nil || !c.Runnable() || c.HasSubCommands() {
+			return
+		}
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return fmt.Errorf("%w\n\n%s", err, strings.TrimRight(cmd.UsageString(), "\n"))
+			}
+			return nil
+		}
+	})
+}
+
+// buildVersion, when set at link time (-ldflags "-X
+// main.buildVersion=v1.2.3"), is the version versionLine reports.
+var buildVersion string
+
+// versionLine says which build this is: the module version (a tag, or a
+// pseudo-version from the commit), the commit and whether the tree had
+// changes, and the Go version and platform.
+func versionLine() string {
+	version, commit := "(unknown)", ""
+	var modified bool
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if buildVersion != "" {
+		version = buildVersion
+	}
+	if commit == "" {
+		commit = "unknown"
+	} else if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if modified {
+		commit += " (modified)"
+	}
+	return fmt.Sprintf("rewind %s\ncommit %s\n%s %s/%s", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and Go version of this build",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Println(versionLine())
+			return nil
+		},
+	}
 }

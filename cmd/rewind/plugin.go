@@ -241,7 +241,7 @@ func newPluginTest(g *globals) *cobra.Command {
 	var (
 		topic, from, config, format, records string
 		limit                                uint32
-		parts                                []uint
+		parts                                partitionsFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "test NAME|FILE (--topic T [--from POS] [--limit N] [--partition P]... | --records FILE) [--config JSON]",
@@ -277,10 +277,7 @@ the command exits with status 1.`,
 			if (topic == "") == (records == "") {
 				return errors.New("give --topic or --records (one of them)")
 			}
-			src := client.TestSource{Topic: topic, From: &start, Limit: limit}
-			for _, p := range parts {
-				src.Partitions = append(src.Partitions, uint32(p))
-			}
+			src := client.TestSource{Topic: topic, From: &start, Limit: limit, Partitions: parts}
 			if records != "" {
 				if src.Records, err = readTestRecords(cmd, records); err != nil {
 					return err
@@ -314,7 +311,7 @@ the command exits with status 1.`,
 	f.StringVar(&from, "from", "earliest", "start position")
 	f.Uint32Var(&limit, "limit", 0, "records to read in all (default 100, at most 10000)")
 	f.StringVar(&config, "config", "", "the module's config (JSON, as the module expects)")
-	f.UintSliceVar(&parts, "partition", nil, "partition to read (repeatable; default all)")
+	f.Var(&parts, "partition", "partition to read (repeatable; default all)")
 	addFormat(cmd, &format)
 	return cmd
 }

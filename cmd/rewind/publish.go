@@ -17,7 +17,7 @@ func newPublish(g *globals) *cobra.Command {
 	var (
 		key, idem, input, format string
 		headers                  []string
-		partition                int64
+		partition                partitionFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "publish TOPIC [VALUE]",
@@ -39,10 +39,7 @@ Prints where each record was stored: partition, offset, message_id.`,
 			if key != "" {
 				base.Key = []byte(key)
 			}
-			if partition >= 0 {
-				p := uint32(partition)
-				base.Partition = &p
-			}
+			base.Partition = partition.p
 			for _, h := range headers {
 				k, v, ok := strings.Cut(h, "=")
 				if !ok {
@@ -69,7 +66,7 @@ Prints where each record was stored: partition, offset, message_id.`,
 	f.StringVar(&key, "key", "", "record key (decides the partition)")
 	f.StringVar(&idem, "idempotency-key", "", "idempotency key stored with the record")
 	f.StringArrayVar(&headers, "header", nil, "header key=value (repeatable)")
-	f.Int64Var(&partition, "partition", -1, "explicit partition")
+	f.Var(&partition, "partition", "explicit partition (default: by key)")
 	f.StringVar(&input, "input", "text", "stdin format: text (one value per line) or json")
 	addFormat(cmd, &format)
 	return cmd

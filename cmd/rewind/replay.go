@@ -13,7 +13,7 @@ import (
 func newReplay(g *globals) *cobra.Command {
 	var (
 		from, to, format, readFrom string
-		parts                      []uint
+		parts                      partitionsFlag
 		follow, clamp              bool
 		flt                        filterFlags
 	)
@@ -51,11 +51,7 @@ reason, and a command that resumes where it stopped.`,
 			if err != nil {
 				return fmt.Errorf("--from: %w", err)
 			}
-			ps := make([]uint32, len(parts))
-			for i, p := range parts {
-				ps[i] = uint32(p)
-			}
-			opts := []client.SubscribeOption{client.From(start), client.Partitions(ps...)}
+			opts := []client.SubscribeOption{client.From(start), client.Partitions(parts...)}
 			fopt, err := flt.option()
 			if err != nil {
 				return err
@@ -90,7 +86,7 @@ reason, and a command that resumes where it stopped.`,
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "start position (required)")
 	f.StringVar(&to, "to", "", "stop position (exclusive)")
-	f.UintSliceVar(&parts, "partition", nil, "partition to read (repeatable; default all)")
+	f.Var(&parts, "partition", "partition to read (repeatable; default all)")
 	f.BoolVar(&follow, "follow", false, "keep reading live records")
 	f.StringVar(&readFrom, "read-from", "", "in a cluster: leader (each partition from its leader) or replica (from the connected node's replicas, fetch from follower); default: the server's setting, which sees what the leader sees but reads history the connected node's replica holds from that replica")
 	f.BoolVar(&clamp, "clamp", false, "if retention removed the start offset, start at the earliest stored record (and say so) instead of failing")

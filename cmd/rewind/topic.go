@@ -19,15 +19,17 @@ func newTopic(g *globals) *cobra.Command {
 	return cmd
 }
 
+// addFormat adds --format (text, the default, or json; on the commands
+// enableTemplates names, also a template).
 func addFormat(cmd *cobra.Command, format *string) {
-	cmd.Flags().StringVar(format, "format", "text", "output format: text or json")
+	*format = "text"
+	cmd.Flags().Var(&formatValue{p: format}, "format", "output format: text or json")
 }
 
+// checkFormat reports a format that is not text, json or a template that
+// compiles (the flag itself refuses templates where they do not apply).
 func checkFormat(format string) error {
-	if format != "text" && format != "json" {
-		return fmt.Errorf("unknown format %q (text or json)", format)
-	}
-	return nil
+	return (&formatValue{templates: true}).check(format)
 }
 
 // retentionFlags are the retention flags of topic create and alter.
