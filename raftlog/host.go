@@ -925,7 +925,7 @@ func (h *Host) persist(g *group, b *pebble.Batch, rd raft.Ready) error {
 			return fmt.Errorf("raftlog: group %d restore snapshot at %d: %w", g.id, idx, err)
 		}
 		g.applied = true
-		h.log.Info("installed snapshot", "group", g.id, "index", idx)
+		h.log.Debug("installed snapshot", "group", g.id, "index", idx) // per group: routine, like raft's own messages
 	}
 	if err := g.st.append(b, rd.Entries); err != nil {
 		return err

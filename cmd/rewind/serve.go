@@ -100,6 +100,15 @@ and shrink it with "rewind cluster remove-node N".`,
 					return fmt.Errorf("--advertise %s differs from node %d's address %s in --initial-cluster", advertise, nodeID, members[nodeID])
 				}
 			}
+			// Try the address before opening the store, so a bad or busy
+			// --listen fails before anything is created on disk. It is
+			// let go again: peers get refused, not held in a backlog,
+			// until the node serves.
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			ln.Close()
 			node, err := engine.Open(engine.Config{
 				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
 				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
