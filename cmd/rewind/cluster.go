@@ -222,7 +222,7 @@ func newClusterRemoveNode(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("removed node %d: %d partition replica(s) moved to other nodes, %d partition(s) kept one replica fewer; the node may be stopped\n", node, moved, shrunk)
+			fmt.Printf("removed node %d: %s moved to other nodes, %s kept one replica fewer; the node may be stopped\n", node, plural(moved, "partition replica"), plural(shrunk, "partition"))
 			return nil
 		},
 	}
@@ -247,9 +247,9 @@ func newClusterRebalance(g *globals) *cobra.Command {
 				fmt.Printf("%s/%d: node %d -> node %d\n", m.GetTopic(), m.GetPartition(), m.GetFrom(), m.GetTo())
 			}
 			if dryRun {
-				fmt.Printf("%d move(s) planned (dry run)\n", len(moves))
+				fmt.Printf("%s planned (dry run)\n", plural(len(moves), "move"))
 			} else {
-				fmt.Printf("%d replica(s) moved\n", len(moves))
+				fmt.Printf("%s moved\n", plural(len(moves), "replica"))
 			}
 			return nil
 		},

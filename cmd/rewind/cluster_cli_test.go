@@ -347,7 +347,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	n4 := startServer(t, filepath.Join(t.TempDir(), "d4"), addr4, "--node-id", "4", "--join", c.addrs[2])
 	// 6 replicas on 3 nodes, none on node 4: one moves to it.
 	out := n4.ok(t, nil, "cluster", "rebalance")
-	if !strings.Contains(out, "-> node 4") || !strings.Contains(out, "1 replica(s) moved") {
+	if !strings.Contains(out, "-> node 4") || !strings.Contains(out, "1 replica moved") {
 		t.Fatalf("rebalance: %s", out)
 	}
 	if out := n4.ok(t, nil, "cluster", "rebalance", "--dry-run"); !strings.Contains(out, "nothing to move") {
@@ -355,7 +355,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	}
 	// Node 1's other replica moves to node 4 too (the only member free).
 	out = n4.ok(t, nil, "cluster", "remove-node", "1")
-	if !strings.Contains(out, "1 partition replica(s) moved") {
+	if !strings.Contains(out, "1 partition replica moved") {
 		t.Fatalf("remove-node: %s", out)
 	}
 	st, err := client.New(addr4).ClusterStatus(ctx)

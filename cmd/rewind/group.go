@@ -157,7 +157,7 @@ func newGroupDescribe(g *globals) *cobra.Command {
 				return printJSON(groupJSON(args[0], ts))
 			}
 			for _, t := range ts {
-				fmt.Printf("group %s on topic %s: generation %d, epoch %d, %d members\n", args[0], t.Topic, t.Generation, t.Epoch, len(t.Members))
+				fmt.Printf("group %s on topic %s: generation %d, epoch %d, %s\n", args[0], t.Topic, t.Generation, t.Epoch, plural(len(t.Members), "member"))
 				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "MEMBER\tCLIENT\tPARTITIONS\tJOINED")
 				for _, m := range t.Members {

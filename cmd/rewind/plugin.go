@@ -74,7 +74,7 @@ fetches the compiler once).`,
 			if err != nil {
 				return err
 			}
-			fmt.Printf("created %s (%d files) in %s\n", name, len(paths), dir)
+			fmt.Printf("created %s (%s) in %s\n", name, plural(len(paths), "file"), dir)
 			fmt.Println("next:")
 			cd := "cd " + shellQuote(dir) + " && "
 			if l == scaffold.Go {
@@ -130,7 +130,7 @@ package name).`,
 			if format == "json" {
 				return printJSON(map[string]any{"file": out, "size": len(wasm), "module": sum})
 			}
-			fmt.Printf("built %s: %d bytes, %s\n", out, len(wasm), sum)
+			fmt.Printf("built %s: %s, %s\n", out, plural(len(wasm), "byte"), sum)
 			return nil
 		},
 	}
@@ -446,7 +446,7 @@ Uploading the bytes NAME's newest version already has adds nothing and says
 				fmt.Printf("%s %s unchanged: the newest version of %s already has these bytes\n", p.Ref(), p.Module, p.Name)
 				return nil
 			}
-			fmt.Printf("uploaded %s %s (%d bytes)\n", p.Ref(), p.Module, p.Size)
+			fmt.Printf("uploaded %s %s (%s)\n", p.Ref(), p.Module, plural(p.Size, "byte"))
 			return nil
 		},
 	}
@@ -527,7 +527,7 @@ func newPluginGet(g *globals) *cobra.Command {
 				fmt.Printf("description: %s\n", printable([]byte(p.Description)))
 			}
 			if out != "" {
-				fmt.Printf("wrote %s (%d bytes)\n", out, len(wasm))
+				fmt.Printf("wrote %s (%s)\n", out, plural(len(wasm), "byte"))
 			}
 			return nil
 		},

@@ -147,7 +147,7 @@ func newTopicCreate(g *globals) *cobra.Command {
 			if format == "json" {
 				return printJSON(topicJSON(t, nil))
 			}
-			fmt.Printf("created topic %s (id %d) with %d partitions\n", t.Name, t.ID, t.Partitions)
+			fmt.Printf("created topic %s (id %d) with %s\n", t.Name, t.ID, plural(t.Partitions, "partition"))
 			return nil
 		},
 	}
@@ -267,7 +267,7 @@ func newTopicDescribe(g *globals) *cobra.Command {
 			if format == "json" {
 				return printJSON(topicJSON(t, parts))
 			}
-			fmt.Printf("topic %s (id %d): %d partitions, max record %d bytes, dedupe window %s\n", t.Name, t.ID, t.Partitions, t.MaxRecordBytes, t.DedupeWindow)
+			fmt.Printf("topic %s (id %d): %s, max record %s, dedupe window %s\n", t.Name, t.ID, plural(t.Partitions, "partition"), plural(t.MaxRecordBytes, "byte"), t.DedupeWindow)
 			fmt.Printf("retention: %s\n", retentionText(t))
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "PARTITION\tLOG START\tEND\tRECORDS\tBYTES\tFIRST APPEND\tLAST APPEND\tLEADER")
