@@ -434,10 +434,28 @@ func TestDemo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("rewind demo: exit code %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"from a timestamp", "from a message ID", "published wave 3"} {
+	for _, want := range []string{"from a timestamp", "from a message ID", "# wave 3", "created topic orders (id 1) with 3 partitions"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("rewind demo output does not mention %q:\n%s", want, r.stdout)
 		}
+	}
+	// It prints what the commands print: publish's result lines and
+	// replay's text lines; and its orders spread over every partition.
+	parts := map[string]bool{}
+	var results, records int
+	textLine := regexp.MustCompile(`^(\d+)\t\d+\t\S+Z\torder-\d+\t\{.*\}$`)
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if m := resultLine.FindStringSubmatch(l); m != nil {
+			results++
+			parts[m[1]] = true
+		}
+		if textLine.MatchString(l) {
+			records++
+		}
+	}
+	if results != 12 || records == 0 || len(parts) != 3 {
+		t.Errorf("rewind demo printed %d publish results (want 12) over partitions %v (want 0, 1 and 2), and %d replayed records in replay's text format:\n%s",
+			results, slices.Sorted(maps.Keys(parts)), records, r.stdout)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -20,7 +21,9 @@ func newDemo() *cobra.Command {
 		Short: "Start a throwaway broker, publish a few events and replay them",
 		Long: `Start an embedded broker in a temporary directory, publish a small set of
 order events in three waves, and show replays from a timestamp and from a
-message ID. Nothing is left behind.`,
+message ID, each as the command you would type and what it prints. The
+orders' keys spread them over the three partitions. Nothing is left
+behind.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return demo(cmd.Context()) },
 	}
@@ -31,21 +34,21 @@ type demoEvent struct{ key, value string }
 var demoWaves = [][]demoEvent{
 	{
 		{"order-1001", `{"type":"order.created","customer":"ada","total":42.50}`},
-		{"order-1002", `{"type":"order.created","customer":"grace","total":13.00}`},
+		{"order-1007", `{"type":"order.created","customer":"grace","total":13.00}`},
 		{"order-1003", `{"type":"order.created","customer":"linus","total":99.90}`},
-		{"order-1004", `{"type":"order.created","customer":"barbara","total":7.25}`},
+		{"order-1008", `{"type":"order.created","customer":"barbara","total":7.25}`},
 	},
 	{
 		{"order-1001", `{"type":"payment.captured","amount":42.50}`},
 		{"order-1003", `{"type":"payment.captured","amount":99.90}`},
-		{"order-1002", `{"type":"payment.failed","reason":"card declined"}`},
-		{"order-1004", `{"type":"payment.captured","amount":7.25}`},
+		{"order-1007", `{"type":"payment.failed","reason":"card declined"}`},
+		{"order-1008", `{"type":"payment.captured","amount":7.25}`},
 	},
 	{
 		{"order-1001", `{"type":"order.shipped","carrier":"dhl"}`},
-		{"order-1002", `{"type":"order.cancelled"}`},
+		{"order-1007", `{"type":"order.cancelled"}`},
 		{"order-1003", `{"type":"order.shipped","carrier":"ups"}`},
-		{"order-1004", `{"type":"order.shipped","carrier":"dhl"}`},
+		{"order-1008", `{"type":"order.shipped","carrier":"dhl"}`},
 	},
 }
 
@@ -75,11 +78,14 @@ func demo(ctx context.Context) error {
 	c := client.New(addr)
 	say := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
 
-	say("Started a broker at %s with its data in %s.\n", addr, dir)
+	say("Started a broker at %s with its data in %s.", addr, dir)
+	say("Below, each command is followed by what it prints.\n")
 	say("$ rewind topic create orders --partitions 3")
-	if _, err := c.CreateTopic(ctx, "orders", client.WithPartitions(3)); err != nil {
+	tp, err := c.CreateTopic(ctx, "orders", client.WithPartitions(3))
+	if err != nil {
 		return err
 	}
+	say("created topic %s (id %d) with %s", tp.Name, tp.ID, plural(tp.Partitions, "partition"))
 	var waveStart []time.Time
 	var midID string
 	for w, wave := range demoWaves {
@@ -88,46 +94,61 @@ func demo(ctx context.Context) error {
 		waveStart = append(waveStart, time.Now())
 		time.Sleep(5 * time.Millisecond)
 		msgs := make([]client.Message, len(wave))
+		say("\n$ rewind publish orders --input json <<'EOF'   # wave %d", w+1)
 		for i, e := range wave {
 			msgs[i] = client.Message{Key: []byte(e.key), Value: []byte(e.value), IdempotencyKey: fmt.Sprintf("%s-%d", e.key, w)}
+			line, _ := json.Marshal(struct {
+				Key   string `json:"key"`
+				Value string `json:"value"`
+				Idem  string `json:"idempotency_key"`
+			}{e.key, e.value, msgs[i].IdempotencyKey})
+			say("%s", line)
 		}
+		say("EOF")
 		res, err := c.Publish(ctx, "orders", msgs...)
 		if err != nil {
 			return err
 		}
-		say("\npublished wave %d (%d events):", w+1, len(res))
-		for i, r := range res {
-			say("  %-10s -> partition %d offset %d  message_id %s", wave[i].key, r.Partition, r.Offset, r.MessageID)
+		out := newResultWriter("text")
+		for _, r := range res {
+			if err := out.write(r); err != nil {
+				return err
+			}
 		}
 		if w == 1 {
 			midID = res[1].MessageID
 		}
 	}
-	show := func(title string, opts ...client.SubscribeOption) error {
-		say("\n$ %s", title)
+	show := func(args, note string, opts ...client.SubscribeOption) error {
+		say("\n$ rewind replay orders %s   # %s", args, note)
 		sub, err := c.Subscribe(ctx, "orders", opts...)
 		if err != nil {
 			return err
 		}
 		defer sub.Close()
+		out := newRecordWriter(os.Stdout, "text")
+		defer out.flush()
 		for rec, err := range sub.Records() {
 			if err != nil {
 				return err
 			}
-			say("  p%d@%-2d %s  %-10s %s", rec.Partition, rec.Offset, rec.AppendTime.UTC().Format("15:04:05.000000"), rec.Key, rec.Value)
+			if err := out.write(&rec); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
 	t := waveStart[1]
-	if err := show(fmt.Sprintf("rewind replay orders --from @%s   # from a timestamp: waves 2 and 3", t.UTC().Format(time.RFC3339Nano)),
+	at := "@" + t.UTC().Format(time.RFC3339Nano)
+	if err := show("--from "+at, "from a timestamp: waves 2 and 3",
 		client.From(client.Time(t)), client.Until(client.End())); err != nil {
 		return err
 	}
-	if err := show(fmt.Sprintf("rewind replay orders --from id:%s   # from a message ID: its partition from that record, the others from its append time", midID),
+	if err := show("--from id:"+midID, "from a message ID: its partition from that record, the others from its append time",
 		client.From(client.MessageID(midID)), client.Until(client.End())); err != nil {
 		return err
 	}
-	if err := show("rewind replay orders --from earliest --to @<wave 2>   # history up to a time",
+	if err := show("--from earliest --to "+at, "history up to a time: wave 1",
 		client.From(client.Earliest()), client.Until(client.Time(t))); err != nil {
 		return err
 	}
