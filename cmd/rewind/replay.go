@@ -25,8 +25,8 @@ func newReplay(g *globals) *cobra.Command {
 POS is one of:
   earliest | latest          the first stored record | only new records
   N                          an offset (use with --partition)
-  @2026-11-30T10:00:00Z      the first record appended at or after a time
-  @1764496800000             the same, as Unix milliseconds
+  @2026-12-01T10:00:00Z      the first record appended at or after a time
+  @1796119200000             the same, as Unix milliseconds
   -1h | -15m | -7d           a duration ago
   -N                         N records back from the end of each partition
   id:<message-id>            a record by message ID (other partitions: its time)
