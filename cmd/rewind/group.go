@@ -213,7 +213,7 @@ func newGroupReset(g *globals) *cobra.Command {
 	var (
 		topic, to, format string
 		parts             partitionsFlag
-		execute           bool
+		execute, create   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "reset GROUP --topic T --to POS [--execute]",
@@ -225,7 +225,11 @@ forward by N records). Targets outside the stored range are clamped to it.
 
 On a live group nothing needs to stop: members' streams seek in place and
 say "replay started" before the first re-delivered record, and commits from
-before the reset are refused.`,
+before the reset are refused.
+
+A group that has no committed offsets and no members on T is not found,
+unless --create says to start it (for example at latest, before its first
+member joins).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -235,7 +239,11 @@ before the reset are refused.`,
 			if err != nil {
 				return err
 			}
-			res, err := g.client().ResetGroup(cmd.Context(), args[0], topic, target, parts, !execute)
+			var opts []client.ResetOption
+			if create {
+				opts = append(opts, client.CreateGroup())
+			}
+			res, err := g.client().ResetGroup(cmd.Context(), args[0], topic, target, parts, !execute, opts...)
 			if err != nil {
 				return err
 			}
@@ -274,6 +282,7 @@ before the reset are refused.`,
 	f.StringVar(&to, "to", "", "target position (required)")
 	f.Var(&parts, "partition", "partition to reset (repeatable; default all)")
 	f.BoolVar(&execute, "execute", false, "carry the reset out (default: dry run)")
+	f.BoolVar(&create, "create", false, "reset a group that has no committed offsets and no members on the topic, creating it (without it, such a reset fails: a mistyped name does not start a new group)")
 	addFormat(cmd, &format)
 	_ = cmd.MarkFlagRequired("topic")
 	_ = cmd.MarkFlagRequired("to")

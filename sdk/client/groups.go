@@ -139,11 +139,21 @@ type ResetResult struct {
 	Generation uint64
 }
 
+// ResetOption changes a ResetGroup.
+type ResetOption func(*rewindv1.ResetGroupRequest)
+
+// CreateGroup lets ResetGroup act on a group that has no committed offset
+// and no member on the topic (creating it), for example to start a new
+// group at Latest before its first member joins.
+func CreateGroup() ResetOption { return func(r *rewindv1.ResetGroupRequest) { r.Create = true } }
+
 // ResetGroup moves a group's committed offsets on topic to target (a
 // position: Earliest, Latest, Offset, Time, MessageID, TimeBack, or Shift).
 // With dryRun it only returns the plan. Executed on a live group, members'
-// streams seek in place and say ReplayStarted.
-func (c *Client) ResetGroup(ctx context.Context, group, topic string, target Position, partitions []uint32, dryRun bool) (*ResetResult, error) {
+// streams seek in place and say ReplayStarted. A group with no committed
+// offset and no member on topic is a NotFound error unless CreateGroup is
+// given.
+func (c *Client) ResetGroup(ctx context.Context, group, topic string, target Position, partitions []uint32, dryRun bool, opts ...ResetOption) (*ResetResult, error) {
 	rt := &rewindv1.ResetTarget{}
 	switch target.kind {
 	case posEarliest:
@@ -165,8 +175,12 @@ func (c *Client) ResetGroup(ctx context.Context, group, topic string, target Pos
 	default:
 		return nil, errNotAResetTarget(target)
 	}
+	req := &rewindv1.ResetGroupRequest{Group: group, Topic: topic, Target: rt, Partitions: partitions, DryRun: dryRun}
+	for _, o := range opts {
+		o(req)
+	}
 	resp, err := followCoordinator(c, func(c *Client) (*rewindv1.ResetGroupResponse, error) {
-		return c.groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: group, Topic: topic, Target: rt, Partitions: partitions, DryRun: dryRun})
+		return c.groups.ResetGroup(ctx, req)
 	})
 	if err != nil {
 		return nil, err

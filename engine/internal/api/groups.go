@@ -112,7 +112,7 @@ func (s *Server) ResetGroup(ctx context.Context, req *rewindv1.ResetGroupRequest
 	default:
 		return nil, invalidf("a reset needs a target")
 	}
-	plan, err := s.b.ResetGroup(ctx, req.GetGroup(), req.GetTopic(), t, req.GetPartitions(), req.GetDryRun())
+	plan, err := s.b.ResetGroup(ctx, req.GetGroup(), req.GetTopic(), t, req.GetPartitions(), req.GetDryRun(), req.GetCreate())
 	if err != nil {
 		return nil, toConnect(s.log, err)
 	}

@@ -15,7 +15,7 @@ import (
 
 // ErrNoGroup is returned for a group with no committed offsets and no
 // members.
-var ErrNoGroup = errors.New("no such group")
+var ErrNoGroup = groups.ErrNoGroup
 
 // ValidateGroupName reports why name cannot be a group name, or nil. Group
 // names follow the rules of topic names.
@@ -280,8 +280,9 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string, force bool) error
 	return unavailableUnlessTyped(errors.Join(errs...))
 }
 
-// ResetGroup plans (and unless dryRun, executes) a group reset on a topic.
-func (b *Broker) ResetGroup(ctx context.Context, name, topic string, target groups.Target, parts []uint32, dryRun bool) (groups.Plan, error) {
+// ResetGroup plans (and unless dryRun, executes) a group reset on a topic;
+// a group not on the topic is ErrNoGroup unless create.
+func (b *Broker) ResetGroup(ctx context.Context, name, topic string, target groups.Target, parts []uint32, dryRun, create bool) (groups.Plan, error) {
 	if err := ValidateGroupName(name); err != nil {
 		return groups.Plan{}, err
 	}
@@ -292,6 +293,6 @@ func (b *Broker) ResetGroup(ctx context.Context, name, topic string, target grou
 	if err != nil {
 		return groups.Plan{}, err
 	}
-	plan, err := b.groups.Reset(ctx, name, lt.groupTopic(), target, parts, dryRun)
+	plan, err := b.groups.Reset(ctx, name, lt.groupTopic(), target, parts, dryRun, create)
 	return plan, unavailableUnlessTyped(err)
 }

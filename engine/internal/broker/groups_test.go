@@ -198,7 +198,7 @@ func TestResetPlanForEveryTarget(t *testing.T) {
 		{"time back", groups.Target{Kind: groups.ToTimeBack, Time: int64(time.Hour)}, [2]row{{8, 0, true, false}, {0, 0, false, false}}},
 		{"message id", groups.Target{Kind: groups.ToMessageID, ID: midID}, [2]row{{8, 6, true, false}, {0, p1AtMid, false, false}}},
 	} {
-		plan, err := b.ResetGroup(ctx, "g", "r", tc.target, nil, true)
+		plan, err := b.ResetGroup(ctx, "g", "r", tc.target, nil, true, false)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -213,7 +213,7 @@ func TestResetPlanForEveryTarget(t *testing.T) {
 		}
 	}
 	// Executing one changes the committed offsets.
-	plan, err := b.ResetGroup(ctx, "g", "r", groups.Target{Kind: groups.ToOffset, Offset: 2}, []uint32{1}, false)
+	plan, err := b.ResetGroup(ctx, "g", "r", groups.Target{Kind: groups.ToOffset, Offset: 2}, []uint32{1}, false, false)
 	if err != nil || !plan.Executed || len(plan.Rows) != 1 {
 		t.Fatalf("execute: %+v %v", plan, err)
 	}
@@ -284,7 +284,7 @@ func TestCommittedOffsetsAreLinearizable(t *testing.T) {
 				case op < 8: // reset
 					off := uint64(r.IntN(20))
 					call := now()
-					plan, err := b.ResetGroup(ctx, "g", "lin", groups.Target{Kind: groups.ToOffset, Offset: off}, nil, false)
+					plan, err := b.ResetGroup(ctx, "g", "lin", groups.Target{Kind: groups.ToOffset, Offset: off}, nil, false, true)
 					if err != nil {
 						t.Error(err)
 						return

@@ -163,6 +163,20 @@ func (g *group) loadLocked() error {
 	return nil
 }
 
+// existsLocked reports whether the group has a member or a row (a commit
+// or a reset) on any partition of its topic.
+func (g *group) existsLocked() (bool, error) {
+	if len(g.members) > 0 {
+		return true, nil
+	}
+	for _, p := range g.topic.Parts {
+		if _, ok, err := p.GroupState(g.name); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
 // Join adds a member to group name on topic t and assigns it partitions.
 // start is where a partition without a committed offset starts. The
 // member's first assignment is waiting in its Control channel when Join

@@ -105,9 +105,16 @@ type Plan struct {
 	Generation uint64
 }
 
+// ErrNoGroup is returned by Reset for a group with no committed offsets
+// and no members on the topic, unless the caller asked to create it.
+var ErrNoGroup = errors.New("no such group")
+
 // Reset computes (and unless dryRun, executes) a reset of group name on
-// topic t for the given partitions (all when empty).
-func (c *Coordinator) Reset(ctx context.Context, name string, t Topic, target Target, parts []uint32, dryRun bool) (Plan, error) {
+// topic t for the given partitions (all when empty). A group that has no
+// committed offset on t and no member is ErrNoGroup, in the plan as in the
+// execution, unless create: a mistyped name must not quietly start a new
+// group.
+func (c *Coordinator) Reset(ctx context.Context, name string, t Topic, target Target, parts []uint32, dryRun, create bool) (Plan, error) {
 	if len(parts) == 0 {
 		parts = allParts(t)
 	}
@@ -124,6 +131,15 @@ func (c *Coordinator) Reset(ctx context.Context, name string, t Topic, target Ta
 	defer g.mu.Unlock()
 	if err := g.loadLocked(); err != nil {
 		return Plan{}, err
+	}
+	if !create {
+		exists, err := g.existsLocked()
+		if err != nil {
+			return Plan{}, err
+		}
+		if !exists {
+			return Plan{}, fmt.Errorf("%w: %q has no committed offsets and no members on topic %q (create it with a reset that asks to)", ErrNoGroup, name, t.Name)
+		}
 	}
 	rows, err := c.plan(g, target, parts)
 	if err != nil {

@@ -974,7 +974,11 @@ type ResetGroupRequest struct {
 	// Partitions to reset; empty means all of the topic's partitions.
 	Partitions []uint32 `protobuf:"varint,4,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
 	// Only compute the plan.
-	DryRun        bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Reset (or plan) even if the group has no committed offset and no member
+	// on the topic, creating it; without it such a reset is NotFound, so that
+	// a mistyped group name does not start a new group.
+	Create        bool `protobuf:"varint,6,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1040,6 +1044,13 @@ func (x *ResetGroupRequest) GetPartitions() []uint32 {
 func (x *ResetGroupRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *ResetGroupRequest) GetCreate() bool {
+	if x != nil {
+		return x.Create
 	}
 	return false
 }
@@ -1288,7 +1299,7 @@ const file_rewind_v1_group_proto_rawDesc = "" +
 	"message_id\x18\x05 \x01(\tH\x00R\tmessageId\x128\n" +
 	"\ttime_back\x18\x06 \x01(\v2\x19.google.protobuf.DurationH\x00R\btimeBack\x12\x16\n" +
 	"\x05shift\x18\a \x01(\x03H\x00R\x05shiftB\b\n" +
-	"\x06target\"\xa8\x01\n" +
+	"\x06target\"\xc0\x01\n" +
 	"\x11ResetGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12.\n" +
@@ -1296,7 +1307,8 @@ const file_rewind_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x04 \x03(\rR\n" +
 	"partitions\x12\x17\n" +
-	"\adry_run\x18\x05 \x01(\bR\x06dryRun\"\xe9\x01\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12\x16\n" +
+	"\x06create\x18\x06 \x01(\bR\x06create\"\xe9\x01\n" +
 	"\fResetPlanRow\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x1d\n" +
 	"\n" +

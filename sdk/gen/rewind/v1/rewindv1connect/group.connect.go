@@ -70,7 +70,8 @@ type GroupServiceClient interface {
 	// atomically per partition, on a live group: members keep their streams,
 	// their cursors seek in place, each affected stream says replay_started
 	// before the first re-delivered record, and commits from before the reset
-	// are fenced.
+	// are fenced. A group with no committed offset and no member on the topic
+	// is NotFound unless create is set.
 	ResetGroup(context.Context, *v1.ResetGroupRequest) (*v1.ResetGroupResponse, error)
 }
 
@@ -197,7 +198,8 @@ type GroupServiceHandler interface {
 	// atomically per partition, on a live group: members keep their streams,
 	// their cursors seek in place, each affected stream says replay_started
 	// before the first re-delivered record, and commits from before the reset
-	// are fenced.
+	// are fenced. A group with no committed offset and no member on the topic
+	// is NotFound unless create is set.
 	ResetGroup(context.Context, *v1.ResetGroupRequest) (*v1.ResetGroupResponse, error)
 }
 
