@@ -149,18 +149,25 @@ func TestMissingArgumentsShowUsage(t *testing.T) {
 	}
 }
 
-// TestServeBadListenCreatesNothing: a --listen that cannot be bound fails
-// before the data directory is created.
-func TestServeBadListenCreatesNothing(t *testing.T) {
+// TestServeBadFlagsCreateNothing: a --listen that cannot be bound, or a
+// MiB flag that would wrap, fails before the data directory is created.
+func TestServeBadFlagsCreateNothing(t *testing.T) {
 	t.Parallel()
-	for _, listen := range []string{"127.0.0.1:99999", "127.0.0.1:-1", "not an address"} {
+	for _, tc := range [][]string{
+		{"--listen", "127.0.0.1:99999"},
+		{"--listen", "127.0.0.1:-1"},
+		{"--listen", "not an address"},
+		{"--filter-memory-mib", "268435456"}, // 2^32 pages: wrapped to 0, the default
+		{"--filter-memory-mib", "-1"},
+		{"--tail-cache-mib", "9223372036854775807"},
+	} {
 		data := filepath.Join(t.TempDir(), "data")
-		r := runCLI(t, nil, nil, "serve", "--listen", listen, "--data", data)
-		if r.code != 1 || !strings.Contains(r.stderr, "--listen") {
-			t.Errorf("serve --listen %q: exit %d, stderr %q; want exit 1 and an error about --listen", listen, r.code, r.stderr)
+		r := runCLI(t, nil, nil, append([]string{"serve", "--data", data}, tc...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc[0]) {
+			t.Errorf("serve %s: exit %d, stderr %q; want exit 1 and an error about %s", strings.Join(tc, " "), r.code, r.stderr, tc[0])
 		}
 		if _, err := os.Stat(data); !os.IsNotExist(err) {
-			t.Errorf("serve --listen %q created its data directory (stat: %v)", listen, err)
+			t.Errorf("serve %s created its data directory (stat: %v)", strings.Join(tc, " "), err)
 		}
 	}
 }

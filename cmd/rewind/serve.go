@@ -73,6 +73,16 @@ and shrink it with "rewind cluster remove-node N".`,
 			if err != nil {
 				return fmt.Errorf("--gc-heap-target: %w", err)
 			}
+			// MiB flags become bytes or 64 KiB pages: refuse what would
+			// wrap (--filter-memory-mib 268435456 was 0 pages, the default).
+			if filterMemMiB < 0 || filterMemMiB > 4096 {
+				return fmt.Errorf("--filter-memory-mib %d: must be 0 (the default) to 4096 (a 32-bit module's 4 GiB)", filterMemMiB)
+			}
+			for name, v := range map[string]int64{"--tail-cache-mib": tailCache, "--store-cache-mib": storeCache, "--filter-max-inline-mib": int64(inlineMiB)} {
+				if v < 0 || v > 1<<40 {
+					return fmt.Errorf("%s %d: must be 0 to %d", name, v, int64(1)<<40)
+				}
+			}
 			if !(replayShare > 0 && replayShare <= 1) {
 				return fmt.Errorf("--replay-share %g: must be above 0 and at most 1", replayShare)
 			}
