@@ -104,7 +104,7 @@ func requireKnownSubcommands(root *cobra.Command) {
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 		}
-		return fmt.Errorf("%s\n\nRun '%s --help' for usage.", msg, cmd.CommandPath())
+		return fmt.Errorf("%s\n\nRun '%s --help' for usage", msg, cmd.CommandPath())
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
