@@ -20,8 +20,8 @@ const completionTimeout = 2 * time.Second
 
 type completeFunc = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective)
 
-// serverNames completes from names the server lists; first says the
-// names complete only the first argument (later ones get nothing).
+// serverNames completes from the names list returns, asked of the server
+// within completionTimeout; an error gives no suggestions.
 func serverNames(g *globals, list func(ctx context.Context, g *globals) ([]string, error)) completeFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)

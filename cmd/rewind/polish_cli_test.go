@@ -208,6 +208,7 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
+		{[]string{"topic", ""}, []string{"alter", "create", "delete", "describe", "list"}}, // groups still complete their subcommands
 		{[]string{"topic", "describe", ""}, names},
 		{[]string{"topic", "describe", "p"}, []string{"payments"}},
 		{[]string{"publish", ""}, names},
