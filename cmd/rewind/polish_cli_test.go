@@ -260,3 +260,21 @@ func TestGroupResetOfAMissingGroup(t *testing.T) {
 	srv.ok(t, nil, "group", "reset", "billing", "--topic", "orders", "--to", "earliest", "--execute")
 	srv.fails(t, "not_found", "group", "reset", "billing", "--topic", "other", "--to", "earliest", "--execute")
 }
+
+// TestBenchTopicDefaults guards the README's `rewind bench replay` line:
+// publish, replay and ttfm share the "bench" topic by default, and no two
+// subcommands share the variable behind --topic (once they did, and the
+// last default registered, "lat", won for all of them).
+func TestBenchTopicDefaults(t *testing.T) {
+	root := newRoot()
+	want := map[string]string{"publish": "bench", "replay": "bench", "ttfm": "bench", "latency": "lat"}
+	for name, topic := range want {
+		cmd, _, err := root.Find([]string{"bench", name})
+		if err != nil {
+			t.Fatalf("bench %s: %v", name, err)
+		}
+		if got := cmd.Flags().Lookup("topic").Value.String(); got != topic {
+			t.Errorf("bench %s --topic defaults to %q, want %q", name, got, topic)
+		}
+	}
+}
