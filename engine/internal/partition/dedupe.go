@@ -312,3 +312,22 @@ func (p *Partition) expireDedupe(w *pebble.Batch, floor int64) error {
 	}
 	return it.Error()
 }
+
+// StoredOffset returns the offset of the record stored with idempotency key
+// key, as far as this replica has applied (ok false: none, or the key is
+// only bound here). For messages; safe from any goroutine.
+func (p *Partition) StoredOffset(key []byte) (offset uint64, ok bool, err error) {
+	v, closer, err := p.cfg.DB.Get(keys.DedupeKey(p.cfg.Group, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer closer.Close()
+	e, err := decodeDedupe(v)
+	if err != nil || e.bound {
+		return 0, false, err
+	}
+	return e.offset, true, nil
+}
