@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -185,7 +186,7 @@ type moved struct {
 // that is not its home, where no binding can send it on.
 func (b *Broker) moveElsewhere(ctx context.Context, lt *liveTopic, recs []PublishRecord, ms []moved, out []PublishResult) error {
 	ctx = notForwarded(ctx)
-	slices.SortStableFunc(ms, func(x, y moved) int { return int(x.partition) - int(y.partition) })
+	slices.SortStableFunc(ms, func(x, y moved) int { return cmp.Compare(x.partition, y.partition) })
 	for len(ms) > 0 {
 		p := ms[0].partition
 		k := 1
