@@ -266,6 +266,9 @@ func (b *Broker) partitionOutcome(lt *liveTopic, p uint32, idx []int, a *partiti
 		})
 		var ms []moved
 		for _, m := range a.Elsewhere {
+			if m.Partition >= lt.meta.Partitions || m.Partition == p {
+				return nil, fmt.Errorf("%w: partition %d: idempotency key %q bound to partition %d", partition.ErrCorrupt, p, a.Records[m.Index].IdempotencyKey, m.Partition)
+			}
 			ms = append(ms, moved{index: idx[m.Index], partition: m.Partition})
 		}
 		return ms, nil
