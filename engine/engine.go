@@ -240,7 +240,8 @@ func Open(cfg Config) (*Node, error) {
 		}
 		bc.Transport = tr
 		bc.Forward = api.NewForwarder(cfg.NodeID, peerClient())
-		bc.Fetch = api.NewPeerReader(cfg.ClusterID, peerClient())
+		peers := api.NewPeerReader(cfg.ClusterID, peerClient())
+		bc.Fetch, bc.Bind = peers, peers
 	}
 	b, err := broker.Open(bc)
 	if err != nil {

@@ -24,7 +24,10 @@ type Message struct {
 	// Headers are stored and delivered in order.
 	Headers []Header
 	// IdempotencyKey is stored and delivered with the record so consumers
-	// can drop duplicates (at most 256 bytes).
+	// can drop duplicates (at most 256 bytes). It is unique in the topic
+	// within its dedupe window: the same record published again, to any
+	// partition, is answered with the original (Result.Duplicate); a
+	// different record with the key is refused (FailedPrecondition).
 	IdempotencyKey string
 	// EventTime is the producer's own timestamp (optional).
 	EventTime time.Time
@@ -38,7 +41,9 @@ type Result struct {
 	Offset     uint64
 	MessageID  string
 	AppendTime time.Time
-	Duplicate  bool
+	// Duplicate: the record was stored before under its idempotency key;
+	// Partition, Offset and MessageID are the original's.
+	Duplicate bool
 }
 
 // Publish appends msgs in one request and returns once they are durable,

@@ -286,7 +286,8 @@ func forwardError(node uint64, topic string, p uint32, err error) error {
 	for _, d := range ce.Details() {
 		if v, derr := d.Value(); derr == nil {
 			if c, ok := v.(*rewindv1.IdempotencyConflict); ok {
-				return &broker.ConflictError{Index: int(c.GetIndex()), Key: c.GetIdempotencyKey(), Partition: c.GetPartition(), Offset: c.GetOffset()}
+				return &broker.ConflictError{Index: int(c.GetIndex()), Key: c.GetIdempotencyKey(), Partition: c.GetPartition(), Offset: c.GetOffset(),
+					OffsetUnknown: c.GetMessageId() == ""}
 			}
 		}
 	}

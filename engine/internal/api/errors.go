@@ -120,10 +120,11 @@ func toConnectCode(log hclog.Logger, err error) error {
 	var conflict *broker.ConflictError
 	if errors.As(err, &conflict) {
 		e := connect.NewError(connect.CodeFailedPrecondition, err)
-		addDetail(e, &rewindv1.IdempotencyConflict{
-			Index: uint32(conflict.Index), IdempotencyKey: conflict.Key, Partition: conflict.Partition,
-			Offset: conflict.Offset, MessageId: msgid.ID{TopicID: conflict.TopicID, Partition: conflict.Partition, Offset: conflict.Offset}.String(),
-		})
+		d := &rewindv1.IdempotencyConflict{Index: uint32(conflict.Index), IdempotencyKey: conflict.Key, Partition: conflict.Partition}
+		if !conflict.OffsetUnknown {
+			d.Offset, d.MessageId = conflict.Offset, msgid.ID{TopicID: conflict.TopicID, Partition: conflict.Partition, Offset: conflict.Offset}.String()
+		}
+		addDetail(e, d)
 		return e
 	}
 	if e := filterConnectError(err); e != nil {

@@ -99,6 +99,31 @@ func (p *PeerReads) Locate(ctx context.Context, req *peerv1.LocateRequest) (*pee
 	return &peerv1.LocateResponse{Offset: off, AppendTimeUnixNanos: t}, nil
 }
 
+// Bind implements peerv1connect.PartitionServiceHandler.
+func (p *PeerReads) Bind(ctx context.Context, req *peerv1.BindRequest) (*peerv1.BindResponse, error) {
+	ref := req.GetPartition()
+	if err := p.check(ref); err != nil {
+		return nil, err
+	}
+	in := req.GetBindings()
+	if len(in) == 0 || len(in) > broker.MaxRecordsPerPublish {
+		return nil, invalidf("%d bindings: bind 1 to %d per request", len(in), broker.MaxRecordsPerPublish)
+	}
+	bs := make([]partition.Binding, len(in))
+	for i, b := range in {
+		bs[i] = partition.Binding{Key: []byte(b.GetIdempotencyKey()), Target: b.GetTarget(), Hash: b.GetHash()}
+	}
+	out, err := p.s.b.ServeBind(ctx, ref.GetTopicId(), ref.GetPartition(), bs)
+	if err != nil {
+		return nil, toConnect(p.s.log, err)
+	}
+	resp := &peerv1.BindResponse{Bound: make([]*peerv1.Bound, len(out))}
+	for i, b := range out {
+		resp.Bound[i] = &peerv1.Bound{Partition: b.Partition, Same: b.Same, Stored: b.Stored, Offset: b.Offset, AppendTimeUnixNanos: b.AppendTime}
+	}
+	return resp, nil
+}
+
 // PeerReader reads partitions on the nodes that lead them over
 // PartitionService. It implements broker.Fetcher.
 type PeerReader struct {
@@ -200,6 +225,34 @@ func (r *PeerReader) Locate(ctx context.Context, node uint64, addr string, topic
 	return resp.GetOffset(), resp.GetAppendTimeUnixNanos(), nil
 }
 
+// Bind implements broker.Binder.
+func (r *PeerReader) Bind(ctx context.Context, node uint64, addr string, topicID uint64, home uint32, bs []partition.Binding) ([]partition.Bound, error) {
+	if addr == "" {
+		return nil, fmt.Errorf("%w: %w: no address for node %d", broker.ErrUnavailable, broker.ErrNotStored, node)
+	}
+	req := &peerv1.BindRequest{Partition: r.ref(topicID, home), Bindings: make([]*peerv1.Binding, len(bs))}
+	for i, b := range bs {
+		req.Bindings[i] = &peerv1.Binding{IdempotencyKey: string(b.Key), Target: b.Target, Hash: b.Hash}
+	}
+	resp, err := r.conn(addr).Bind(ctx, req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			// Nothing reached the node: nothing was bound.
+			return nil, fmt.Errorf("%w: %w: bind on node %d: %w", broker.ErrUnavailable, broker.ErrNotStored, node, err)
+		}
+		return nil, peerReadError(ctx, node, home, err)
+	}
+	if len(resp.GetBound()) != len(bs) {
+		return nil, fmt.Errorf("%w: node %d answered %d bindings for %d", broker.ErrUnavailable, node, len(resp.GetBound()), len(bs))
+	}
+	out := make([]partition.Bound, len(bs))
+	for i, b := range resp.GetBound() {
+		out[i] = partition.Bound{Partition: b.GetPartition(), Same: b.GetSame(), Stored: b.GetStored(), Offset: b.GetOffset(), AppendTime: b.GetAppendTimeUnixNanos()}
+	}
+	return out, nil
+}
+
 // peerReadError turns a leader's refusal back into the broker's errors.
 // Only the caller's own context ends a read for good: a call the other end
 // cancelled (it stopped or died mid-answer) is worth trying again.
@@ -237,5 +290,6 @@ func peerReadError(ctx context.Context, node uint64, p uint32, err error) error 
 
 var (
 	_ broker.Fetcher                        = (*PeerReader)(nil)
+	_ broker.Binder                         = (*PeerReader)(nil)
 	_ peerv1connect.PartitionServiceHandler = (*PeerReads)(nil)
 )

@@ -110,6 +110,9 @@ type Config struct {
 	Transport raftlog.Transport
 	// Forward sends a publish to another node (the partition's leader).
 	Forward Forwarder
+	// Bind binds idempotency keys on the node that leads their home
+	// partition (idempotency.go).
+	Bind Binder
 	// Fetch reads a partition on the node that leads it, for streams that
 	// read through the leader (reads.go).
 	Fetch Fetcher

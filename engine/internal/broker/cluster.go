@@ -55,12 +55,19 @@ type Forwarder interface {
 type forwardedKey struct{}
 
 // WithForwarded marks ctx as carrying a publish another node forwarded:
-// it is served only by the partition's leader, never forwarded again.
+// it is served only by the partition's leader, never forwarded again, and
+// its idempotency keys were bound by the forwarding node (idempotency.go).
 func WithForwarded(ctx context.Context) context.Context {
 	return context.WithValue(ctx, forwardedKey{}, true)
 }
 
-func forwarded(ctx context.Context) bool { return ctx.Value(forwardedKey{}) != nil }
+// notForwarded clears WithForwarded's mark (a record moved to the partition
+// its key is bound to is sent on, once).
+func notForwarded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, forwardedKey{}, false)
+}
+
+func forwarded(ctx context.Context) bool { v, _ := ctx.Value(forwardedKey{}).(bool); return v }
 
 // identity is what a data directory records about its node.
 type identity struct {
@@ -220,12 +227,33 @@ func (lt *liveTopic) replicaNodes() []uint64 {
 }
 
 // publishPartition publishes one partition's records: on this node if it
-// leads the partition, else on the leader through the Forwarder. A refusal
+// leads the partition, else on the leader through the Forwarder (see
+// onLeader).
+func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, recs []record.Record) (a *partition.Append, res []PublishResult, err error) {
+	err = b.onLeader(ctx, lt, p, func(part *partition.Partition) error {
+		var err error
+		a, err = part.Enqueue(ctx, recs)
+		if err == nil {
+			err = a.Wait(ctx)
+		}
+		return err
+	}, func(node uint64, addr string) error {
+		var err error
+		res, err = b.cfg.Forward.Publish(ctx, node, addr, lt.meta.Name, p, recs)
+		return err
+	})
+	return a, res, err
+}
+
+// onLeader runs local if this node leads partition p, else remote with the
+// leader's id and address (only when a Forwarder is configured). A refusal
 // that stored nothing (no leader yet, a leader change discarded the
-// proposal, the node asked is not the leader) is retried until ctx is
-// almost over; then the publish fails with ErrUnavailable. A wait that
-// ends with the outcome unknown is never retried.
-func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, recs []record.Record) (*partition.Append, []PublishResult, error) {
+// proposal: partition.ErrNotLeader; the node asked is not the leader:
+// ErrNotStored) is retried until ctx is almost over; then it fails with
+// ErrUnavailable. A wait that ends with the outcome unknown is never
+// retried. In a forwarded publish (ctx), a partition this node does not
+// lead is refused with a *NotLeaderError.
+func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(node uint64, addr string) error) error {
 	part := lt.parts[p]
 	var hint uint64
 	var last error
@@ -240,24 +268,18 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 		}
 		switch {
 		case leader == b.cfg.NodeID:
-			a, err := part.Enqueue(ctx, recs)
-			if err == nil {
-				err = a.Wait(ctx)
-			}
+			err := local(part)
 			if err == nil || !errors.Is(err, partition.ErrNotLeader) {
-				return a, nil, err
+				return err
 			}
 			last = err
 		case forwarded(ctx):
-			return nil, nil, &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: leader}
+			return &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: leader}
 		case leader != 0 && b.cfg.Forward != nil:
 			addr, _ := b.Addr(leader)
-			res, err := b.cfg.Forward.Publish(ctx, leader, addr, lt.meta.Name, p, recs)
-			if err == nil {
-				return nil, res, nil
-			}
-			if !errors.Is(err, ErrNotStored) {
-				return nil, nil, err
+			err := remote(leader, addr)
+			if err == nil || !errors.Is(err, ErrNotStored) {
+				return err
 			}
 			var nl *NotLeaderError
 			if errors.As(err, &nl) && nl.Leader != leader {
@@ -270,11 +292,11 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 			last = fmt.Errorf("no leader known for partition %d", p)
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*backoff {
-			return nil, nil, notStored(last)
+			return notStored(last)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, notStored(last)
+			return notStored(last)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)

@@ -30,21 +30,31 @@ type PublishResult struct {
 	Offset     uint64
 	AppendTime int64
 	// Duplicate: the record was stored before (same idempotency key within
-	// the topic's dedupe window); Offset and AppendTime are the original's.
+	// the topic's dedupe window); Partition, Offset and AppendTime are the
+	// original's (the partition may differ from the one the record was
+	// routed to: idempotency keys are topic-wide).
 	Duplicate bool
 }
 
 // ConflictError says which record of a publish reuses an idempotency key
-// for different contents, and where the original is.
+// for different contents, and where the original is: idempotency keys are
+// topic-wide, so Partition may be another than the record's.
 type ConflictError struct {
 	Index     int
 	Key       string
 	TopicID   uint64
 	Partition uint32
 	Offset    uint64
+	// OffsetUnknown: the key is bound to Partition, but this node does not
+	// know the original's offset (it has no replica there, or the original
+	// is not stored yet: a retry of it would store it there).
+	OffsetUnknown bool
 }
 
 func (e *ConflictError) Error() string {
+	if e.OffsetUnknown {
+		return fmt.Sprintf("record %d reuses idempotency key %q of a different record, bound to partition %d, within the dedupe window", e.Index, e.Key, e.Partition)
+	}
 	return fmt.Sprintf("record %d reuses idempotency key %q of a different record (partition %d, offset %d) within the dedupe window", e.Index, e.Key, e.Partition, e.Offset)
 }
 
@@ -104,7 +114,6 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 	}
 	n := lt.meta.Partitions
 	dest := make([]uint32, len(recs))
-	counts := make([]int, n)
 	var seenKeys map[string]int
 	// Keyless records are placed in runs of stickyRun, each run on the
 	// next partition of the topic's turn.
@@ -147,17 +156,27 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 		case len(r.Key) > 0:
 			dest[i] = PartitionForKey(r.Key, n)
 		case len(r.IdempotencyKey) > 0:
-			// Deduplication is per partition: a retry of a keyless record
-			// must land where the first attempt did, so its idempotency
-			// key picks the partition, not the round-robin.
+			// A keyless record goes to its idempotency key's home
+			// partition, which needs no binding (idempotency.go).
 			dest[i] = PartitionForKey(r.IdempotencyKey, n)
 		default:
 			dest[i] = uint32((runBase + freeRun/stickyRun) % uint64(n))
 			freeRun++
 		}
-		counts[dest[i]]++
+	}
+	ctx, cancel := b.publishContext(ctx)
+	defer cancel()
+	live()
+	if seenKeys != nil && lt.meta.DedupeWindowNanos > 0 && !forwarded(ctx) {
+		if err := b.bindKeys(ctx, lt, recs, dest); err != nil {
+			return 0, nil, err
+		}
 	}
 	// Gather each partition's records, keeping their request indexes.
+	counts := make([]int, n)
+	for _, p := range dest {
+		counts[p]++
+	}
 	byPart := make([][]record.Record, n)
 	idx := make([][]int, n)
 	for p, c := range counts {
@@ -171,8 +190,6 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 		byPart[p] = append(byPart[p], recs[i].Record)
 		idx[p] = append(idx[p], i)
 	}
-	ctx, cancel := b.publishContext(ctx)
-	defer cancel()
 	out := make([]PublishResult, len(recs))
 	type done struct {
 		p   int
@@ -187,7 +204,6 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 		}
 	}
 	results := make([]done, len(parts))
-	live()
 	publish := func(k int) {
 		p := parts[k]
 		a, res, err := b.publishPartition(ctx, lt, uint32(p), byPart[p])
@@ -205,35 +221,73 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 		}
 		wg.Wait()
 	}
+	var elsewhere []moved
 	for _, d := range results {
-		if err := d.err; err != nil {
-			var ce *partition.ConflictError
-			if errors.As(err, &ce) {
-				return 0, nil, &ConflictError{Index: idx[d.p][ce.Index], Key: ce.Key, TopicID: lt.meta.ID, Partition: uint32(d.p), Offset: ce.Offset}
-			}
-			var fce *ConflictError
-			if errors.As(err, &fce) {
-				// From the leader this was forwarded to: its index is
-				// within the forwarded records.
-				c := *fce
-				c.Index = idx[d.p][min(c.Index, len(idx[d.p])-1)]
-				return 0, nil, &c
-			}
-			return 0, nil, b.publishError(topic, err)
+		ms, err := b.partitionOutcome(lt, uint32(d.p), idx[d.p], d.a, d.res, d.err, out)
+		if err != nil {
+			return 0, nil, err
 		}
-		if d.a != nil {
-			d.a.Each(func(i int, off uint64, t int64, dup bool) {
-				out[idx[d.p][i]] = PublishResult{Partition: uint32(d.p), Offset: off, AppendTime: t, Duplicate: dup}
-			})
-			continue
-		}
-		for i, r := range d.res {
-			if i < len(idx[d.p]) {
-				out[idx[d.p][i]] = r
-			}
+		elsewhere = append(elsewhere, ms...)
+	}
+	if len(elsewhere) > 0 {
+		if err := b.moveElsewhere(ctx, lt, recs, elsewhere, out); err != nil {
+			return 0, nil, err
 		}
 	}
 	return lt.meta.ID, out, nil
+}
+
+// partitionOutcome turns one partition's append (a, local) or forwarded
+// results (res) into results in out, at the request indexes idx; it returns
+// the records to move elsewhere, or the publish's error.
+func (b *Broker) partitionOutcome(lt *liveTopic, p uint32, idx []int, a *partition.Append, res []PublishResult, err error, out []PublishResult) ([]moved, error) {
+	if err != nil {
+		var ce *partition.ConflictError
+		if errors.As(err, &ce) {
+			c := &ConflictError{Index: idx[ce.Index], Key: ce.Key, TopicID: lt.meta.ID, Partition: ce.Partition, Offset: ce.Offset}
+			if !ce.Stored {
+				c.Offset, c.OffsetUnknown = b.storedOffset(lt, ce.Partition, []byte(ce.Key))
+			}
+			return nil, c
+		}
+		var fce *ConflictError
+		if errors.As(err, &fce) {
+			// From the leader this was forwarded to: its index is
+			// within the forwarded records.
+			c := *fce
+			c.Index, c.TopicID = idx[min(c.Index, len(idx)-1)], lt.meta.ID
+			return nil, &c
+		}
+		return nil, b.publishError(lt.meta.Name, err)
+	}
+	if a != nil {
+		a.Each(func(i int, off uint64, t int64, dup bool) {
+			out[idx[i]] = PublishResult{Partition: p, Offset: off, AppendTime: t, Duplicate: dup}
+		})
+		var ms []moved
+		for _, m := range a.Elsewhere {
+			if m.Partition >= lt.meta.Partitions || m.Partition == p {
+				return nil, fmt.Errorf("%w: partition %d: idempotency key %q bound to partition %d", partition.ErrCorrupt, p, a.Records[m.Index].IdempotencyKey, m.Partition)
+			}
+			ms = append(ms, moved{index: idx[m.Index], partition: m.Partition})
+		}
+		return ms, nil
+	}
+	for i, r := range res {
+		if i < len(idx) {
+			out[idx[i]] = r
+		}
+	}
+	return nil, nil
+}
+
+// records returns the records of recs.
+func records(recs []PublishRecord) []record.Record {
+	out := make([]record.Record, len(recs))
+	for i := range recs {
+		out[i] = recs[i].Record
+	}
+	return out
 }
 
 func (b *Broker) publishError(topic string, err error) error {

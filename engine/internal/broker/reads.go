@@ -357,33 +357,39 @@ func (l *leaderLink) TimeOf(ctx context.Context, offset uint64) (int64, error) {
 // ledPartition returns this node's replica of a partition if this node
 // leads it, else a *NotLeaderError naming the leader it knows of.
 func (b *Broker) ledPartition(topicID uint64, p uint32) (*partition.Partition, error) {
+	_, part, err := b.ledTopicPartition(topicID, p)
+	return part, err
+}
+
+// ledTopicPartition is ledPartition that also returns the topic.
+func (b *Broker) ledTopicPartition(topicID uint64, p uint32) (*liveTopic, *partition.Partition, error) {
 	b.mu.Lock()
 	lt, ok := b.mu.topics[topicID]
 	closed := b.mu.closed
 	b.mu.Unlock()
 	if closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if !ok {
 		if _, known := b.meta.TopicByID(topicID); known {
-			return nil, fmt.Errorf("%w: topic %d is starting", ErrUnavailable, topicID)
+			return nil, nil, fmt.Errorf("%w: topic %d is starting", ErrUnavailable, topicID)
 		}
-		return nil, fmt.Errorf("%w: %w: topic %d", ErrNoTopic, ErrTopicDeleted, topicID)
+		return nil, nil, fmt.Errorf("%w: %w: topic %d", ErrNoTopic, ErrTopicDeleted, topicID)
 	}
 	if int(p) >= len(lt.parts) {
-		return nil, fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, lt.meta.Name, len(lt.parts))
+		return nil, nil, fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, lt.meta.Name, len(lt.parts))
 	}
 	part := lt.parts[p]
 	nl := &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID}
 	if part == nil {
-		return nil, nl
+		return nil, nil, nl
 	}
 	if nl.Leader = part.Leader(); nl.Leader != b.cfg.NodeID || !part.LeaderApplied() {
 		// A new leader serves once it has applied an entry of its term:
 		// before that it may not yet show all that was acknowledged.
-		return nil, nl
+		return nil, nil, nl
 	}
-	return part, nil
+	return lt, part, nil
 }
 
 // ReplayStats returns what the catch-up scheduler did (package sched).

@@ -57,13 +57,22 @@ var (
 
 // ConflictError says which record of an append reused a key.
 type ConflictError struct {
-	Index      int // in the append's records
-	Key        string
-	Offset     uint64 // of the record first stored with the key
+	Index int // in the append's records
+	Key   string
+	// Partition is where the key's first record is stored or bound to.
+	Partition uint32
+	// Stored reports that the first record is stored in this partition, at
+	// Offset with AppendTime; otherwise the key is bound to Partition
+	// (bind.go) and the offset is not known here.
+	Stored     bool
+	Offset     uint64
 	AppendTime int64
 }
 
 func (e *ConflictError) Error() string {
+	if !e.Stored {
+		return fmt.Sprintf("record %d reuses idempotency key %q of a different record bound to partition %d", e.Index, e.Key, e.Partition)
+	}
 	return fmt.Sprintf("record %d reuses idempotency key %q of the different record at offset %d", e.Index, e.Key, e.Offset)
 }
 
@@ -77,34 +86,48 @@ type Duplicate struct {
 	AppendTime int64
 }
 
-// dedupeEntry is the value of a dedupe row.
+// dedupeEntry is the value of a dedupe row: a record row (24 bytes: where
+// the record is stored) or a binding row (28 bytes: the key's record goes to
+// partition target; bind.go).
 type dedupeEntry struct {
+	// offset is the record's offset, or for a binding the raft index of
+	// its bind entry.
 	offset     uint64
-	appendTime int64
+	appendTime int64 // or the bind's time
 	hash       uint64
+	bound      bool
+	target     uint32
 }
 
 func (d dedupeEntry) encode() []byte {
-	b := make([]byte, 0, 24)
+	b := make([]byte, 0, 28)
 	b = binary.BigEndian.AppendUint64(b, d.offset)
 	b = binary.BigEndian.AppendUint64(b, uint64(d.appendTime))
-	return binary.BigEndian.AppendUint64(b, d.hash)
+	b = binary.BigEndian.AppendUint64(b, d.hash)
+	if d.bound {
+		b = binary.BigEndian.AppendUint32(b, d.target)
+	}
+	return b
 }
 
 func decodeDedupe(b []byte) (dedupeEntry, error) {
-	if len(b) != 24 {
+	if len(b) != 24 && len(b) != 28 {
 		return dedupeEntry{}, fmt.Errorf("%w: dedupe row of %d bytes", ErrCorrupt, len(b))
 	}
-	return dedupeEntry{
+	e := dedupeEntry{
 		offset: binary.BigEndian.Uint64(b), appendTime: int64(binary.BigEndian.Uint64(b[8:])),
 		hash: binary.BigEndian.Uint64(b[16:]),
-	}, nil
+	}
+	if len(b) == 28 {
+		e.bound, e.target = true, binary.BigEndian.Uint32(b[24:])
+	}
+	return e, nil
 }
 
-// payloadHash identifies a record's contents (key, value, headers) for
+// PayloadHash identifies a record's contents (key, value, headers) for
 // conflict detection. FNV-1a 64 over length-prefixed fields: deterministic
 // across processes and replicas.
-func payloadHash(r *record.Record) uint64 {
+func PayloadHash(r *record.Record) uint64 {
 	h := fnv.New64a()
 	var n [binary.MaxVarintLen64]byte
 	put := func(b []byte) {
@@ -159,6 +182,7 @@ func (p *Partition) checkDuplicates(a *Append) dedupeVerdict {
 	floor := p.cfg.Now() - int64(p.cfg.DedupeWindow)
 	var keep []int
 	var dups []Duplicate
+	var moved []Moved
 	for i := range a.Records {
 		r := &a.Records[i]
 		if len(r.IdempotencyKey) == 0 {
@@ -171,20 +195,27 @@ func (p *Partition) checkDuplicates(a *Append) dedupeVerdict {
 			return dedupeFailed
 		}
 		if ok && e.appendTime >= floor {
-			if e.hash != payloadHash(r) {
-				a.err = &ConflictError{Index: i, Key: string(r.IdempotencyKey), Offset: e.offset, AppendTime: e.appendTime}
+			switch {
+			case e.hash != PayloadHash(r) && e.bound:
+				a.err = &ConflictError{Index: i, Key: string(r.IdempotencyKey), Partition: e.target}
 				return dedupeFailed
+			case e.hash != PayloadHash(r):
+				a.err = &ConflictError{Index: i, Key: string(r.IdempotencyKey), Partition: p.cfg.Index, Stored: true, Offset: e.offset, AppendTime: e.appendTime}
+				return dedupeFailed
+			case e.bound:
+				moved = append(moved, Moved{Index: i, Partition: e.target})
+			default:
+				dups = append(dups, Duplicate{Index: i, Offset: e.offset, AppendTime: e.appendTime})
 			}
-			dups = append(dups, Duplicate{Index: i, Offset: e.offset, AppendTime: e.appendTime})
 			continue
 		}
 		keep = append(keep, i)
 	}
-	if len(dups) > 0 {
+	if len(dups) > 0 || len(moved) > 0 {
 		if keep == nil {
 			keep = []int{} // none kept (nil would mean all)
 		}
-		a.Duplicates, a.kept = dups, keep
+		a.Duplicates, a.Elsewhere, a.kept = dups, moved, keep
 	}
 	for _, i := range keep {
 		if k := a.Records[i].IdempotencyKey; len(k) > 0 {
@@ -218,7 +249,7 @@ func (p *Partition) applyDedupe(w *pebble.Batch, b record.Batch, base uint64, t 
 		if len(r.IdempotencyKey) == 0 {
 			continue
 		}
-		e := dedupeEntry{offset: base + uint64(r.OffsetDelta), appendTime: t, hash: payloadHash(&r)}
+		e := dedupeEntry{offset: base + uint64(r.OffsetDelta), appendTime: t, hash: PayloadHash(&r)}
 		if err := w.Set(keys.DedupeKey(p.cfg.Group, r.IdempotencyKey), e.encode(), nil); err != nil {
 			return false, err
 		}
@@ -280,4 +311,23 @@ func (p *Partition) expireDedupe(w *pebble.Batch, floor int64) error {
 		p.gcFloor = floor // everything below floor is gone (or going, in w)
 	}
 	return it.Error()
+}
+
+// StoredOffset returns the offset of the record stored with idempotency key
+// key, as far as this replica has applied (ok false: none, or the key is
+// only bound here). For messages; safe from any goroutine.
+func (p *Partition) StoredOffset(key []byte) (offset uint64, ok bool, err error) {
+	v, closer, err := p.cfg.DB.Get(keys.DedupeKey(p.cfg.Group, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer closer.Close()
+	e, err := decodeDedupe(v)
+	if err != nil || e.bound {
+		return 0, false, err
+	}
+	return e.offset, true, nil
 }

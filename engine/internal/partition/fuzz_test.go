@@ -29,11 +29,27 @@ func FuzzDecodeState(f *testing.F) {
 func FuzzDecodeRows(f *testing.F) {
 	f.Add(indexRow{raftIndex: 3, appendTime: 7, span: 2, size: 100}.encode())
 	f.Add(dedupeEntry{offset: 1, appendTime: 2, hash: 3}.encode())
+	f.Add(dedupeEntry{offset: 1, appendTime: 2, hash: 3, bound: true, target: 4}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decodeIndexRow(b); err == nil && r.span == 0 {
 			t.Fatal("accepted a row with an empty span")
 		}
 		_, _ = decodeDedupe(b)
+	})
+}
+
+func FuzzDecodeBind(f *testing.F) {
+	p := &Partition{cfg: Config{Now: func() int64 { return 7 }}}
+	f.Add(p.bindEntry(1, &bindFlight{binds: []*pendingBind{{bindings: []Binding{{Key: []byte("k"), Target: 2, Hash: 3}, {Target: 1}}}}}))
+	f.Add([]byte{kindBind})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, _, bs, err := decodeBind(b); err == nil {
+			for _, x := range bs {
+				if len(x.Key) > len(b) {
+					t.Fatalf("key of %d bytes from %d", len(x.Key), len(b))
+				}
+			}
+		}
 	})
 }
 
@@ -51,6 +67,8 @@ func FuzzApply(f *testing.F) {
 	f.Add(commandEntry(kindGroup, 7, []byte(`{"kind":"commit","group":"g","gen":1,"offset":1}`)))
 	f.Add(commandEntry(kindTruncate, 8, []byte(`{"offset":1}`)))
 	f.Add(commandEntry(kindCompact, 9, []byte(`{"batches":[{"base":0,"raft_index":1,"drop":[0]}]}`)))
+	bp := &Partition{cfg: Config{Now: func() int64 { return 100 }}}
+	f.Add(bp.bindEntry(10, &bindFlight{binds: []*pendingBind{{bindings: []Binding{{Key: []byte("i"), Target: 2, Hash: 3}}}}}))
 	f.Add([]byte{kindBatch})
 	f.Add([]byte{9, 9, 9})
 	f.Fuzz(func(t *testing.T, data []byte) {

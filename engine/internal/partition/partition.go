@@ -74,6 +74,7 @@ const (
 	kindGroup    = 2 // a subscriber group command (groups.go)
 	kindTruncate = 3 // retention: remove the records below an offset (retention.go)
 	kindCompact  = 4 // key compaction: drop records from one batch (retention.go)
+	kindBind     = 5 // bind idempotency keys to other partitions (bind.go)
 )
 
 // batchEnvelope is what precedes a record batch in its raft entry: the kind
@@ -149,6 +150,10 @@ type Partition struct {
 	gcFloor   int64
 	opFlights map[uint64]*pendingOp
 	opResults []opResult
+	// bindFlights are the bind entries in flight; bindResults what Apply
+	// answered this pass (bind.go).
+	bindFlights map[uint64]*bindFlight
+	bindResults []bindResult
 	// appliedIndex is the raft index of the last entry applied (a lower
 	// bound after a restart: the last batch's).
 	appliedIndex uint64
@@ -177,6 +182,7 @@ type Partition struct {
 		leaderTerm, visibleTerm uint64
 		queue                   []*Append
 		ops                     []*pendingOp
+		binds                   []*pendingBind
 		policy                  Policy
 		// truncatingTo is the highest log start a truncate applied (maybe
 		// not visible yet).
@@ -220,6 +226,10 @@ type Append struct {
 	// Each to walk both.
 	Segments   []Segment
 	Duplicates []Duplicate
+	// Elsewhere lists records not stored because their idempotency key is
+	// bound to another partition with the same contents (bind.go): they
+	// belong there. Each does not report them.
+	Elsewhere []Moved
 
 	// kept lists the indexes of the records proposed (not duplicates), in
 	// order; nil means all of them.
@@ -258,6 +268,7 @@ func Open(cfg Config) (*Partition, error) {
 		cfg: cfg, log: cfg.Logger, inflight: make(map[uint64]*flight),
 		pendingKeys: make(map[string]struct{}), passKeys: make(map[string]dedupeEntry),
 		passGroups: make(map[string]passGroup), opFlights: make(map[uint64]*pendingOp),
+		bindFlights: make(map[uint64]*bindFlight),
 		passEntries: make(map[uint64][]byte),
 		gcFloor:     math.MinInt64,
 	}
@@ -466,10 +477,19 @@ func (p *Partition) TimeWatermark() int64 {
 // MaxBatchBytes allows, leaving out records already stored (dedupe.go).
 func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 	p.mu.Lock()
-	queue, ops := p.mu.queue, p.mu.ops
-	p.mu.queue, p.mu.ops = nil, nil
+	queue, ops, binds := p.mu.queue, p.mu.ops, p.mu.binds
+	p.mu.queue, p.mu.ops, p.mu.binds = nil, nil, nil
 	p.mu.Unlock()
 	dst = p.proposeOps(dst, ops)
+	if len(binds) > 0 {
+		var waiting []*pendingBind
+		dst, waiting = p.proposeBinds(dst, binds)
+		if len(waiting) > 0 {
+			p.mu.Lock()
+			p.mu.binds = append(waiting, p.mu.binds...)
+			p.mu.Unlock()
+		}
+	}
 	if len(queue) == 0 {
 		return dst
 	}
@@ -560,6 +580,7 @@ func (p *Partition) Dropped(data [][]byte, err error) {
 		if id, ok := proposalID(d); ok {
 			p.failFlight(id, fmt.Errorf("%w: %w", ErrNotLeader, err))
 			p.failOp(id, fmt.Errorf("%w: %w", ErrNotLeader, err))
+			p.failBind(id, fmt.Errorf("%w: %w", ErrNotLeader, err))
 		}
 	}
 }
@@ -576,7 +597,7 @@ func proposalID(entry []byte) (uint64, bool) {
 	switch {
 	case len(entry) >= batchEnvelope+record.HeaderSize && entry[0] == kindBatch:
 		return binary.LittleEndian.Uint64(entry[batchEnvelope+6:]), true
-	case len(entry) >= 9 && (entry[0] == kindGroup || entry[0] == kindTruncate || entry[0] == kindCompact):
+	case len(entry) >= 9 && (entry[0] == kindGroup || entry[0] == kindTruncate || entry[0] == kindCompact || entry[0] == kindBind):
 		return binary.LittleEndian.Uint64(entry[1:]), true
 	}
 	return 0, false
@@ -627,6 +648,11 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		case kindGroup, kindTruncate, kindCompact:
 			if err := p.applyCommand(w, data); err != nil {
 				return fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, e.GetIndex(), err)
+			}
+			continue
+		case kindBind:
+			if err := p.applyBind(w, e.GetIndex(), data); err != nil {
+				return fmt.Errorf("partition %d: entry %d: bind: %w", p.cfg.Index, e.GetIndex(), err)
 			}
 			continue
 		default:
@@ -681,7 +707,9 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		p.st.LastTime = t
 		p.st.Bytes += uint64(len(data) - batchEnvelope)
 		if inc != p.st.LastProposer {
-			p.st.LastOther, p.st.LastProposer = p.st.LastIndex, inc
+			// Everything before this entry counts as another
+			// incarnation's: bind entries write rows too (bind.go).
+			p.st.LastOther, p.st.LastProposer = e.GetIndex()-1, inc
 		}
 		p.st.LastIndex = e.GetIndex()
 		p.applied = append(p.applied, appliedBatch{
@@ -699,23 +727,23 @@ func (p *Partition) failFlight(id uint64, err error) {
 	}
 	delete(p.inflight, id)
 	p.forget(id)
-	p.releaseKeys(f)
+	p.releaseKeys(f.keys)
 	for _, part := range f.parts {
 		p.settle(part.a, err)
 	}
 }
 
 // releaseKeys forgets a settled flight's pending keys, and wakes the host if
-// appends wait for them.
-func (p *Partition) releaseKeys(f *flight) {
-	if len(f.keys) == 0 {
+// appends or binds wait for them.
+func (p *Partition) releaseKeys(keys []string) {
+	if len(keys) == 0 {
 		return
 	}
-	for _, k := range f.keys {
+	for _, k := range keys {
 		delete(p.pendingKeys, k)
 	}
 	p.mu.Lock()
-	waiting := len(p.mu.queue) > 0
+	waiting := len(p.mu.queue) > 0 || len(p.mu.binds) > 0
 	p.mu.Unlock()
 	if waiting {
 		p.cfg.Host.Wake(p.cfg.Group)
@@ -761,6 +789,7 @@ func (p *Partition) Durable() {
 		}
 	}
 	defer p.failLost()
+	p.answerBinds()
 	for _, ab := range applied {
 		f := p.inflight[ab.id]
 		if f == nil {
@@ -768,7 +797,7 @@ func (p *Partition) Durable() {
 		}
 		delete(p.inflight, ab.id)
 		p.forget(ab.id)
-		p.releaseKeys(f)
+		p.releaseKeys(f.keys)
 		off := ab.batch.Base
 		for _, part := range f.parts {
 			part.a.Segments = append(part.a.Segments, Segment{
@@ -801,6 +830,11 @@ func (p *Partition) failLost() {
 			p.failOp(id, lost)
 		}
 	}
+	for id, f := range p.bindFlights {
+		if f.term != 0 && f.term < p.appliedTerm {
+			p.failBind(id, lost)
+		}
+	}
 }
 
 // LeaderChanged implements raftlog.StateMachine.
@@ -828,8 +862,8 @@ func (p *Partition) Stopped(err error) {
 		p.mu.err = errors.Join(ErrStopped, err)
 	}
 	stopErr := p.mu.err
-	queue, ops := p.mu.queue, p.mu.ops
-	p.mu.queue, p.mu.ops = nil, nil
+	queue, ops, binds := p.mu.queue, p.mu.ops, p.mu.binds
+	p.mu.queue, p.mu.ops, p.mu.binds = nil, nil, nil
 	p.notifyLocked()
 	close(p.mu.room)
 	p.mu.room = make(chan struct{})
@@ -844,6 +878,13 @@ func (p *Partition) Stopped(err error) {
 	}
 	for id := range p.opFlights {
 		p.failOp(id, stopErr)
+	}
+	for _, pb := range binds {
+		pb.err = stopErr
+		close(pb.done)
+	}
+	for id := range p.bindFlights {
+		p.failBind(id, stopErr)
 	}
 	for id, f := range p.inflight {
 		delete(p.inflight, id)

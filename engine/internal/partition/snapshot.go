@@ -21,8 +21,9 @@ import (
 //   - the offset and the append-time floor at the jump (the first retained
 //     batch's base and effective append time, which is at least the time of
 //     every batch before it, so apply's max() rule gives the same times);
-//   - the dedupe rows of records below the jump (a later record with the
-//     same key is checked against them exactly as on the leader);
+//   - the dedupe rows of records below the jump and the binding rows of
+//     bind entries below it (bind.go): a later record or bind with the
+//     same key is checked against them exactly as on the leader;
 //   - the subscriber group rows, as the leader has them now. A group
 //     command in the retained log is then applied over a state that may
 //     already include it, so a replica that jumped can briefly show a
@@ -78,9 +79,13 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 		for valid := it.First(); valid; valid = it.Next() {
 			if prefix == keys.Dedupe {
 				e, err := decodeDedupe(it.Value())
-				if err == nil && e.offset >= snap.Next {
+				// A record row of a retained offset, or a binding row
+				// of a retained bind entry, is written again by the
+				// retained log: leave it out, so that the log applies
+				// over the rows as they were at index.
+				if err == nil && (!e.bound && e.offset >= snap.Next || e.bound && e.offset > index) {
 					brought[string(it.Key()[len(lo):])] = true
-					continue // a record the retained log brings
+					continue
 				}
 			}
 			if prefix == keys.Expiry {

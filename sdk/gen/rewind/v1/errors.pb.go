@@ -244,7 +244,12 @@ type IdempotencyConflict struct {
 	// Index of the record in the publish request.
 	Index          uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	// Where the record first published with that key is.
+	// Where the record first published with that key is. Idempotency keys
+	// are topic-wide: the partition may differ from the one this record was
+	// routed to. offset and message_id are unset (message_id empty) when the
+	// key is bound to that partition but the answering node does not know
+	// the offset (the first record is not stored yet: a retry of it stores
+	// it there).
 	Partition     uint32 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
 	Offset        uint64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	MessageId     string `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`

@@ -26,9 +26,8 @@ type PublishRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Records with a key go to partition hash(key) mod partitions (FNV-1a,
 	// 32-bit) unless `partition` is set; records without a key but with an
-	// idempotency key go to hash(idempotency key) mod partitions (so that a
-	// retry lands where the first attempt did and is recognised as a
-	// duplicate); the others are spread over the partitions in runs: the
+	// idempotency key go to hash(idempotency key) mod partitions (the key's
+	// home partition, which keeps the key's dedupe entry); the others are spread over the partitions in runs: the
 	// keyless records of one request stay together in one partition (up to
 	// 1024 in a row, then the next partition), and each request or run
 	// takes the next partition in turn (like Kafka's sticky partitioner).
@@ -37,9 +36,11 @@ type PublishRecord struct {
 	Headers []*Header `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty"`
 	// Optional, at most 256 bytes, unique within the request; stored and
 	// delivered with the record. Within the topic's dedupe window a record
-	// published again with the same key is not stored again: the result says
-	// duplicate and gives the original's offset. The same key with different
-	// contents fails the publish with FailedPrecondition.
+	// published again with the same key, to any partition of the topic, is
+	// not stored again: the result says duplicate and gives the original's
+	// partition and offset. The same key with different contents fails the
+	// publish with FailedPrecondition (IdempotencyConflict names the
+	// original), whichever partition the record was routed to.
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Optional producer timestamp, nanoseconds since the Unix epoch.
 	EventTimeUnixNanos int64 `protobuf:"varint,5,opt,name=event_time_unix_nanos,json=eventTimeUnixNanos,proto3" json:"event_time_unix_nanos,omitempty"`
@@ -182,7 +183,7 @@ type PublishResult struct {
 	MessageId           string                 `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	AppendTimeUnixNanos int64                  `protobuf:"varint,4,opt,name=append_time_unix_nanos,json=appendTimeUnixNanos,proto3" json:"append_time_unix_nanos,omitempty"`
 	// True when the idempotency key was already stored within the dedupe
-	// window; offset and message_id are then the original's.
+	// window; partition, offset and message_id are then the original's.
 	Duplicate     bool `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

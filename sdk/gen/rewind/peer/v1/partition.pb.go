@@ -512,6 +512,250 @@ func (x *LocateResponse) GetAppendTimeUnixNanos() int64 {
 	return 0
 }
 
+type BindRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The keys' home partition.
+	Partition *PartitionRef `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Distinct keys.
+	Bindings      []*Binding `protobuf:"bytes,2,rep,name=bindings,proto3" json:"bindings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindRequest) Reset() {
+	*x = BindRequest{}
+	mi := &file_rewind_peer_v1_partition_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindRequest) ProtoMessage() {}
+
+func (x *BindRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_peer_v1_partition_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindRequest.ProtoReflect.Descriptor instead.
+func (*BindRequest) Descriptor() ([]byte, []int) {
+	return file_rewind_peer_v1_partition_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *BindRequest) GetPartition() *PartitionRef {
+	if x != nil {
+		return x.Partition
+	}
+	return nil
+}
+
+func (x *BindRequest) GetBindings() []*Binding {
+	if x != nil {
+		return x.Bindings
+	}
+	return nil
+}
+
+// Binding binds one idempotency key to a partition other than its home.
+type Binding struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	IdempotencyKey string                 `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// The partition the record is routed to.
+	Target uint32 `protobuf:"varint,2,opt,name=target,proto3" json:"target,omitempty"`
+	// The record's content hash (FNV-1a 64 of key, value and headers).
+	Hash          uint64 `protobuf:"fixed64,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Binding) Reset() {
+	*x = Binding{}
+	mi := &file_rewind_peer_v1_partition_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Binding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Binding) ProtoMessage() {}
+
+func (x *Binding) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_peer_v1_partition_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Binding.ProtoReflect.Descriptor instead.
+func (*Binding) Descriptor() ([]byte, []int) {
+	return file_rewind_peer_v1_partition_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Binding) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *Binding) GetTarget() uint32 {
+	if x != nil {
+		return x.Target
+	}
+	return 0
+}
+
+func (x *Binding) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
+type BindResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per binding, in order.
+	Bound         []*Bound `protobuf:"bytes,1,rep,name=bound,proto3" json:"bound,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindResponse) Reset() {
+	*x = BindResponse{}
+	mi := &file_rewind_peer_v1_partition_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindResponse) ProtoMessage() {}
+
+func (x *BindResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_peer_v1_partition_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindResponse.ProtoReflect.Descriptor instead.
+func (*BindResponse) Descriptor() ([]byte, []int) {
+	return file_rewind_peer_v1_partition_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *BindResponse) GetBound() []*Bound {
+	if x != nil {
+		return x.Bound
+	}
+	return nil
+}
+
+// Bound says where a key's record belongs.
+type Bound struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The binding's target if the key was free, else where the key's first
+	// record was bound or stored.
+	Partition uint32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The first record has the same contents (a retry); otherwise the record
+	// conflicts with it.
+	Same bool `protobuf:"varint,2,opt,name=same,proto3" json:"same,omitempty"`
+	// The first record is stored in the home partition, at offset.
+	Stored              bool   `protobuf:"varint,3,opt,name=stored,proto3" json:"stored,omitempty"`
+	Offset              uint64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	AppendTimeUnixNanos int64  `protobuf:"varint,5,opt,name=append_time_unix_nanos,json=appendTimeUnixNanos,proto3" json:"append_time_unix_nanos,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Bound) Reset() {
+	*x = Bound{}
+	mi := &file_rewind_peer_v1_partition_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bound) ProtoMessage() {}
+
+func (x *Bound) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_peer_v1_partition_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bound.ProtoReflect.Descriptor instead.
+func (*Bound) Descriptor() ([]byte, []int) {
+	return file_rewind_peer_v1_partition_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Bound) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Bound) GetSame() bool {
+	if x != nil {
+		return x.Same
+	}
+	return false
+}
+
+func (x *Bound) GetStored() bool {
+	if x != nil {
+		return x.Stored
+	}
+	return false
+}
+
+func (x *Bound) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *Bound) GetAppendTimeUnixNanos() int64 {
+	if x != nil {
+		return x.AppendTimeUnixNanos
+	}
+	return 0
+}
+
 var File_rewind_peer_v1_partition_proto protoreflect.FileDescriptor
 
 const file_rewind_peer_v1_partition_proto_rawDesc = "" +
@@ -550,10 +794,26 @@ const file_rewind_peer_v1_partition_proto_rawDesc = "" +
 	"\x04what\"]\n" +
 	"\x0eLocateResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x123\n" +
-	"\x16append_time_unix_nanos\x18\x02 \x01(\x03R\x13appendTimeUnixNanos2\xa1\x01\n" +
+	"\x16append_time_unix_nanos\x18\x02 \x01(\x03R\x13appendTimeUnixNanos\"~\n" +
+	"\vBindRequest\x12:\n" +
+	"\tpartition\x18\x01 \x01(\v2\x1c.rewind.peer.v1.PartitionRefR\tpartition\x123\n" +
+	"\bbindings\x18\x02 \x03(\v2\x17.rewind.peer.v1.BindingR\bbindings\"^\n" +
+	"\aBinding\x12'\n" +
+	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\rR\x06target\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\x06R\x04hash\";\n" +
+	"\fBindResponse\x12+\n" +
+	"\x05bound\x18\x01 \x03(\v2\x15.rewind.peer.v1.BoundR\x05bound\"\x9e\x01\n" +
+	"\x05Bound\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x12\n" +
+	"\x04same\x18\x02 \x01(\bR\x04same\x12\x16\n" +
+	"\x06stored\x18\x03 \x01(\bR\x06stored\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset\x123\n" +
+	"\x16append_time_unix_nanos\x18\x05 \x01(\x03R\x13appendTimeUnixNanos2\xe4\x01\n" +
 	"\x10PartitionService\x12D\n" +
 	"\x05Fetch\x12\x1c.rewind.peer.v1.FetchRequest\x1a\x1d.rewind.peer.v1.FetchResponse\x12G\n" +
-	"\x06Locate\x12\x1d.rewind.peer.v1.LocateRequest\x1a\x1e.rewind.peer.v1.LocateResponseB;Z9github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1;peerv1b\x06proto3"
+	"\x06Locate\x12\x1d.rewind.peer.v1.LocateRequest\x1a\x1e.rewind.peer.v1.LocateResponse\x12A\n" +
+	"\x04Bind\x12\x1b.rewind.peer.v1.BindRequest\x1a\x1c.rewind.peer.v1.BindResponseB;Z9github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_rewind_peer_v1_partition_proto_rawDescOnce sync.Once
@@ -567,7 +827,7 @@ func file_rewind_peer_v1_partition_proto_rawDescGZIP() []byte {
 	return file_rewind_peer_v1_partition_proto_rawDescData
 }
 
-var file_rewind_peer_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_rewind_peer_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_rewind_peer_v1_partition_proto_goTypes = []any{
 	(*PartitionRef)(nil),    // 0: rewind.peer.v1.PartitionRef
 	(*FetchRequest)(nil),    // 1: rewind.peer.v1.FetchRequest
@@ -576,21 +836,30 @@ var file_rewind_peer_v1_partition_proto_goTypes = []any{
 	(*Batch)(nil),           // 4: rewind.peer.v1.Batch
 	(*LocateRequest)(nil),   // 5: rewind.peer.v1.LocateRequest
 	(*LocateResponse)(nil),  // 6: rewind.peer.v1.LocateResponse
+	(*BindRequest)(nil),     // 7: rewind.peer.v1.BindRequest
+	(*Binding)(nil),         // 8: rewind.peer.v1.Binding
+	(*BindResponse)(nil),    // 9: rewind.peer.v1.BindResponse
+	(*Bound)(nil),           // 10: rewind.peer.v1.Bound
 }
 var file_rewind_peer_v1_partition_proto_depIdxs = []int32{
-	0, // 0: rewind.peer.v1.FetchRequest.partition:type_name -> rewind.peer.v1.PartitionRef
-	3, // 1: rewind.peer.v1.FetchResponse.bounds:type_name -> rewind.peer.v1.PartitionBounds
-	4, // 2: rewind.peer.v1.FetchResponse.batches:type_name -> rewind.peer.v1.Batch
-	0, // 3: rewind.peer.v1.LocateRequest.partition:type_name -> rewind.peer.v1.PartitionRef
-	1, // 4: rewind.peer.v1.PartitionService.Fetch:input_type -> rewind.peer.v1.FetchRequest
-	5, // 5: rewind.peer.v1.PartitionService.Locate:input_type -> rewind.peer.v1.LocateRequest
-	2, // 6: rewind.peer.v1.PartitionService.Fetch:output_type -> rewind.peer.v1.FetchResponse
-	6, // 7: rewind.peer.v1.PartitionService.Locate:output_type -> rewind.peer.v1.LocateResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0,  // 0: rewind.peer.v1.FetchRequest.partition:type_name -> rewind.peer.v1.PartitionRef
+	3,  // 1: rewind.peer.v1.FetchResponse.bounds:type_name -> rewind.peer.v1.PartitionBounds
+	4,  // 2: rewind.peer.v1.FetchResponse.batches:type_name -> rewind.peer.v1.Batch
+	0,  // 3: rewind.peer.v1.LocateRequest.partition:type_name -> rewind.peer.v1.PartitionRef
+	0,  // 4: rewind.peer.v1.BindRequest.partition:type_name -> rewind.peer.v1.PartitionRef
+	8,  // 5: rewind.peer.v1.BindRequest.bindings:type_name -> rewind.peer.v1.Binding
+	10, // 6: rewind.peer.v1.BindResponse.bound:type_name -> rewind.peer.v1.Bound
+	1,  // 7: rewind.peer.v1.PartitionService.Fetch:input_type -> rewind.peer.v1.FetchRequest
+	5,  // 8: rewind.peer.v1.PartitionService.Locate:input_type -> rewind.peer.v1.LocateRequest
+	7,  // 9: rewind.peer.v1.PartitionService.Bind:input_type -> rewind.peer.v1.BindRequest
+	2,  // 10: rewind.peer.v1.PartitionService.Fetch:output_type -> rewind.peer.v1.FetchResponse
+	6,  // 11: rewind.peer.v1.PartitionService.Locate:output_type -> rewind.peer.v1.LocateResponse
+	9,  // 12: rewind.peer.v1.PartitionService.Bind:output_type -> rewind.peer.v1.BindResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_rewind_peer_v1_partition_proto_init() }
@@ -608,7 +877,7 @@ func file_rewind_peer_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_peer_v1_partition_proto_rawDesc), len(file_rewind_peer_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

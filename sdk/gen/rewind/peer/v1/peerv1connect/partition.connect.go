@@ -37,6 +37,8 @@ const (
 	PartitionServiceFetchProcedure = "/rewind.peer.v1.PartitionService/Fetch"
 	// PartitionServiceLocateProcedure is the fully-qualified name of the PartitionService's Locate RPC.
 	PartitionServiceLocateProcedure = "/rewind.peer.v1.PartitionService/Locate"
+	// PartitionServiceBindProcedure is the fully-qualified name of the PartitionService's Bind RPC.
+	PartitionServiceBindProcedure = "/rewind.peer.v1.PartitionService/Bind"
 )
 
 // PartitionServiceClient is a client for the rewind.peer.v1.PartitionService service.
@@ -45,6 +47,11 @@ type PartitionServiceClient interface {
 	// Locate resolves a time to an offset, or an offset to its append time,
 	// on the leader.
 	Locate(context.Context, *v1.LocateRequest) (*v1.LocateResponse, error)
+	// Bind binds idempotency keys to the partitions their records are routed
+	// to, in the keys' home partition (the request's), on its leader; the
+	// answer says where each key's record belongs. Idempotency keys are
+	// topic-wide this way (engine/internal/partition/bind.go).
+	Bind(context.Context, *v1.BindRequest) (*v1.BindResponse, error)
 }
 
 // NewPartitionServiceClient constructs a client for the rewind.peer.v1.PartitionService service. By
@@ -70,6 +77,12 @@ func NewPartitionServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(partitionServiceMethods.ByName("Locate")),
 			connect.WithClientOptions(opts...),
 		),
+		bind: connect.NewClient[v1.BindRequest, v1.BindResponse](
+			httpClient,
+			baseURL+PartitionServiceBindProcedure,
+			connect.WithSchema(partitionServiceMethods.ByName("Bind")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -77,6 +90,7 @@ func NewPartitionServiceClient(httpClient connect.HTTPClient, baseURL string, op
 type partitionServiceClient struct {
 	fetch  *connect.Client[v1.FetchRequest, v1.FetchResponse]
 	locate *connect.Client[v1.LocateRequest, v1.LocateResponse]
+	bind   *connect.Client[v1.BindRequest, v1.BindResponse]
 }
 
 // Fetch calls rewind.peer.v1.PartitionService.Fetch.
@@ -97,12 +111,26 @@ func (c *partitionServiceClient) Locate(ctx context.Context, req *v1.LocateReque
 	return nil, err
 }
 
+// Bind calls rewind.peer.v1.PartitionService.Bind.
+func (c *partitionServiceClient) Bind(ctx context.Context, req *v1.BindRequest) (*v1.BindResponse, error) {
+	response, err := c.bind.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // PartitionServiceHandler is an implementation of the rewind.peer.v1.PartitionService service.
 type PartitionServiceHandler interface {
 	Fetch(context.Context, *v1.FetchRequest) (*v1.FetchResponse, error)
 	// Locate resolves a time to an offset, or an offset to its append time,
 	// on the leader.
 	Locate(context.Context, *v1.LocateRequest) (*v1.LocateResponse, error)
+	// Bind binds idempotency keys to the partitions their records are routed
+	// to, in the keys' home partition (the request's), on its leader; the
+	// answer says where each key's record belongs. Idempotency keys are
+	// topic-wide this way (engine/internal/partition/bind.go).
+	Bind(context.Context, *v1.BindRequest) (*v1.BindResponse, error)
 }
 
 // NewPartitionServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -124,12 +152,20 @@ func NewPartitionServiceHandler(svc PartitionServiceHandler, opts ...connect.Han
 		connect.WithSchema(partitionServiceMethods.ByName("Locate")),
 		connect.WithHandlerOptions(opts...),
 	)
+	partitionServiceBindHandler := connect.NewUnaryHandlerSimple(
+		PartitionServiceBindProcedure,
+		svc.Bind,
+		connect.WithSchema(partitionServiceMethods.ByName("Bind")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rewind.peer.v1.PartitionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PartitionServiceFetchProcedure:
 			partitionServiceFetchHandler.ServeHTTP(w, r)
 		case PartitionServiceLocateProcedure:
 			partitionServiceLocateHandler.ServeHTTP(w, r)
+		case PartitionServiceBindProcedure:
+			partitionServiceBindHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -145,4 +181,8 @@ func (UnimplementedPartitionServiceHandler) Fetch(context.Context, *v1.FetchRequ
 
 func (UnimplementedPartitionServiceHandler) Locate(context.Context, *v1.LocateRequest) (*v1.LocateResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.peer.v1.PartitionService.Locate is not implemented"))
+}
+
+func (UnimplementedPartitionServiceHandler) Bind(context.Context, *v1.BindRequest) (*v1.BindResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.peer.v1.PartitionService.Bind is not implemented"))
 }

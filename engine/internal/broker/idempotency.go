@@ -1,0 +1,213 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/rewind-io/rewind/engine/internal/partition"
+)
+
+// Idempotency keys are topic-wide (partition/bind.go). Before a publish
+// appends anything, the idempotency key of each record routed away from
+// the key's home partition (PartitionForKey of the idempotency key) is
+// bound there, and the record goes where the answer says: its own target
+// when the key was free, the first record's partition for a retry, nowhere
+// (a ConflictError) for other contents. Records routed to the home
+// partition, and records without an idempotency key, skip this step. A
+// record the home partition finds bound elsewhere comes back as
+// Append.Elsewhere and is sent there (moveElsewhere).
+//
+// Binding happens on the node that took the client's request; a publish
+// forwarded to a partition's leader arrives bound.
+
+// Binder binds idempotency keys on the node that leads their home
+// partition. An error that is ErrNotStored bound nothing and is safe to
+// retry (a *NotLeaderError names the leader, as far as that node knows).
+type Binder interface {
+	Bind(ctx context.Context, node uint64, addr string, topicID uint64, home uint32, bs []partition.Binding) ([]partition.Bound, error)
+}
+
+// bindKeys binds the keys of the records routed away from their keys' home
+// partitions and updates dest with where each belongs.
+func (b *Broker) bindKeys(ctx context.Context, lt *liveTopic, recs []PublishRecord, dest []uint32) error {
+	n := lt.meta.Partitions
+	var homes map[uint32][]int
+	for i := range recs {
+		k := recs[i].IdempotencyKey
+		if len(k) == 0 {
+			continue
+		}
+		if h := PartitionForKey(k, n); h != dest[i] {
+			if homes == nil {
+				homes = make(map[uint32][]int)
+			}
+			homes[h] = append(homes[h], i)
+		}
+	}
+	if len(homes) == 0 {
+		return nil
+	}
+	type job struct {
+		home uint32
+		idx  []int
+		out  []partition.Bound
+		err  error
+	}
+	jobs := make([]job, 0, len(homes))
+	for h, idx := range homes {
+		jobs = append(jobs, job{home: h, idx: idx})
+	}
+	run := func(j *job) {
+		bs := make([]partition.Binding, len(j.idx))
+		for k, i := range j.idx {
+			bs[k] = partition.Binding{Key: recs[i].IdempotencyKey, Target: dest[i], Hash: partition.PayloadHash(&recs[i].Record)}
+		}
+		j.out, j.err = b.bindPartition(ctx, lt, j.home, bs)
+	}
+	if len(jobs) == 1 {
+		run(&jobs[0])
+	} else {
+		var wg sync.WaitGroup
+		for k := range jobs {
+			wg.Add(1)
+			go func() { defer wg.Done(); run(&jobs[k]) }()
+		}
+		wg.Wait()
+	}
+	var conflict *ConflictError
+	for _, j := range jobs {
+		if j.err != nil {
+			return b.publishError(lt.meta.Name, j.err)
+		}
+		if len(j.out) != len(j.idx) {
+			return fmt.Errorf("%w: partition %d answered %d bindings for %d", ErrUnavailable, j.home, len(j.out), len(j.idx))
+		}
+		for k, i := range j.idx {
+			bd := j.out[k]
+			switch {
+			case bd.Partition >= n:
+				return fmt.Errorf("%w: partition %d bound a key to partition %d of %d", ErrUnavailable, j.home, bd.Partition, n)
+			case !bd.Same:
+				c := &ConflictError{Index: i, Key: string(recs[i].IdempotencyKey), TopicID: lt.meta.ID, Partition: bd.Partition, Offset: bd.Offset}
+				if !bd.Stored {
+					c.Offset, c.OffsetUnknown = b.storedOffset(lt, bd.Partition, recs[i].IdempotencyKey)
+				}
+				if conflict == nil || c.Index < conflict.Index {
+					conflict = c
+				}
+			default:
+				dest[i] = bd.Partition
+			}
+		}
+	}
+	if conflict != nil {
+		return conflict
+	}
+	return nil
+}
+
+// bindPartition binds keys in their home partition, on its leader.
+func (b *Broker) bindPartition(ctx context.Context, lt *liveTopic, home uint32, bs []partition.Binding) (out []partition.Bound, err error) {
+	err = b.onLeader(ctx, lt, home, func(part *partition.Partition) error {
+		var err error
+		out, err = part.Bind(ctx, bs)
+		return err
+	}, func(node uint64, addr string) error {
+		if b.cfg.Bind == nil {
+			return fmt.Errorf("%w: no binder to reach node %d", ErrUnavailable, node)
+		}
+		var err error
+		out, err = b.cfg.Bind.Bind(ctx, node, addr, lt.meta.ID, home, bs)
+		return err
+	})
+	return out, err
+}
+
+// storedOffset looks up, on this node's replica of partition p, the offset
+// of the record stored with key: for a conflict's message, best effort
+// (unknown when this node has no replica, or the record is not stored).
+func (b *Broker) storedOffset(lt *liveTopic, p uint32, key []byte) (offset uint64, unknown bool) {
+	part := lt.parts[p]
+	if part == nil {
+		return 0, true
+	}
+	off, ok, err := part.StoredOffset(key)
+	if err != nil || !ok {
+		return 0, true
+	}
+	return off, false
+}
+
+// ServeBind binds keys in home partition p of topic topicID, which this
+// node must lead (another node's bindKeys).
+func (b *Broker) ServeBind(ctx context.Context, topicID uint64, p uint32, bs []partition.Binding) ([]partition.Bound, error) {
+	lt, part, err := b.ledTopicPartition(topicID, p)
+	if err != nil {
+		return nil, err
+	}
+	n := uint32(len(lt.parts))
+	seen := make(map[string]bool, len(bs))
+	for i, bd := range bs {
+		switch {
+		case len(bd.Key) == 0 || len(bd.Key) > MaxIdempotencyKey:
+			return nil, fmt.Errorf("%w: binding %d: idempotency key of %d bytes", ErrInvalid, i, len(bd.Key))
+		case PartitionForKey(bd.Key, n) != p:
+			return nil, fmt.Errorf("%w: binding %d: partition %d is not the key's home", ErrInvalid, i, p)
+		case bd.Target >= n || bd.Target == p:
+			return nil, fmt.Errorf("%w: binding %d: target partition %d", ErrInvalid, i, bd.Target)
+		case seen[string(bd.Key)]:
+			return nil, fmt.Errorf("%w: binding %d: key bound twice", ErrInvalid, i)
+		}
+		seen[string(bd.Key)] = true
+	}
+	if lt.meta.DedupeWindowNanos <= 0 {
+		return nil, fmt.Errorf("%w: topic %q does not deduplicate", ErrInvalid, lt.meta.Name)
+	}
+	out, err := part.Bind(ctx, bs)
+	if errors.Is(err, partition.ErrNotLeader) {
+		return nil, &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: part.Leader()}
+	}
+	return out, err
+}
+
+// moved is a record of a publish to be sent to the partition its key is
+// bound to.
+type moved struct {
+	index     int // in the request
+	partition uint32
+}
+
+// moveElsewhere publishes the moved records to their partitions and fills
+// in their results. A record moves once: its key is bound to a partition
+// that is not its home, where no binding can send it on.
+func (b *Broker) moveElsewhere(ctx context.Context, lt *liveTopic, recs []PublishRecord, ms []moved, out []PublishResult) error {
+	ctx = notForwarded(ctx)
+	slices.SortStableFunc(ms, func(x, y moved) int { return cmp.Compare(x.partition, y.partition) })
+	for len(ms) > 0 {
+		p := ms[0].partition
+		k := 1
+		for k < len(ms) && ms[k].partition == p {
+			k++
+		}
+		idx := make([]int, k)
+		rs := make([]PublishRecord, k)
+		for j, m := range ms[:k] {
+			idx[j] = m.index
+			rs[j] = recs[m.index]
+		}
+		ms = ms[k:]
+		a, res, err := b.publishPartition(ctx, lt, p, records(rs))
+		again, err := b.partitionOutcome(lt, p, idx, a, res, err, out)
+		if err != nil {
+			return err
+		}
+		if len(again) > 0 {
+			return fmt.Errorf("%w: partition %d sent a record on again", ErrUnavailable, p)
+		}
+	}
+	return nil
+}
