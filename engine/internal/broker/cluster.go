@@ -438,12 +438,12 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 		if err := b.host.ProposeConfChange(group, &cc); err != nil {
 			b.log.Debug("configuration change", "group", group, "error", err)
 		} else {
-			b.log.Info("proposed a configuration change", "group", group, "voters", st.Voters, "want", want)
+			b.log.Debug("proposed a configuration change", "group", group, "voters", st.Voters, "want", want)
 		}
 		return false
 	}
 	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last {
-		b.log.Info("handing leadership to the preferred leader", "group", group, "to", preferred)
+		b.log.Debug("handing leadership to the preferred leader", "group", group, "to", preferred)
 		_ = b.host.TransferLeader(group, preferred)
 	}
 	return false
@@ -468,7 +468,7 @@ func (b *Broker) dropReplica(t *meta.Topic, i int) {
 		b.log.Error("delete a moved replica", "group", p.Group(), "error", err)
 		return
 	}
-	b.log.Info("deleted a replica that moved off this node", "topic", t.Name, "partition", i)
+	b.log.Debug("deleted a replica that moved off this node", "topic", t.Name, "partition", i)
 }
 
 // HandOff hands the leadership of every group this node leads (the
