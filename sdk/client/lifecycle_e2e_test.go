@@ -210,7 +210,7 @@ func TestStreamsGoOnAcrossARestart(t *testing.T) {
 	for _, r := range readers {
 		until[*client.Disconnected](r)
 	}
-	s = startServerOn(t, engine.Config{Dir: dir}, listen)
+	startServerOn(t, engine.Config{Dir: dir}, listen) // stopped by its cleanup
 	publishTo(t, c, "f", 0, "b", 2)
 	publishTo(t, c, "f", 1, "b", 2)
 	after := []string{"0:b-0", "0:b-1", "1:b-0", "1:b-1"}
