@@ -209,11 +209,17 @@ func streamStatus(ev client.Event) bool {
 	case *client.Disconnected:
 		fmt.Fprintf(os.Stderr, "-- server unavailable (%s); retrying for up to %s --\n", errText(e.Err), e.RetryFor)
 	case *client.Reconnected:
-		parts := make([]string, len(e.Partitions))
-		for i, p := range e.Partitions {
-			parts[i] = fmt.Sprintf("%d@%d", p.Partition, p.NextOffset)
+		// A group member's stream starts with no partitions: the
+		// assignment that follows says where it goes on.
+		at := ""
+		if len(e.Partitions) > 0 {
+			parts := make([]string, len(e.Partitions))
+			for i, p := range e.Partitions {
+				parts[i] = fmt.Sprintf("%d@%d", p.Partition, p.NextOffset)
+			}
+			at = fmt.Sprintf("; resumed at partitions [%s]", strings.Join(parts, " "))
 		}
-		fmt.Fprintf(os.Stderr, "-- reconnected after %s; resumed at partitions [%s] --\n", e.Down.Round(time.Millisecond), strings.Join(parts, " "))
+		fmt.Fprintf(os.Stderr, "-- reconnected after %s%s --\n", e.Down.Round(time.Millisecond), at)
 	default:
 		return false
 	}

@@ -114,7 +114,11 @@ func (s *Subscription) reconnect() (Event, error) {
 				s.token = st.ResumeToken
 			}
 			if o.group != "" {
+				// What was due carries the old generation, which the
+				// rejoin ended: rejoined commits it again under the new
+				// one (delivered covers due).
 				s.skip, s.skipEpoch, s.rejoining = maps.Clone(s.delivered), s.epoch, true
+				clear(s.due)
 			}
 			return ev, nil
 		}
