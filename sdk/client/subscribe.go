@@ -166,9 +166,12 @@ func Group(name string) SubscribeOption {
 func ClientName(name string) SubscribeOption { return func(o *subOptions) { o.name = name } }
 
 // AutoCommit commits a group member's progress for it: when Next is called
-// again after a Records event (the caller is done with it), its offsets are
-// due, and due offsets are committed at most every interval (0: at once)
-// and on Close. At-least-once: a crash re-delivers what was not committed.
+// again after a Records event (the caller is done with it; of an event a
+// Records loop broke out of, the records it yielded; see also Processed),
+// its offsets are due, and due offsets are committed at most every interval
+// (0: at once) and on Close, also when the context given to Subscribe was
+// cancelled (a graceful stop re-delivers nothing). At-least-once: a crash
+// re-delivers what was not committed.
 func AutoCommit(interval time.Duration) SubscribeOption {
 	return func(o *subOptions) { o.autoCommit, o.commitEvery = true, interval }
 }
