@@ -97,6 +97,18 @@ func (p *streamProc) read(t *testing.T, n int) []string {
 	return out
 }
 
+// waitStderr waits until the process has said want on stderr.
+func (p *streamProc) waitStderr(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(cmdTimeout)
+	for !strings.Contains(p.stderr(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("did not say %q; stderr:\n%s", want, p.stderr())
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}
+
 // wait returns the values printed until the process exits, and its exit code.
 func (p *streamProc) wait(t *testing.T) ([]string, int) {
 	t.Helper()
@@ -133,26 +145,41 @@ func publishValues(t *testing.T, s *server, topic string, partition int, prefix 
 
 // TestSubscribeCtrlCCommitsWhatItPrinted: a member interrupted with SIGINT
 // commits every record it printed before it leaves, so the next member of
-// the group starts after them. The member commits once an hour otherwise:
-// only the exit commit can cover the second batch.
+// the group starts after them, whether it starts afterwards or waited in
+// the group (the README's two terminals). The member commits once an hour
+// otherwise: only the exit commit can cover the second batch.
 func TestSubscribeCtrlCCommitsWhatItPrinted(t *testing.T) {
+	for _, waiting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("next member waiting=%v", waiting), func(t *testing.T) {
+			testCtrlC(t, waiting)
+		})
+	}
+}
+
+func testCtrlC(t *testing.T, waiting bool) {
 	s := startServer(t, t.TempDir(), freeAddr(t))
 	s.ok(t, nil, "topic", "create", "w", "--partitions", "1")
 	a := startStream(t, s, "subscribe", "w", "--group", "cg", "--commit-every", "1h")
-	first := publishValues(t, s, "w", 0, "a", 3)
+	publishValues(t, s, "w", 0, "a", 3)
 	a.read(t, 3)
 	// The first commit is due right after the first event; these are not.
 	second := publishValues(t, s, "w", 0, "b", 3)
 	if got := a.read(t, 3); !slices.Equal(got, second) {
 		t.Fatalf("first member printed %v, want %v", got, second)
 	}
+	var b *streamProc
+	if waiting {
+		// One partition: the first member keeps it when the second joins.
+		b = startStream(t, s, "subscribe", "w", "--group", "cg")
+		b.waitStderr(t, "partitions [] --")
+	}
 	a.cmd.Process.Signal(syscall.SIGINT)
 	if rest, code := a.wait(t); code != 0 || len(rest) != 0 {
 		t.Fatalf("after SIGINT: exit code %d, printed %v more; stderr:\n%s", code, rest, a.stderr())
 	}
-	_ = first
-
-	b := startStream(t, s, "subscribe", "w", "--group", "cg")
+	if !waiting {
+		b = startStream(t, s, "subscribe", "w", "--group", "cg")
+	}
 	third := publishValues(t, s, "w", 0, "c", 3)
 	if got := b.read(t, 3); !slices.Equal(got, third) {
 		t.Fatalf("next member printed %v first, want only the records after the first member's: %v", got, third)
