@@ -279,3 +279,34 @@ func TestStreamEndsWhenItsServerDoesNotReturn(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseEndsAReconnectingStream: Close, called from another goroutine,
+// ends a stream that waits for its server to come back.
+func TestCloseEndsAReconnectingStream(t *testing.T) {
+	s := startServer(t, "")
+	c := client.New(s.addr)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "c", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, "c", client.ReconnectWithin(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	disconnected := make(chan struct{})
+	ended := make(chan error)
+	go func() {
+		for sub.Next() {
+			if _, ok := sub.Event().(*client.Disconnected); ok {
+				close(disconnected)
+			}
+		}
+		ended <- sub.Err()
+	}()
+	<-disconnected
+	sub.Close()
+	if err := <-ended; err == nil {
+		t.Fatal("a closed stream ended without an error")
+	}
+}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -69,6 +70,9 @@ func (e *ReconnectError) Error() string {
 
 func (e *ReconnectError) Unwrap() error { return e.Err }
 
+// errClosed ends a stream that Close ended while it reconnected.
+var errClosed = connect.NewError(connect.CodeCanceled, errors.New("client: subscription closed"))
+
 // transient reports whether a stream or an attempt to open one failed for
 // a reason that may pass: the node could not be reached, the connection
 // broke, or the node was unavailable.
@@ -79,7 +83,7 @@ func transient(err error) bool {
 // reconnectable reports whether a stream that failed with err goes on: one
 // that started, while the caller still wants it, if the failure may pass.
 func (s *Subscription) reconnectable(err error) bool {
-	if !s.started || s.root == nil || s.opts.reconnect <= 0 || s.parent.Err() != nil {
+	if !s.started || s.root == nil || s.opts.reconnect <= 0 || s.parent.Err() != nil || s.closed.Load() {
 		return false
 	}
 	if s.opts.group == "" && s.token == "" {
@@ -105,7 +109,17 @@ func (s *Subscription) reconnect() (Event, error) {
 		cl := s.root.current()
 		ns, err := followCoordinator(cl, func(c *Client) (*Subscription, error) { return c.subscribe(s.parent, s.topic, o) })
 		if err == nil {
-			s.rd, s.node, s.c = ns.rd, cl, ns.c
+			s.rdMu.Lock()
+			closed := s.closed.Load()
+			if !closed {
+				s.rd = ns.rd
+			}
+			s.rdMu.Unlock()
+			if closed { // by Close, on another goroutine
+				ns.rd.close()
+				return nil, errClosed
+			}
+			s.node, s.c = cl, ns.c
 			s.broke = nil
 			s.resumes++
 			ev := &Reconnected{Attempts: attempt, Down: time.Since(s.brokeAt)}
@@ -139,6 +153,9 @@ func (s *Subscription) reconnect() (Event, error) {
 		case <-s.parent.Done():
 			t.Stop()
 			return nil, connect.NewError(connect.CodeCanceled, s.parent.Err())
+		case <-s.stop:
+			t.Stop()
+			return nil, errClosed
 		}
 		wait = min(2*wait, maxReconnectPause)
 	}

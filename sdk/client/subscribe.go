@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -220,8 +222,13 @@ func ProgressEvery(d time.Duration) SubscribeOption {
 // Subscription is an open stream. It is not safe for concurrent use. Close
 // it when done.
 type Subscription struct {
-	rd *reader
-	ev Event
+	// rd is the open stream. Replaced (by Next) and read (by Close, which
+	// may run on another goroutine) under rdMu.
+	rd   *reader
+	rdMu sync.Mutex
+	// stop is closed by Close: a reconnect waiting to try again gives up.
+	stop chan struct{}
+	ev   Event
 	// handed counts the records of ev (a *Records) handed to the caller:
 	// by Records, one by one, or as set by Processed; -1: all of them (Next
 	// returned the event). Invariant: -1 <= handed <= len(records).
@@ -231,7 +238,9 @@ type Subscription struct {
 	err     error
 	token   string
 	ended   bool
-	closed  bool
+	// closed is set by Close, which may run on another goroutine (see
+	// Close).
+	closed atomic.Bool
 	// started: the stream's Started event was read; only a stream that
 	// started is reconnected.
 	started bool
@@ -317,7 +326,7 @@ func (c *Client) subscribe(ctx context.Context, topic string, o subOptions) (*Su
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscription{rd: rd, c: c, parent: ctx, topic: topic, opts: o, handed: -1, settled: true,
+	s := &Subscription{rd: rd, stop: make(chan struct{}), c: c, parent: ctx, topic: topic, opts: o, handed: -1, settled: true,
 		owned: map[uint32]bool{}, due: map[uint32]uint64{}, delivered: map[uint32]uint64{}}
 	// The first event is always Started (or an error): read it so request
 	// errors come back from Subscribe.
@@ -336,7 +345,7 @@ func (c *Client) subscribe(ctx context.Context, topic string, o subOptions) (*Su
 // false, Err says why (nil after an Ended event). It returns false as soon
 // as the context given to Subscribe ends.
 func (s *Subscription) Next() bool {
-	if s.err != nil || s.ended || s.closed {
+	if s.err != nil || s.ended || s.closed.Load() {
 		return false
 	}
 	s.settle()
@@ -557,11 +566,15 @@ func (s *Subscription) ResumeToken() string { return s.token }
 // seconds; it returns that commit's error, if any. A member stays in the
 // group, holding its partitions, until Close (at most closeGrace after its
 // context ended), so the commit is not fenced by a rebalance.
+//
+// Without AutoCommit, Close may also be called from another goroutine to
+// end a stream that Next is waiting on. With it, cancel the context
+// instead and call Close once Next returned, so it commits the last event.
 func (s *Subscription) Close() error {
-	if s.closed {
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
+	close(s.stop)
 	var err error
 	if s.opts.autoCommit && s.broke == nil {
 		s.settle()
@@ -570,7 +583,10 @@ func (s *Subscription) Close() error {
 			err = s.commitErr
 		}
 	}
-	if cerr := s.rd.close(); err == nil {
+	s.rdMu.Lock()
+	rd := s.rd
+	s.rdMu.Unlock()
+	if cerr := rd.close(); err == nil {
 		err = cerr
 	}
 	return err
