@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -17,6 +19,7 @@ func newSubscribe(g *globals) *cobra.Command {
 	var from, format, name, readFrom string
 	var group string
 	var commitEvery time.Duration
+	var lim streamFlags
 	cmd := &cobra.Command{
 		Use:   "subscribe TOPIC --group G",
 		Short: "Consume a topic as a member of a subscriber group",
@@ -25,9 +28,21 @@ the server assigns to this member, committing progress as it goes (at least
 once: records printed but not yet committed are delivered again after a
 crash). Run several to share the work; stop one and its partitions move to
 the others. --from says where partitions the group never committed start
-(default earliest; see rewind replay --help for POS).`,
+(default earliest; see rewind replay --help for POS).
+
+Ctrl-C (or SIGTERM) stops gracefully: the member stops reading, commits
+every record it printed, then leaves the group, so the next member goes on
+from there. -n stops after N records and commits exactly those.
+
+If the server stops or restarts, the member waits for it (up to
+--reconnect-window, 1m by default), joins the group again and goes on
+without printing a record twice. What the member does (its partitions,
+replays, failed commits, reconnects) is said on stderr.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if group == "" {
+				return errors.New("--group: give the group's name (it cannot be empty)")
+			}
 			if err := checkFormat(format); err != nil {
 				return err
 			}
@@ -39,46 +54,25 @@ the others. --from says where partitions the group never committed start
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			sub, err := g.client().Subscribe(ctx, args[0], append(rf, client.Group(group), client.ClientName(name),
-				client.From(start), client.AutoCommit(commitEvery))...)
+			sub, err := g.client().Subscribe(cmd.Context(), args[0], append(rf, client.Group(group), client.ClientName(name),
+				client.From(start), client.AutoCommit(commitEvery), client.ReconnectWithin(lim.reconnect))...)
 			if err != nil {
 				return err
 			}
-			defer sub.Close()
 			out := newRecordWriter(os.Stdout, format)
-			defer out.flush()
-			tty := isTerminal(os.Stderr)
-			for sub.Next() {
-				switch e := sub.Event().(type) {
-				case *client.Records:
-					for i := range e.Records {
-						if err := out.write(&e.Records[i]); err != nil {
-							return err
-						}
-					}
-					out.flush()
-				case *client.Assigned:
-					if tty {
-						parts := make([]string, len(e.Partitions))
-						for i, p := range e.Partitions {
-							parts[i] = fmt.Sprintf("%d@%d", p.Partition, p.NextOffset)
-						}
-						fmt.Fprintf(os.Stderr, "-- member %s, generation %d: partitions [%s] --\n", e.MemberID, e.Generation, strings.Join(parts, " "))
-					}
-				case *client.ReplayStarted:
-					if tty {
-						fmt.Fprintf(os.Stderr, "-- replay (epoch %d): partition %d from offset %d --\n", e.Epoch, e.Partition, e.FromOffset)
-					}
-				}
-				if err := sub.CommitErr(); err != nil && tty {
-					fmt.Fprintf(os.Stderr, "-- commit failed: %v --\n", describe(err))
+			err = consume(cmd.Context(), sub, out, lim.count)
+			// Stop gracefully: what was printed is flushed, then committed
+			// (Close), then the member leaves.
+			if ferr := out.flush(); err == nil {
+				err = ferr
+			}
+			if cerr := sub.Close(); cerr != nil {
+				fmt.Fprintf(os.Stderr, "-- commit on exit failed: %s --\n", errText(cerr))
+				if err == nil {
+					err = fmt.Errorf("committing what was printed: %s", errText(cerr))
 				}
 			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			return sub.Err()
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -87,9 +81,54 @@ the others. --from says where partitions the group never committed start
 	f.StringVar(&name, "name", hostnameOr("rewind-cli"), "this member's name in group describe")
 	f.DurationVar(&commitEvery, "commit-every", time.Second, "commit progress at most this often (0: after every event)")
 	f.StringVar(&readFrom, "read-from", "", "in a cluster: leader or replica (see rewind replay --help); default: the server's setting")
+	lim.add(cmd)
 	addFormat(cmd, &format)
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
+}
+
+// consume prints a member's records, at most limit (0: all), until the
+// stream ends or ctx does. Status goes to stderr whether or not it is a
+// terminal: a failed commit must never go unseen.
+func consume(ctx context.Context, sub *client.Subscription, out *recordWriter, limit uint64) error {
+	var n uint64
+	var lastCommitErr string
+	for (limit == 0 || n < limit) && sub.Next() {
+		if streamStatus(sub.Event()) {
+			continue
+		}
+		switch e := sub.Event().(type) {
+		case *client.Records:
+			k, err := printRecords(out, e.Records, limit, n)
+			n += uint64(k)
+			if k < len(e.Records) {
+				sub.Processed(k) // commit what was printed, not the rest
+			}
+			if err != nil {
+				return err
+			}
+		case *client.Assigned:
+			parts := make([]string, len(e.Partitions))
+			for i, p := range e.Partitions {
+				parts[i] = fmt.Sprintf("%d@%d", p.Partition, p.NextOffset)
+			}
+			fmt.Fprintf(os.Stderr, "-- member %s, generation %d: partitions [%s] --\n", e.MemberID, e.Generation, strings.Join(parts, " "))
+		case *client.ReplayStarted:
+			fmt.Fprintf(os.Stderr, "-- replay (epoch %d): partition %d from offset %d --\n", e.Epoch, e.Partition, e.FromOffset)
+		}
+		msg := ""
+		if err := sub.CommitErr(); err != nil {
+			msg = errText(err)
+		}
+		if msg != lastCommitErr && msg != "" {
+			fmt.Fprintf(os.Stderr, "-- commit failed: %s --\n", msg)
+		}
+		lastCommitErr = msg
+	}
+	if ctx.Err() != nil || (limit > 0 && n >= limit) {
+		return nil
+	}
+	return streamErr(sub.Err())
 }
 
 func hostnameOr(def string) string {

@@ -81,8 +81,8 @@ func (m *member) stop(t *testing.T) {
 func TestGroupCLI(t *testing.T) {
 	s := startServer(t, t.TempDir(), freeAddr(t))
 	s.ok(t, nil, "topic", "create", "w", "--partitions", "4")
-	// Four requests of five: each request's keyless records stay in one
-	// partition, and the requests take the partitions in turn.
+	// Four commands of five lines: keyless, they spread over the
+	// partitions (each request takes the next).
 	for r := range 4 {
 		var in strings.Builder
 		for i := range 5 {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -80,29 +83,21 @@ type jsonInput struct {
 	Partition      *uint32           `json:"partition"`
 }
 
-// publishLines publishes stdin in batches, in order, and prints a result
-// per line.
+// publishLines publishes stdin, a record per line, and prints a result per
+// line, in order.
+//
+// A line read while no request is out goes at once, in a request of its
+// own; lines read while one is out wait and go together (up to
+// maxLineBatch) when it comes back, as Kafka's producer does without a
+// linger. The server puts each request's keyless records in the next
+// partition, so keyless lines spread over the partitions whether they are
+// typed or piped (100 piped lines went to one partition when the CLI sent
+// them as one request), while a large input still goes in large requests.
 func publishLines(cmd *cobra.Command, c *client.Client, topic string, base client.Message, input string, r io.Reader, out *resultWriter) error {
 	ctx := cmd.Context()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var batch []client.Message
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		res, err := c.Publish(ctx, topic, batch...)
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			if err := out.write(r); err != nil {
-				return err
-			}
-		}
-		batch = batch[:0]
-		return out.flush()
-	}
+	q := newLineSender(ctx, c, topic, out)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -110,6 +105,7 @@ func publishLines(cmd *cobra.Command, c *client.Client, topic string, base clien
 		if input == "json" {
 			var in jsonInput
 			if err := json.Unmarshal(sc.Bytes(), &in); err != nil {
+				q.wait()
 				return fmt.Errorf("line %d: %w", line, err)
 			}
 			m.Value = []byte(in.Value)
@@ -129,17 +125,113 @@ func publishLines(cmd *cobra.Command, c *client.Client, topic string, base clien
 		} else {
 			m.Value = append([]byte(nil), sc.Bytes()...)
 		}
-		batch = append(batch, m)
-		if len(batch) == 1000 {
-			if err := flush(); err != nil {
-				return err
-			}
+		if err := q.add(m); err != nil {
+			return err
 		}
 	}
 	if err := sc.Err(); err != nil {
+		q.wait()
 		return err
 	}
-	return flush()
+	return q.wait()
+}
+
+// maxLineBatch bounds the lines of one publish request.
+const maxLineBatch = 1000
+
+// lineSender sends lines as they come: one request out at a time, by its
+// own goroutine, which prints the results, then sends what queued
+// meanwhile. The first failure stops it: nothing queued after a failed
+// request is sent.
+type lineSender struct {
+	ctx   context.Context
+	c     *client.Client
+	topic string
+	out   *resultWriter
+	mu    sync.Mutex
+	idle  *sync.Cond // signalled when the sender stops
+	queue []client.Message
+	busy  bool  // a goroutine is sending; Invariant: !busy => queue is empty or err != nil
+	err   error // the first failure
+}
+
+func newLineSender(ctx context.Context, c *client.Client, topic string, out *resultWriter) *lineSender {
+	q := &lineSender{ctx: ctx, c: c, topic: topic, out: out}
+	q.idle = sync.NewCond(&q.mu)
+	return q
+}
+
+// add queues m, sending it at once if no request is out. While a full
+// batch waits, it blocks until the request out comes back.
+func (q *lineSender) add(m client.Message) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.busy && len(q.queue) >= maxLineBatch && q.err == nil {
+		q.idle.Wait()
+	}
+	if q.err != nil {
+		return q.err
+	}
+	q.queue = append(q.queue, m)
+	if !q.busy {
+		q.busy = true
+		go q.send(q.takeLocked())
+	}
+	return nil
+}
+
+func (q *lineSender) takeLocked() []client.Message {
+	n := min(len(q.queue), maxLineBatch)
+	batch := slices.Clone(q.queue[:n])
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	return batch
+}
+
+func (q *lineSender) send(batch []client.Message) {
+	for {
+		err := q.publish(batch)
+		q.mu.Lock()
+		if err != nil && q.err == nil {
+			q.err = err
+		}
+		if q.err != nil || len(q.queue) == 0 {
+			q.busy = false
+			q.idle.Broadcast()
+			q.mu.Unlock()
+			return
+		}
+		batch = q.takeLocked()
+		q.idle.Broadcast() // room in the queue
+		q.mu.Unlock()
+	}
+}
+
+func (q *lineSender) publish(batch []client.Message) error {
+	res, err := q.c.Publish(q.ctx, q.topic, batch...)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if err := q.out.write(r); err != nil {
+			return err
+		}
+	}
+	return q.out.flush()
+}
+
+// wait sends what is queued, waits until the sender stops, and returns the
+// first failure.
+func (q *lineSender) wait() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.busy && len(q.queue) > 0 && q.err == nil {
+		q.busy = true
+		go q.send(q.takeLocked())
+	}
+	for q.busy {
+		q.idle.Wait()
+	}
+	return q.err
 }
 
 type resultWriter struct {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/sdk/client"
@@ -16,6 +19,7 @@ func newReplay(g *globals) *cobra.Command {
 		parts                      partitionsFlag
 		follow, clamp              bool
 		flt                        filterFlags
+		lim                        streamFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "replay TOPIC --from POS [--to POS] [--filter REF | --filter-file F.wasm] [--filter-config JSON]",
@@ -34,7 +38,13 @@ POS is one of:
 
 Without --follow or --to the replay stops at the end as of its start. --to
 takes N, @time, -duration, id:<message-id> or end; the stop itself is not
-printed. --follow keeps reading live records after the history.
+printed. --follow keeps reading live records after the history. -n stops
+after N records.
+
+If the server stops or restarts meanwhile, the replay waits for it (up to
+--reconnect-window, 1m by default), says so on stderr, and goes on from
+where it stopped: no record is printed twice or skipped. A replay that
+stops at the end fixes that end again when it goes on.
 
 --filter runs a registered WebAssembly module (NAME for its newest version,
 NAME@VERSION, or sha256:HEX) beside each partition reader, and only what it
@@ -51,7 +61,7 @@ reason, and a command that resumes where it stopped.`,
 			if err != nil {
 				return fmt.Errorf("--from: %w", err)
 			}
-			opts := []client.SubscribeOption{client.From(start), client.Partitions(parts...)}
+			opts := []client.SubscribeOption{client.From(start), client.Partitions(parts...), client.ReconnectWithin(lim.reconnect)}
 			fopt, err := flt.option()
 			if err != nil {
 				return err
@@ -80,7 +90,7 @@ reason, and a command that resumes where it stopped.`,
 				opts = append(opts, client.Until(client.End()))
 			}
 			resume := func(token string) string { return flt.resumeCommand(args[0], token, to, follow) }
-			return replay(cmd, g.client(), args[0], format, opts, resume)
+			return replay(cmd, g.client(), args[0], format, opts, lim.count, resume)
 		},
 	}
 	f := cmd.Flags()
@@ -91,14 +101,16 @@ reason, and a command that resumes where it stopped.`,
 	f.StringVar(&readFrom, "read-from", "", "in a cluster: leader (each partition from its leader) or replica (from the connected node's replicas, fetch from follower); default: the server's setting, which sees what the leader sees but reads history the connected node's replica holds from that replica")
 	f.BoolVar(&clamp, "clamp", false, "if retention removed the start offset, start at the earliest stored record (and say so) instead of failing")
 	flt.add(cmd)
+	lim.add(cmd)
 	addFormat(cmd, &format)
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
 }
 
-// replay prints the records of a subscription. resume renders the command
-// that continues from a resume token, for the error of a failed filter.
-func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []client.SubscribeOption, resume func(token string) string) error {
+// replay prints the records of a subscription, at most limit (0: all).
+// resume renders the command that continues from a resume token, for the
+// error of a failed filter.
+func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []client.SubscribeOption, limit uint64, resume func(token string) string) error {
 	ctx := cmd.Context()
 	sub, err := c.Subscribe(ctx, topic, opts...)
 	if err != nil {
@@ -109,6 +121,7 @@ func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []c
 	defer out.flush()
 	progress := isTerminal(os.Stderr)
 	var n uint64
+	cut := false // -n stopped inside an event: no resume token is exact
 	lastShown := time.Now()
 	if st, ok := sub.Event().(*client.Started); ok {
 		for _, p := range st.Partitions {
@@ -117,19 +130,21 @@ func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []c
 			}
 		}
 	}
-	for sub.Next() {
+	for (limit == 0 || n < limit) && sub.Next() {
+		if streamStatus(sub.Event()) {
+			continue
+		}
 		switch e := sub.Event().(type) {
 		case *client.Records:
-			for i := range e.Records {
-				if err := out.write(&e.Records[i]); err != nil {
-					return err
-				}
+			k, err := printRecords(out, e.Records, limit, n)
+			n += uint64(k)
+			cut = k < len(e.Records)
+			if err != nil {
+				return err
 			}
-			n += uint64(len(e.Records))
-			out.flush()
 		case *client.CaughtUp:
 			if progress && e.LaggingPartitions == 0 {
-				fmt.Fprintf(os.Stderr, "\r\033[K-- caught up after %d records; following live records --\n", n)
+				fmt.Fprintf(os.Stderr, "\r\033[K-- caught up after %s; following live records --\n", plural(n, "record"))
 			}
 		case *client.Progress:
 			if progress && time.Since(lastShown) > time.Second {
@@ -137,7 +152,7 @@ func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []c
 				for _, p := range e.Partitions {
 					lag += p.EndOffset - min(p.NextOffset, p.EndOffset)
 				}
-				fmt.Fprintf(os.Stderr, "\r\033[K%d records, lag %d", n, lag)
+				fmt.Fprintf(os.Stderr, "\r\033[K%s, lag %d", plural(n, "record"), lag)
 				lastShown = time.Now()
 			}
 		}
@@ -145,13 +160,86 @@ func replay(cmd *cobra.Command, c *client.Client, topic, format string, opts []c
 	if ctx.Err() != nil {
 		return nil // interrupted by the user
 	}
-	if err := sub.Err(); err != nil {
-		return filterFailed(err, resume)
+	if limit == 0 || n < limit {
+		if err := sub.Err(); err != nil {
+			return streamErr(filterFailed(err, resume))
+		}
 	}
-	if progress {
-		fmt.Fprintf(os.Stderr, "\r\033[K%d records; resume with --from token:%s\n", n, sub.ResumeToken())
+	if progress && !cut {
+		fmt.Fprintf(os.Stderr, "\r\033[K%s; resume with --from token:%s\n", plural(n, "record"), sub.ResumeToken())
 	}
 	return nil
+}
+
+// printRecords prints records, at most limit-done of them if limit is not
+// 0, flushes, and returns how many it printed.
+func printRecords(out *recordWriter, recs []client.Record, limit, done uint64) (int, error) {
+	k := len(recs)
+	if limit > 0 {
+		k = int(min(uint64(k), limit-done))
+	}
+	for i := range k {
+		if err := out.write(&recs[i]); err != nil {
+			return i, err
+		}
+	}
+	return k, out.flush()
+}
+
+// streamFlags are the flags of commands that print a stream.
+type streamFlags struct {
+	count     uint64
+	reconnect time.Duration
+}
+
+func (f *streamFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.Uint64VarP(&f.count, "count", "n", 0, "stop after N records (0: no limit)")
+	fs.DurationVar(&f.reconnect, "reconnect-window", client.DefaultReconnectWindow, "if the server stops or restarts, wait this long for it and go on where the stream stopped (0: end at once)")
+}
+
+// streamStatus says on stderr, always, that a stream broke or went on, and
+// reports whether ev was such an event.
+func streamStatus(ev client.Event) bool {
+	switch e := ev.(type) {
+	case *client.Disconnected:
+		fmt.Fprintf(os.Stderr, "-- server unavailable (%s); retrying for up to %s --\n", errText(e.Err), e.RetryFor)
+	case *client.Reconnected:
+		// A group member's stream starts with no partitions: the
+		// assignment that follows says where it goes on.
+		at := ""
+		if len(e.Partitions) > 0 {
+			parts := make([]string, len(e.Partitions))
+			for i, p := range e.Partitions {
+				parts[i] = fmt.Sprintf("%d@%d", p.Partition, p.NextOffset)
+			}
+			at = fmt.Sprintf("; resumed at partitions [%s]", strings.Join(parts, " "))
+		}
+		fmt.Fprintf(os.Stderr, "-- reconnected after %s%s --\n", e.Down.Round(time.Millisecond), at)
+	default:
+		return false
+	}
+	return true
+}
+
+// streamErr words the end of a stream whose server did not come back: not
+// the "is it running" hint of a server that never answered.
+func streamErr(err error) error {
+	var re *client.ReconnectError
+	if errors.As(err, &re) {
+		return fmt.Errorf("the server was unavailable for %s (--reconnect-window); gave up after %s: %s",
+			re.Window, plural(re.Attempts, "attempt"), errText(re.Err))
+	}
+	return err
+}
+
+// errText is an error's text: a Connect error's code and message once.
+func errText(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
+	}
+	return err.Error()
 }
 
 // readFromOptions turns --read-from into subscribe options.

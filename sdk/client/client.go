@@ -13,9 +13,14 @@
 //
 // Given several members of a cluster (New("a,b,c")), a client moves
 // publishes and new subscriptions to the next member when one cannot be
-// reached, and reopens an open stream (not a group member's, not one that
-// stops at End) on the next member from its last resume token when its
-// member dies or becomes unavailable.
+// reached. An open stream whose server stops, restarts, dies or becomes
+// unavailable goes on (on the next member, if given several) from its last
+// resume token, or for a group member by joining again, for up to a window
+// (ReconnectWithin); Next says so with Disconnected and Reconnected events.
+//
+// A group member with AutoCommit that is stopped — its context cancelled,
+// then Close — commits what it handed to the application before it leaves
+// the group, so the next member does not deliver it again.
 package client
 
 import (

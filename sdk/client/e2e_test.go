@@ -34,6 +34,12 @@ func startServer(t testing.TB, dir string) *server {
 
 func startServerWith(t testing.TB, cfg engine.Config) *server {
 	t.Helper()
+	return startServerOn(t, cfg, "127.0.0.1:0")
+}
+
+// startServerOn starts a node listening on listen (host:port).
+func startServerOn(t testing.TB, cfg engine.Config, listen string) *server {
+	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
@@ -48,7 +54,7 @@ func startServerWith(t testing.TB, cfg engine.Config) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}

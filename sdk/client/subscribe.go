@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -37,7 +39,8 @@ type PartitionPosition struct {
 }
 
 // Event is one stream event: *Started, *Records, *Progress, *CaughtUp,
-// *Ended, and for group members *Assigned and *ReplayStarted.
+// *Ended, for group members *Assigned and *ReplayStarted, and when a
+// stream breaks and goes on, *Disconnected and *Reconnected.
 type Event interface{ isEvent() }
 
 // Assigned tells a group member which partitions it reads now (after every
@@ -117,6 +120,8 @@ type subOptions struct {
 	maxPerEvent   uint32
 	progressEvery time.Duration
 	group, name   string
+	groupSet      bool
+	reconnect     time.Duration
 	readFrom      rewindv1.ReadFrom
 	autoCommit    bool
 	commitEvery   time.Duration
@@ -155,15 +160,20 @@ func ClampStart() SubscribeOption { return func(o *subOptions) { o.clamp = true 
 // share of the topic's partitions and moves them as members come and go.
 // From is then where partitions without a committed offset start. A named
 // subscription with a single reader is a group with one member.
-func Group(name string) SubscribeOption { return func(o *subOptions) { o.group = name } }
+func Group(name string) SubscribeOption {
+	return func(o *subOptions) { o.group, o.groupSet = name, true }
+}
 
 // ClientName says who this member is in DescribeGroup.
 func ClientName(name string) SubscribeOption { return func(o *subOptions) { o.name = name } }
 
 // AutoCommit commits a group member's progress for it: when Next is called
-// again after a Records event (the caller is done with it), its offsets are
-// due, and due offsets are committed at most every interval (0: at once)
-// and on Close. At-least-once: a crash re-delivers what was not committed.
+// again after a Records event (the caller is done with it; of an event a
+// Records loop broke out of, the records it yielded; see also Processed),
+// its offsets are due, and due offsets are committed at most every interval
+// (0: at once) and on Close, also when the context given to Subscribe was
+// cancelled (a graceful stop re-delivers nothing). At-least-once: a crash
+// re-delivers what was not committed.
 func AutoCommit(interval time.Duration) SubscribeOption {
 	return func(o *subOptions) { o.autoCommit, o.commitEvery = true, interval }
 }
@@ -212,30 +222,56 @@ func ProgressEvery(d time.Duration) SubscribeOption {
 // Subscription is an open stream. It is not safe for concurrent use. Close
 // it when done.
 type Subscription struct {
-	stream *connect.ServerStreamForClient[rewindv1.SubscribeResponse]
-	cancel context.CancelFunc
-	ev     Event
-	// yielded counts the records of ev that Records has yielded.
-	yielded int
+	// rd is the open stream. Replaced (by Next) and read (by Close, which
+	// may run on another goroutine) under rdMu.
+	rd   *reader
+	rdMu sync.Mutex
+	// stop is closed by Close: a reconnect waiting to try again gives up.
+	stop chan struct{}
+	ev   Event
+	// handed counts the records of ev (a *Records) handed to the caller:
+	// by Records, one by one, or as set by Processed; -1: all of them (Next
+	// returned the event). Invariant: -1 <= handed <= len(records).
+	handed int
+	// settled: ev's handed records are accounted (delivered, due).
+	settled bool
 	err     error
 	token   string
 	ended   bool
+	// closed is set by Close, which may run on another goroutine (see
+	// Close).
+	closed atomic.Bool
+	// started: the stream's Started event was read; only a stream that
+	// started is reconnected.
+	started bool
 
 	// root is the client Subscribe was called on, node the one serving
-	// the stream; a stream whose node fails resumes on another (resume).
+	// the stream; a broken stream reconnects through root (reconnect.go).
 	root, node *Client
 	resumes    int
-	parent     context.Context // the caller's: a resumed stream's too
+	parent     context.Context // the caller's: a reconnected stream's too
+	// broke is why the stream broke, after a *Disconnected event; the
+	// next Next reconnects. brokeAt is when.
+	broke   error
+	brokeAt time.Time
 
 	// Group members.
-	c          *Client
-	ctx        context.Context
+	c          *Client // the coordinator
 	topic      string
 	opts       subOptions
 	memberID   string
 	generation uint64
+	epoch      uint64
 	owned      map[uint32]bool
-	due        map[uint32]uint64 // offsets processed, not committed
+	due        map[uint32]uint64 // offsets given to the caller, not committed (AutoCommit)
+	// delivered is, per owned partition, the offset after the last record
+	// handed to the caller. After a rejoin (reconnect.go), skip holds it for
+	// the partitions to skip to, until the first Assigned (rejoining) and
+	// the records below it are dropped.
+	delivered  map[uint32]uint64
+	skip       map[uint32]uint64
+	skipEpoch  uint64
+	rejoining  bool
 	lastCommit time.Time
 	commitErr  error
 }
@@ -246,9 +282,12 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 	// A node that cannot be reached is skipped: any node serves any
 	// stream (the same records in the same order, whichever replica
 	// serves them).
-	var o subOptions
+	o := subOptions{reconnect: DefaultReconnectWindow}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.groupSet && o.group == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("client: Group needs a name (an empty one was given)"))
 	}
 	for tries := 0; ; tries++ {
 		cl := c.current()
@@ -283,14 +322,12 @@ func (c *Client) subscribe(ctx context.Context, topic string, o subOptions) (*Su
 		o.stop = sp
 	}
 	req.Stop = o.stop
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.sub.Subscribe(ctx, req)
+	rd, err := c.open(ctx, req, o.group != "")
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	s := &Subscription{stream: st, cancel: cancel, c: c, ctx: ctx, parent: parent, topic: topic, opts: o, owned: map[uint32]bool{}, due: map[uint32]uint64{}}
+	s := &Subscription{rd: rd, stop: make(chan struct{}), c: c, parent: ctx, topic: topic, opts: o, handed: -1, settled: true,
+		owned: map[uint32]bool{}, due: map[uint32]uint64{}, delivered: map[uint32]uint64{}}
 	// The first event is always Started (or an error): read it so request
 	// errors come back from Subscribe.
 	if !s.Next() {
@@ -305,49 +342,87 @@ func (c *Client) subscribe(ctx context.Context, topic string, o subOptions) (*Su
 }
 
 // Next waits for the next event and reports whether there is one. After
-// false, Err says why (nil after an Ended event).
+// false, Err says why (nil after an Ended event). It returns false as soon
+// as the context given to Subscribe ends.
 func (s *Subscription) Next() bool {
-	if s.err != nil || s.ended {
+	if s.err != nil || s.ended || s.closed.Load() {
 		return false
 	}
-	if s.opts.autoCommit {
-		if r, ok := s.ev.(*Records); ok && len(r.Records) > 0 && s.owned[r.Partition] {
-			s.due[r.Partition] = r.Records[len(r.Records)-1].Offset + 1
+	s.settle()
+	if s.opts.autoCommit && len(s.due) > 0 && time.Since(s.lastCommit) >= s.opts.commitEvery {
+		s.commitDue(commitTimeout)
+	}
+	for {
+		if s.broke != nil {
+			ev, err := s.reconnect()
+			if err != nil {
+				s.err = err
+				return false
+			}
+			s.setEvent(ev)
+			return true
 		}
-		if len(s.due) > 0 && time.Since(s.lastCommit) >= s.opts.commitEvery {
-			s.commitDue()
+		if err := s.parent.Err(); err != nil {
+			s.err = connect.NewError(connect.CodeCanceled, err)
+			return false
+		}
+		m, ok, err := s.rd.next(s.parent)
+		if !ok {
+			if err == nil && s.parent.Err() == nil {
+				err = errStreamClosed
+			}
+			if s.reconnectable(err) {
+				s.broke, s.brokeAt = err, time.Now()
+				s.setEvent(&Disconnected{Err: err, RetryFor: s.opts.reconnect})
+				return true
+			}
+			s.err = err
+			return false
+		}
+		if ev := s.apply(convert(m)); ev != nil {
+			s.setEvent(ev)
+			return true
 		}
 	}
-	for !s.stream.Receive() {
-		err := s.stream.Err()
-		if s.resumable(err) {
-			ok, rerr := s.resume()
-			if ok {
-				continue
-			}
-			if rerr != nil {
-				err = rerr // why it could not go on (e.g. OutOfRange)
-			}
-		}
-		s.err = err
-		if s.err == nil {
-			s.err = errors.New("client: stream closed by the server without an end event")
-		}
-		return false
-	}
-	s.ev, s.yielded = convert(s.stream.Msg()), 0
-	switch e := s.ev.(type) {
+}
+
+// errStreamClosed: the server closed a stream that had no end (it was
+// shutting down).
+var errStreamClosed = connect.NewError(connect.CodeUnavailable, errors.New("client: stream closed by the server without an end event"))
+
+func (s *Subscription) setEvent(ev Event) {
+	s.ev, s.handed, s.settled = ev, -1, false
+}
+
+// apply updates the subscription with a received event and returns the
+// event to deliver (nil: none, e.g. records a rejoined member was given
+// before).
+func (s *Subscription) apply(ev Event) Event {
+	switch e := ev.(type) {
 	case *Started:
-		s.token = e.ResumeToken
+		s.token, s.started = e.ResumeToken, true
 	case *Records:
 		s.token = e.ResumeToken
+		if from, ok := s.skip[e.Partition]; ok {
+			i := 0
+			for i < len(e.Records) && e.Records[i].Offset < from {
+				i++
+			}
+			if i > 0 {
+				e.Records = e.Records[i:]
+			}
+			if len(e.Records) == 0 {
+				return nil
+			}
+			delete(s.skip, e.Partition)
+		}
 	case *Progress:
 		s.token = e.ResumeToken
 	case *Ended:
 		s.token = e.ResumeToken
 		s.ended = true
 	case *Assigned:
-		s.memberID, s.generation = e.MemberID, e.Generation
+		s.memberID, s.generation, s.epoch = e.MemberID, e.Generation, e.Epoch
 		clear(s.owned)
 		for _, p := range e.Partitions {
 			s.owned[p.Partition] = true
@@ -357,64 +432,59 @@ func (s *Subscription) Next() bool {
 				delete(s.due, p) // revoked: its new owner continues from the last commit
 			}
 		}
-	case *ReplayStarted:
-		delete(s.due, e.Partition) // progress from before the reset must not undo it
-	}
-	return s.ev != nil
-}
-
-// resumable reports whether a stream that failed with err continues on
-// another node: a client given several nodes resumes a stream that is not
-// a group member's, whose node could not be reached or was unavailable
-// (it stopped, died, or lost the partitions' leaders for too long), from
-// the resume token of the last event. A stream that stops at the end is
-// not resumed: its end was fixed when it started, and another node would
-// fix another.
-func (s *Subscription) resumable(err error) bool {
-	if s.root == nil || len(s.root.endpoints) < 2 || s.opts.group != "" || s.token == "" || s.parent.Err() != nil {
-		return false
-	}
-	if s.opts.stop.GetEnd() {
-		return false // End(), Latest(): fixed when the stream opened
-	}
-	return unreachable(err) || connect.CodeOf(err) == connect.CodeUnavailable
-}
-
-// resume reopens the stream from its token on the next nodes, a few rounds
-// with a short pause, and reports whether it could; if a node refused it
-// for good, that error. The new stream's Started event is not delivered:
-// the caller already had one.
-func (s *Subscription) resume() (bool, error) {
-	o := s.opts
-	tok := ResumeToken(s.token)
-	o.from = &tok
-	n := len(s.root.endpoints)
-	for try := range 3 * n {
-		s.root.failover(s.node)
-		cl := s.root.current()
-		ns, err := cl.subscribe(s.parent, s.topic, o)
-		if err == nil {
-			s.cancel()
-			s.stream, s.cancel, s.ctx, s.node = ns.stream, ns.cancel, ns.ctx, cl
-			s.resumes++
-			return true, nil
-		}
-		s.node = cl
-		if !unreachable(err) && connect.CodeOf(err) != connect.CodeUnavailable {
-			return false, err
-		}
-		if (try+1)%n == 0 {
-			select {
-			case <-time.After(time.Duration(try+1) * 100 * time.Millisecond): // a node restarting, an election
-			case <-s.parent.Done():
-				return false, nil
+		for p := range s.delivered {
+			if !s.owned[p] {
+				delete(s.delivered, p)
 			}
 		}
+		if s.rejoining {
+			s.rejoined(e)
+		}
+	case *ReplayStarted:
+		delete(s.due, e.Partition) // progress from before the reset must not undo it
+		delete(s.delivered, e.Partition)
+		delete(s.skip, e.Partition)
 	}
-	return false, nil
+	return ev
 }
 
-// Resumes counts how often the stream was reopened on another node.
+// settle accounts the records of the current event handed to the caller:
+// a group member has delivered them and, with AutoCommit, their offsets
+// are due.
+func (s *Subscription) settle() {
+	if s.settled {
+		return
+	}
+	s.settled = true
+	r, ok := s.ev.(*Records)
+	if !ok || s.opts.group == "" || !s.owned[r.Partition] {
+		return
+	}
+	n := len(r.Records)
+	if s.handed >= 0 {
+		n = s.handed
+	}
+	if n == 0 {
+		return
+	}
+	next := r.Records[n-1].Offset + 1
+	s.delivered[r.Partition] = next
+	if s.opts.autoCommit {
+		s.due[r.Partition] = next
+	}
+}
+
+// Processed says the caller processed only the first n records of the
+// current Records event and will not process the rest: AutoCommit and
+// Close commit up to the n-th and no further. A Records loop that breaks
+// out does this by itself.
+func (s *Subscription) Processed(n int) {
+	if r, ok := s.ev.(*Records); ok && !s.settled {
+		s.handed = min(max(n, 0), len(r.Records))
+	}
+}
+
+// Resumes counts how often the stream was reopened after it broke.
 func (s *Subscription) Resumes() int { return s.resumes }
 
 // Generation returns the generation of a group member's current assignment.
@@ -446,11 +516,21 @@ func (s *Subscription) CommitRecords(ctx context.Context, records ...Record) err
 	return s.Commit(ctx, offsets)
 }
 
-// CommitErr returns the last error of an automatic commit (see AutoCommit).
+// CommitErr returns the last error of an automatic commit (see AutoCommit),
+// nil once one succeeded.
 func (s *Subscription) CommitErr() error { return s.commitErr }
 
-func (s *Subscription) commitDue() {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+// Bounds of an automatic commit: while reading, and on Close (which must
+// not hang on a server that went away).
+const (
+	commitTimeout      = 10 * time.Second
+	closeCommitTimeout = 5 * time.Second
+)
+
+// commitDue commits the due offsets, bounded by timeout and independent of
+// the caller's context (which may have ended: a graceful stop).
+func (s *Subscription) commitDue(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), timeout)
 	defer cancel()
 	err := s.Commit(ctx, s.due)
 	s.commitErr = err
@@ -479,19 +559,37 @@ func (s *Subscription) Err() error {
 // returned by Next: pass it to From(ResumeToken(tok)).
 func (s *Subscription) ResumeToken() string { return s.token }
 
-// Close ends the stream, after committing what AutoCommit has due (the
-// last event returned by Next counts as processed).
+// Close ends the stream. A group member with AutoCommit first commits the
+// records it handed over (all of the last event returned by Next, or those
+// a Records loop yielded, or as set by Processed), also after the context
+// given to Subscribe ended — a graceful stop — waiting at most a few
+// seconds; it returns that commit's error, if any. A member stays in the
+// group, holding its partitions, until Close (at most closeGrace after its
+// context ended), so the commit is not fenced by a rebalance.
+//
+// Without AutoCommit, Close may also be called from another goroutine to
+// end a stream that Next is waiting on. With it, cancel the context
+// instead and call Close once Next returned, so it commits the last event.
 func (s *Subscription) Close() error {
-	if s.opts.autoCommit && s.err == nil {
-		if r, ok := s.ev.(*Records); ok && len(r.Records) > 0 && s.owned[r.Partition] {
-			s.due[r.Partition] = r.Records[len(r.Records)-1].Offset + 1
-		}
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.stop)
+	var err error
+	if s.opts.autoCommit && s.broke == nil {
+		s.settle()
 		if len(s.due) > 0 {
-			s.commitDue()
+			s.commitDue(closeCommitTimeout)
+			err = s.commitErr
 		}
 	}
-	s.cancel()
-	return s.stream.Close()
+	s.rdMu.Lock()
+	rd := s.rd
+	s.rdMu.Unlock()
+	if cerr := rd.close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Records iterates the stream's records, skipping other events. It stops
@@ -504,10 +602,13 @@ func (s *Subscription) Records() iter.Seq2[Record, error] {
 			// The current event's records not yielded yet: all of an event
 			// Next moved to before the loop, the rest of one a previous
 			// loop broke out of.
-			if r, ok := s.ev.(*Records); ok {
-				for s.yielded < len(r.Records) {
-					rec := r.Records[s.yielded]
-					s.yielded++
+			if r, ok := s.ev.(*Records); ok && !s.settled {
+				if s.handed < 0 {
+					s.handed = 0
+				}
+				for s.handed < len(r.Records) {
+					rec := r.Records[s.handed]
+					s.handed++
 					if !yield(rec, nil) {
 						return
 					}

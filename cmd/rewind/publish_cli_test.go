@@ -1,0 +1,78 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestKeylessLinesSpreadOverPartitions: a line read while no request is out
+// goes at once, alone, and each request's keyless records take the next
+// partition. So 100 piped lines use more than one partition (the first goes
+// alone, the second in the next request), and lines typed one at a time
+// take the partitions in turn.
+func TestKeylessLinesSpreadOverPartitions(t *testing.T) {
+	s := startServer(t, t.TempDir(), freeAddr(t))
+	s.ok(t, nil, "topic", "create", "s", "--partitions", "3")
+
+	var in strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&in, "line-%d\n", i)
+	}
+	res := parseResults(t, s.ok(t, []byte(in.String()), "publish", "s"), 100)
+	if res[0].partition == res[1].partition {
+		t.Errorf("piped lines 1 and 2 both went to partition %d; the first goes alone, the second in the next request", res[0].partition)
+	}
+	used := map[uint32]int{}
+	for _, r := range res {
+		used[r.partition]++
+	}
+	if len(used) < 2 {
+		t.Errorf("100 piped lines went to partitions %v; want more than one", used)
+	}
+
+	// Typed: each line is answered before the next is written. (A CLI
+	// that waits for the end of its input is killed after cmdTimeout.)
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rewindBin, "--server", s.url, "publish", "s")
+	cmd.Env = cliEnv()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	var parts []uint32
+	for i := range 6 {
+		if _, err := io.WriteString(stdin, fmt.Sprintf("typed-%d\n", i)); err != nil {
+			t.Fatal(err)
+		}
+		if !sc.Scan() {
+			t.Fatalf("no result for typed line %d: %v", i, sc.Err())
+		}
+		parts = append(parts, parseResults(t, sc.Text()+"\n", 1)[0].partition)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("publish of typed lines: %v", err)
+	}
+	for i := 1; i < len(parts); i++ {
+		if parts[i] != (parts[i-1]+1)%3 {
+			t.Fatalf("typed lines went to partitions %v; want each in the next partition", parts)
+		}
+	}
+}
