@@ -249,9 +249,10 @@ type published struct {
 	value     []byte
 	headers   []outHeader
 	idem      string
+	duplicate bool // the CLI said "duplicate": stored before, nothing new
 }
 
-var resultLine = regexp.MustCompile(`^partition=(\d+) offset=(\d+) message_id=([A-Za-z0-9_-]+)$`)
+var resultLine = regexp.MustCompile(`^partition=(\d+) offset=(\d+) message_id=([A-Za-z0-9_-]+)( duplicate)?$`)
 
 // parseResults parses publish output: one line per record.
 func parseResults(t *testing.T, out string, n int) []published {
@@ -268,7 +269,7 @@ func parseResults(t *testing.T, out string, n int) []published {
 		}
 		p, _ := strconv.ParseUint(m[1], 10, 32)
 		o, _ := strconv.ParseUint(m[2], 10, 64)
-		res[i] = published{partition: uint32(p), offset: o, id: m[3]}
+		res[i] = published{partition: uint32(p), offset: o, id: m[3], duplicate: m[4] != ""}
 	}
 	return res
 }

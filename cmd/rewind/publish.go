@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -95,16 +96,34 @@ type jsonInput struct {
 // them as one request), while a large input still goes in large requests.
 func publishLines(cmd *cobra.Command, c *client.Client, topic string, base client.Message, input string, r io.Reader, out *resultWriter) error {
 	ctx := cmd.Context()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	q := newLineSender(ctx, c, topic, out)
+	// Requests already out finish after Ctrl-C (within interruptGrace), so
+	// an interrupted publish prints the outcome of every line it sent
+	// instead of leaving it unknown.
+	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSend()
+	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(interruptGrace, cancelSend) })
+	defer stopGrace()
+	q := newLineSender(sendCtx, c, topic, out)
+	lines, readErr := readLines(r)
 	line := 0
-	for sc.Scan() {
+	for {
+		var b []byte
+		var ok bool
+		select {
+		case <-ctx.Done():
+			err := q.wait()
+			fmt.Fprintf(os.Stderr, "interrupted after reading %s: each was sent (its result is above); the rest of the input was not read\n", plural(line, "line"))
+			return err
+		case b, ok = <-lines:
+		}
+		if !ok {
+			break
+		}
 		line++
 		m := base
 		if input == "json" {
 			var in jsonInput
-			if err := json.Unmarshal(sc.Bytes(), &in); err != nil {
+			if err := json.Unmarshal(b, &in); err != nil {
 				q.wait()
 				return fmt.Errorf("line %d: %w", line, err)
 			}
@@ -123,17 +142,39 @@ func publishLines(cmd *cobra.Command, c *client.Client, topic string, base clien
 				m.Headers = append(m.Headers, client.Header{Key: k, Value: []byte(v)})
 			}
 		} else {
-			m.Value = append([]byte(nil), sc.Bytes()...)
+			m.Value = b
 		}
 		if err := q.add(m); err != nil {
 			return err
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := *readErr; err != nil {
 		q.wait()
 		return err
 	}
 	return q.wait()
+}
+
+// interruptGrace bounds how long an interrupted publish waits for the
+// requests it already sent.
+const interruptGrace = 10 * time.Second
+
+// readLines reads r line by line on its own goroutine, so that Ctrl-C ends
+// a publish that waits for typed input. The channel closes at the end of
+// the input; the error, if any, is set before it closes.
+func readLines(r io.Reader) (<-chan []byte, *error) {
+	ch := make(chan []byte, 256)
+	var err error
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			ch <- append([]byte(nil), sc.Bytes()...)
+		}
+		err = sc.Err()
+	}()
+	return ch, &err
 }
 
 // maxLineBatch bounds the lines of one publish request.
@@ -249,7 +290,13 @@ func (rw *resultWriter) write(r client.Result) error {
 		rw.w.Write(b)
 		rw.w.WriteByte('\n')
 	} else {
-		fmt.Fprintf(rw.w, "partition=%d offset=%d message_id=%s\n", r.Partition, r.Offset, r.MessageID)
+		fmt.Fprintf(rw.w, "partition=%d offset=%d message_id=%s", r.Partition, r.Offset, r.MessageID)
+		if r.Duplicate {
+			// Stored before under the same idempotency key: this is
+			// where it is, and nothing new was stored.
+			rw.w.WriteString(" duplicate")
+		}
+		rw.w.WriteByte('\n')
 	}
 	return rw.w.Flush()
 }

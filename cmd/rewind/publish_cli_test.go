@@ -9,6 +9,7 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -74,5 +75,69 @@ func TestKeylessLinesSpreadOverPartitions(t *testing.T) {
 		if parts[i] != (parts[i-1]+1)%3 {
 			t.Fatalf("typed lines went to partitions %v; want each in the next partition", parts)
 		}
+	}
+}
+
+// TestPublishSaysDuplicate: a record whose idempotency key was used before
+// with the same contents is answered with where the first one is, and the
+// text output says so.
+func TestPublishSaysDuplicate(t *testing.T) {
+	s := startServer(t, t.TempDir(), freeAddr(t))
+	s.ok(t, nil, "topic", "create", "d", "--partitions", "1")
+	first := parseResults(t, s.ok(t, nil, "publish", "d", "v", "--idempotency-key", "ik-1"), 1)[0]
+	again := parseResults(t, s.ok(t, nil, "publish", "d", "v", "--idempotency-key", "ik-1"), 1)[0]
+	if first.duplicate || !again.duplicate {
+		t.Fatalf("duplicate marks: first %v, again %v; want false, true", first.duplicate, again.duplicate)
+	}
+	if again.offset != first.offset || again.id != first.id {
+		t.Fatalf("the duplicate names offset %d (%s), want the first's %d (%s)", again.offset, again.id, first.offset, first.id)
+	}
+}
+
+// TestPublishCtrlCWhileWaitingForInput: Ctrl-C ends a publish that waits
+// for typed input, after the lines already typed are answered.
+func TestPublishCtrlCWhileWaitingForInput(t *testing.T) {
+	s := startServer(t, t.TempDir(), freeAddr(t))
+	s.ok(t, nil, "topic", "create", "c", "--partitions", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rewindBin, "--server", s.url, "publish", "c")
+	cmd.Env = cliEnv()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if _, err := io.WriteString(stdin, "typed\n"); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		t.Fatalf("no result for the typed line: %v", sc.Err())
+	}
+	parseResults(t, sc.Text()+"\n", 1)
+	// The input stays open: only the signal can end the command.
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("publish did not exit after SIGINT while waiting for input; stderr:\n%s", stderr.String())
+	}
+	if err != nil {
+		t.Fatalf("publish interrupted: %v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "interrupted after reading 1 line: each was sent") {
+		t.Errorf("stderr %q does not say what was sent", stderr.String())
 	}
 }
