@@ -251,32 +251,34 @@ func TestExamples(t *testing.T) {
 }
 
 // TestExampleConfigs checks that both languages refuse the same bad
-// configs with a guest error at rewind_init.
+// configs at rewind_init, and that the error carries the module's own
+// message (each example's messages start with its name).
 func TestExampleConfigs(t *testing.T) {
 	r := newRuntime(t, sandbox.Limits{})
-	for _, c := range []struct{ name, config string }{
-		{"keyprefix", ``},
-		{"keyprefix", `{}`},
-		{"keyprefix", `{"prefix":null}`},
-		{"keyprefix", `{"prefix":1}`},
-		{"keyprefix", `[1]`},
-		{"keyprefix", `{"prefix":"a"`},
-		{"jsonfield", `{"field":"type"}`},
-		{"header", `{"equals":"web"}`},
-		{"sample", `{"n":0}`},
-		{"sample", `{"n":-1}`},
-		{"sample", `{"n":1.5}`},
-		{"sample", `{"n":"3"}`},
-		{"redact", `{"with":"x"}`},
-		{"redact", `{"field":"a","with":3}`},
-		{"project", `{"fields":"id"}`},
-		{"project", `{"fields":[1]}`},
+	for _, c := range []struct{ name, config, says string }{
+		{"keyprefix", ``, ""},
+		{"keyprefix", `{}`, ""},
+		{"keyprefix", `{"prefix":null}`, `config needs "prefix"`},
+		{"keyprefix", `{"prefix":1}`, `"prefix" must be a JSON string`},
+		{"keyprefix", `[1]`, ""},
+		{"keyprefix", `{"prefix":"a"`, ""},
+		{"jsonfield", `{"field":"type"}`, ""},
+		{"header", `{"equals":"web"}`, ""},
+		{"sample", `{"n":0}`, ""},
+		{"sample", `{"n":-1}`, ""},
+		{"sample", `{"n":1.5}`, ""},
+		{"sample", `{"n":"3"}`, ""},
+		{"redact", `{"with":"x"}`, ""},
+		{"redact", `{"field":"a","with":3}`, ""},
+		{"project", `{"fields":"id"}`, ""},
+		{"project", `{"fields":[1]}`, ""},
 	} {
 		for _, lang := range []string{"go", "as"} {
 			m := compile(t, r, module(t, lang, c.name))
 			_, err := m.NewFilter([]byte(c.config)).Run(context.Background(), batchOf([]rec{{key: "k"}}), nil)
-			if sandbox.KindOf(err) != sandbox.KindGuest {
-				t.Errorf("%s %s with config %q: %v, want a guest failure", lang, c.name, c.config, err)
+			if sandbox.KindOf(err) != sandbox.KindConfig || !strings.Contains(err.Error(), "refused its config: ") || !strings.Contains(err.Error(), c.name+": ") ||
+				!strings.Contains(err.Error(), c.says) {
+				t.Errorf("%s %s with config %q: %v, want a config refusal with the module's message %q", lang, c.name, c.config, err, c.says)
 			}
 		}
 	}

@@ -640,6 +640,11 @@ type filterFailedError struct {
 
 func (e *filterFailedError) Error() string {
 	fe := e.fe
+	if fe.GetFailure() == rewindv1.FilterFailure_FILTER_FAILURE_CONFIG {
+		// Resuming with the same config fails the same way: say to fix it.
+		return fmt.Sprintf("%s: filter %s refused its config: %s\nfix --filter-config and run again (--from token:%s continues where this replay stopped)",
+			connect.CodeOf(e.err), fe.GetModule(), fe.GetReason(), fe.GetResumeToken())
+	}
 	return fmt.Sprintf("%s: filter %s failed (%s) on partition %d at offset %d: %s\nresume with: %s",
 		connect.CodeOf(e.err), fe.GetModule(), failureKind(fe), fe.GetPartition(), fe.GetOffset(), fe.GetReason(), e.resume)
 }

@@ -281,8 +281,14 @@ func TestPluginCLI(t *testing.T) {
 		if out := srv.ok(t, nil, "plugin", "list", "junk", "--format", "json"); strings.TrimSpace(out) != "[]" {
 			t.Errorf("a refused upload was stored: %s", out)
 		}
-		// A config the module refuses fails the replay at rewind_init.
-		srv.fails(t, "rewind_init", "replay", "orders", "--from", "earliest", "--filter", "kp", "--filter-config", `{"prefix":1}`)
+		// A config the module refuses fails the replay at rewind_init,
+		// with the module's own reason and a hint to fix the config (not
+		// to resume with the same one).
+		r := srv.cli(t, nil, "replay", "orders", "--from", "earliest", "--filter", "kp", "--filter-config", `{"prefix":1}`)
+		if r.code != 1 || !regexp.MustCompile(`(?m)^rewind: invalid_argument: filter sha256:`+goSHA+` refused its config: .*rewind_init returned 1: .*kp: "prefix" must be a JSON string\n`+
+			`fix --filter-config and run again \(--from token:\S+ continues where this replay stopped\)\n\z`).MatchString(r.stderr) {
+			t.Errorf("replay with a refused config: exit code %d, stderr %q; want the module's reason and a hint to fix the config", r.code, r.stderr)
+		}
 
 		if out := srv.ok(t, nil, "plugin", "delete", "kp@1"); out != "deleted kp@1 sha256:"+goSHA+"\n" {
 			t.Errorf("plugin delete printed %q", out)
