@@ -214,16 +214,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestCompileTimeout checks the compile-time bound with a module that takes
-// longer than 1 ms to compile.
-func TestCompileTimeout(t *testing.T) {
-	r := newRuntime(t, sandbox.Limits{CompileTimeoutMillis: 1})
-	_, err := r.Compile(context.Background(), goModule(t, "jsonfield"))
-	if sandbox.KindOf(err) != sandbox.KindInvalid || !strings.Contains(err.Error(), "compiling took longer") {
-		t.Fatalf("compile with a 1 ms bound: %v", err)
-	}
-}
-
 // TestConcurrencyCap checks that guest calls beyond MaxConcurrentCalls
 // wait, and that a waiting Run gives up with its context.
 func TestConcurrencyCap(t *testing.T) {
