@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func startServerWith(t testing.TB, cfg engine.Config) *server {
 	if cfg.Filters.CompileWaitMillis == 0 {
 		cfg.Filters.CompileWaitMillis = 3_600_000
 	}
-	shared := filepath.Join(os.TempDir(), "rewind-wasm-test-cache")
+	shared := filepath.Join(os.TempDir(), "rewind-wasm-test-cache", wazeroVersion(filepath.Join("..", "..", "go.mod")))
 	if err := errors.Join(os.MkdirAll(shared, 0o755), os.MkdirAll(cfg.Dir, 0o755)); err != nil {
 		t.Fatal(err)
 	}
@@ -524,4 +525,15 @@ func TestRecordsLoopsGoOnWhereTheLastStopped(t *testing.T) {
 			t.Fatalf("record %d has offset %d", i, off)
 		}
 	}
+}
+
+// wazeroVersion is the wazero version go.mod requires: the shared
+// compilation cache is per version, as in the sandbox's tests (wazero
+// cannot tell its own version inside a test binary).
+func wazeroVersion(gomod string) string {
+	b, _ := os.ReadFile(gomod)
+	if m := regexp.MustCompile(`github\.com/tetratelabs/wazero (v\S+)`).FindSubmatch(b); m != nil {
+		return string(m[1])
+	}
+	return "unknown"
 }
