@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"github.com/rewind-io/rewind/sandbox/internal/meter"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rewind-io/rewind/sandbox/internal/meter"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -37,51 +40,204 @@ var abiExports = []struct {
 }
 
 // Compile validates, instruments and compiles a module, or returns the one
-// already compiled with the same bytes. Validation failures are KindInvalid
-// errors saying what is wrong. The caller must Release the module.
+// already compiled with the same bytes. The compile runs in the background
+// (see Prepare); Compile waits for it up to Limits.CompileWaitMillis and
+// ctx. Errors: KindInvalid *Error saying what is wrong with the module
+// (kept: asking again returns the same error without compiling again); a
+// *CompilingError (errors.Is ErrCompiling) when the wait ends first, the
+// compile going on; ctx's error; ErrClosed. The caller must Release the
+// module.
 func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if len(wasm) > r.lim.MaxModuleBytes {
-		return nil, errorf(KindInvalid, "", "module is %d bytes, over the limit of %d", len(wasm), r.lim.MaxModuleBytes)
+		return nil, tooBig(len(wasm), r.lim.MaxModuleBytes)
 	}
 	sha := SHA256(wasm)
-	if m, err := r.lookup(sha); m != nil || err != nil {
-		return m, err
+	wait := time.NewTimer(time.Duration(r.lim.CompileWaitMillis) * time.Millisecond)
+	defer wait.Stop()
+	for {
+		m, j, err := r.start(sha, wasm)
+		if m != nil || err != nil {
+			return m, err
+		}
+		select {
+		case <-j.done:
+			if j.err != nil {
+				return nil, j.err
+			}
+			// Compiled: start takes the reference (or compiles again if
+			// it was evicted in between).
+		case <-wait.C:
+			return nil, &CompilingError{Module: sha, For: r.now().Sub(j.started)}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.done:
+			return nil, ErrClosed
+		}
 	}
+}
+
+// Prepare starts compiling a module in the background, unless it is
+// compiled, compiling or known not to compile, and returns its sha256 at
+// once. State reports how it goes; Compile waits for it.
+func (r *Runtime) Prepare(wasm []byte) string {
+	sha := SHA256(wasm)
+	if len(wasm) <= r.lim.MaxModuleBytes {
+		if m, _, _ := r.start(sha, wasm); m != nil {
+			m.Release()
+		}
+	}
+	return sha
+}
+
+// State says whether the module with this sha256 (hex) is compiled in this
+// runtime; for StateFailed, err says why.
+func (r *Runtime) State(sha string) (State, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.mu.modules[sha]; ok {
+		return StateCompiled, nil
+	}
+	if _, ok := r.mu.jobs[sha]; ok {
+		return StateCompiling, nil
+	}
+	if err, ok := r.mu.failed[sha]; ok {
+		return StateFailed, err
+	}
+	return StateNone, nil
+}
+
+// State is where a module stands in a runtime.
+type State uint8
+
+const (
+	// StateNone: not compiled here; it compiles when first used.
+	StateNone State = iota
+	// StateCompiling: compiling, or waiting for another compile to end.
+	StateCompiling
+	// StateCompiled: ready to run.
+	StateCompiled
+	// StateFailed: it does not compile (or instantiate); State's error
+	// says why.
+	StateFailed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateCompiling:
+		return "compiling"
+	case StateCompiled:
+		return "compiled"
+	case StateFailed:
+		return "failed"
+	}
+	return "not compiled"
+}
+
+// ErrCompiling is matched by a *CompilingError.
+var ErrCompiling = errors.New("sandbox: module still compiling")
+
+// CompilingError is Compile's answer when its wait ends before the
+// module's compile: the compile goes on, and asking again later finds it.
+type CompilingError struct {
+	Module string        // sha256, hex
+	For    time.Duration // since the compile was asked for
+}
+
+func (e *CompilingError) Error() string {
+	return fmt.Sprintf("sandbox: module sha256:%s is still compiling (for %v); try again shortly", e.Module, e.For.Round(time.Second))
+}
+
+// Is makes errors.Is(err, ErrCompiling) hold.
+func (e *CompilingError) Is(target error) bool { return target == ErrCompiling }
+
+func tooBig(n, limit int) *Error {
+	return errorf(KindInvalid, "", "module is %d bytes, over the limit of %d", n, limit)
+}
+
+// job is a module compiling in the background.
+type job struct {
+	done    chan struct{} // closed when err is set
+	err     error
+	started time.Time
+}
+
+// maxFailed bounds the failed compiles a runtime remembers.
+const maxFailed = 64
+
+// start returns the compiled module, referenced; or the job compiling it,
+// starting one if there is none; or the error of its failed compile.
+func (r *Runtime) start(sha string, wasm []byte) (*Module, *job, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.closed {
+		return nil, nil, ErrClosed
+	}
+	if m, ok := r.mu.modules[sha]; ok {
+		if m.unused != nil {
+			r.mu.unused.Remove(m.unused)
+			m.unused = nil
+		}
+		m.refs++
+		return m, nil, nil
+	}
+	if err, ok := r.mu.failed[sha]; ok {
+		return nil, nil, err
+	}
+	j := r.mu.jobs[sha]
+	if j == nil {
+		j = &job{done: make(chan struct{}), started: r.now()}
+		r.mu.jobs[sha] = j
+		r.compiling.Add(1)
+		go r.run(j, sha, bytes.Clone(wasm))
+	}
+	return nil, j, nil
+}
+
+// run compiles a module for job j, one compile at a time, and publishes
+// the result: the module (unused, so evictable) or the failure.
+func (r *Runtime) run(j *job, sha string, wasm []byte) {
+	defer r.compiling.Done()
+	var m *Module
+	var err error
 	select {
 	case r.compiles <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		m, err = r.compile(sha, wasm)
+		<-r.compiles
+	case <-r.done:
+		err = ErrClosed
 	}
-	defer func() { <-r.compiles }()
-	if m, err := r.lookup(sha); m != nil || err != nil {
-		return m, err
-	}
-	m, err := r.compile(ctx, sha, wasm)
-	if err != nil {
-		return nil, err
-	}
+	var drop []*Module
 	r.mu.Lock()
-	if r.mu.closed {
-		r.mu.Unlock()
-		m.close()
-		return nil, ErrClosed
+	delete(r.mu.jobs, sha)
+	switch {
+	case err == nil && r.mu.closed:
+		drop, err = []*Module{m}, ErrClosed
+	case err == nil:
+		r.mu.modules[sha] = m
+		m.unused = r.mu.unused.PushFront(m)
+		drop = r.evictLocked()
+	case !errors.Is(err, ErrClosed):
+		r.mu.failed[sha] = err
+		r.mu.failedOrder = append(r.mu.failedOrder, sha)
+		if len(r.mu.failedOrder) > maxFailed {
+			delete(r.mu.failed, r.mu.failedOrder[0])
+			r.mu.failedOrder = r.mu.failedOrder[1:]
+		}
 	}
-	m.refs = 1
-	r.mu.modules[sha] = m
-	evict := r.evictLocked()
+	j.err = err
+	close(j.done)
 	r.mu.Unlock()
-	for _, e := range evict {
+	for _, e := range drop {
 		e.close()
 	}
-	return m, nil
+	if err != nil && !errors.Is(err, ErrClosed) {
+		r.log.Warn("module does not compile", "module", sha, "error", err)
+	}
 }
 
 // Lookup returns the compiled module with this sha256 (hex), referenced
 // (the caller must Release it), or nil when it is not compiled.
-func (r *Runtime) Lookup(sha string) (*Module, error) { return r.lookup(sha) }
-
-// lookup returns a referenced compiled module, if there is one.
-func (r *Runtime) lookup(sha string) (*Module, error) {
+func (r *Runtime) Lookup(sha string) (*Module, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.closed {
@@ -99,9 +255,26 @@ func (r *Runtime) lookup(sha string) (*Module, error) {
 	return m, nil
 }
 
-func (r *Runtime) compile(ctx context.Context, sha string, wasm []byte) (*Module, error) {
-	deadline := time.Duration(r.lim.CompileTimeoutMillis) * time.Millisecond
-	start := r.now()
+// Validate checks what can be checked of a module without compiling it,
+// in about the time it takes to read it: its size, that it parses, its
+// functions, imports, tables and memories against the limits. The
+// exports and instantiation are checked when it compiles. Failures are
+// KindInvalid errors; Info lacks the buffer sizes, known once compiled.
+func (r *Runtime) Validate(wasm []byte) (Info, error) {
+	if len(wasm) > r.lim.MaxModuleBytes {
+		return Info{}, tooBig(len(wasm), r.lim.MaxModuleBytes)
+	}
+	sha := SHA256(wasm)
+	inst, err := r.instrument(sha, wasm)
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{SHA256: sha, Size: len(wasm), InstrumentedSize: len(inst.Wasm), Imports: importNames(inst.Info.Imports)}, nil
+}
+
+// instrument adds fuel metering to a module and checks it against the
+// limits.
+func (r *Runtime) instrument(sha string, wasm []byte) (*meter.Result, error) {
 	inst, err := meter.InstrumentModule(wasm, meter.Options{InitialFuel: int64(r.lim.FuelPerInit)})
 	if err != nil {
 		return nil, &Error{Kind: KindInvalid, Module: sha, Reason: "does not parse", Err: err}
@@ -123,6 +296,19 @@ func (r *Runtime) compile(ctx context.Context, sha string, wasm []byte) (*Module
 			return nil, errorf(KindInvalid, sha, "memory %d declares %d pages (64 KiB each), over the limit of %d", i, mem.Min, r.lim.MaxMemoryPages)
 		}
 	}
+	return inst, nil
+}
+
+// compile validates, instruments and compiles a module, within
+// CompileTimeoutMillis from when it starts.
+func (r *Runtime) compile(sha string, wasm []byte) (*Module, error) {
+	deadline := time.Duration(r.lim.CompileTimeoutMillis) * time.Millisecond
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	inst, err := r.instrument(sha, wasm)
+	if err != nil {
+		return nil, err
+	}
 	type result struct {
 		cm  wazero.CompiledModule
 		err error
@@ -134,7 +320,7 @@ func (r *Runtime) compile(ctx context.Context, sha string, wasm []byte) (*Module
 		// wazero's compiler does not stop on cancellation: after a
 		// timeout this goroutine runs on and closes what it made.
 		defer r.compiling.Done()
-		cm, err := r.rt.CompileModule(context.Background(), inst.Wasm)
+		cm, err := r.compileModule(context.Background(), inst.Wasm)
 		select {
 		case done <- result{cm, err}:
 		case <-abandon:
@@ -143,17 +329,15 @@ func (r *Runtime) compile(ctx context.Context, sha string, wasm []byte) (*Module
 			}
 		}
 	}()
-	timer := time.NewTimer(max(0, deadline-r.now().Sub(start)))
-	defer timer.Stop()
 	var res result
 	select {
 	case res = <-done:
 	case <-timer.C:
 		close(abandon)
 		return nil, errorf(KindInvalid, sha, "compiling took longer than %v", deadline)
-	case <-ctx.Done():
+	case <-r.done:
 		close(abandon)
-		return nil, ctx.Err()
+		return nil, ErrClosed
 	}
 	if res.err != nil {
 		return nil, &Error{Kind: KindInvalid, Module: sha, Reason: "does not compile", Err: res.err}
@@ -177,7 +361,7 @@ func (r *Runtime) compile(ctx context.Context, sha string, wasm []byte) (*Module
 		return nil, err
 	}
 	m.info.InputCap, m.info.OutputCap = probe.inCap, probe.outCap
-	probe.close(ctx)
+	probe.close(context.Background())
 	return m, nil
 }
 

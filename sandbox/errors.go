@@ -24,9 +24,13 @@ const (
 	// KindLimit: a limit other than fuel was hit (too many outputs for one
 	// input, a record too large for the input buffer, output too large).
 	KindLimit
-	// KindGuest: the guest reported a failure (rewind_init returned
-	// non-zero, rewind_filter returned a negative code).
+	// KindGuest: the guest reported a failure: rewind_filter returned a
+	// negative code. Reason carries the guest's last log line.
 	KindGuest
+	// KindConfig: the guest refused its config (rewind_init returned
+	// non-zero). Reason carries the guest's last log line, which says why:
+	// the config must be fixed; retrying with it fails the same way.
+	KindConfig
 )
 
 func (k Kind) String() string {
@@ -43,6 +47,8 @@ func (k Kind) String() string {
 		return "limit exceeded"
 	case KindGuest:
 		return "guest failure"
+	case KindConfig:
+		return "config refused"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -142,7 +142,7 @@ func (f *Filter) call(in *instance, b *Batch, i, j int, dst []Output) ([]Output,
 	case rc == -2:
 		return dst, true, nil
 	case rc < 0:
-		return dst, false, errorf(KindGuest, f.m.sha, "rewind_filter returned %d (the module failed; see its log)", rc)
+		return dst, false, errorf(KindGuest, f.m.sha, "rewind_filter returned %d: %s", rc, in.message())
 	case uint32(rc) > in.outCap:
 		return dst, false, errorf(KindOutput, f.m.sha, "rewind_filter returned %d output bytes; its output buffer holds %d", rc, in.outCap)
 	case int(rc) > lim.MaxOutputBytes:

@@ -95,8 +95,8 @@ func hostileModules() []hostile {
 		{name: "output index out of range", wasm: as("badindex"), kind: sandbox.KindOutput, atRun: true},
 		{name: "output out of order", wasm: as("outoforder"), kind: sandbox.KindOutput, atRun: true},
 		{name: "unknown action", wasm: as("badaction"), kind: sandbox.KindOutput, atRun: true},
-		{name: "guest failure", wasm: as("negative"), kind: sandbox.KindGuest, reason: "returned -1", atRun: true},
-		{name: "init failure", wasm: as("initfail"), kind: sandbox.KindGuest, reason: "rewind_init", atRun: true},
+		{name: "guest failure", wasm: as("negative"), kind: sandbox.KindGuest, reason: "returned -1: (the module logged no reason)", atRun: true},
+		{name: "init failure", wasm: as("initfail"), kind: sandbox.KindConfig, reason: "rewind_init returned 1: the module refused its config: ", atRun: true},
 		{name: "bulk memory loop", wasm: gen(abiModule(Body(
 			OpLoop, BlockEmpty,
 			I32Const(0), I32Const(0), I32Const(131072), FC(FCMemoryFill), byte(0),
@@ -212,16 +212,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// TestCompileTimeout checks the compile-time bound with a module that takes
-// longer than 1 ms to compile.
-func TestCompileTimeout(t *testing.T) {
-	r := newRuntime(t, sandbox.Limits{CompileTimeoutMillis: 1})
-	_, err := r.Compile(context.Background(), goModule(t, "jsonfield"))
-	if sandbox.KindOf(err) != sandbox.KindInvalid || !strings.Contains(err.Error(), "compiling took longer") {
-		t.Fatalf("compile with a 1 ms bound: %v", err)
-	}
 }
 
 // TestConcurrencyCap checks that guest calls beyond MaxConcurrentCalls

@@ -7,6 +7,7 @@ import (
 	"github.com/rewind-io/rewind/sandbox/internal/meter"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -33,6 +34,10 @@ type instance struct {
 	// Per-call state, reset by begin.
 	clock int64  // clock readings in this call
 	abort string // set by env.abort
+	// last is the guest's last log line in this call (rewind.log, stdout
+	// or stderr, before rate limiting), at most MaxGuestMessageBytes: the
+	// message a guest writes just before it reports a failure.
+	last []byte
 
 	stdout, stderr *lineWriter
 }
@@ -43,8 +48,8 @@ type instanceKey struct{}
 // buffer exports and, when init is set, rewind_init with config).
 func (m *Module) newInstance(config []byte, init bool) (*instance, error) {
 	in := &instance{m: m, key: configKey(config)}
-	in.stdout = &lineWriter{g: m.log, stream: "stdout"}
-	in.stderr = &lineWriter{g: m.log, stream: "stderr"}
+	in.stdout = &lineWriter{g: m.log, stream: "stdout", note: in.note}
+	in.stderr = &lineWriter{g: m.log, stream: "stderr", note: in.note}
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	ctx := in.ctx
 	cfg := wazero.NewModuleConfig().
@@ -113,15 +118,40 @@ func (m *Module) newInstance(config []byte, init bool) (*instance, error) {
 	}
 	if rc := int32(in.stack[0]); rc != 0 {
 		in.close(ctx)
-		return nil, errorf(KindGuest, m.sha, "rewind_init returned %d: the module refused its config", rc)
+		return nil, errorf(KindConfig, m.sha, "rewind_init returned %d: the module refused its config: %s", rc, in.message())
 	}
 	return in, nil
 }
 
 // begin resets the per-call state and the fuel.
 func (in *instance) begin(fuel int64) {
-	in.clock, in.abort = 0, ""
+	in.clock, in.abort, in.last = 0, "", in.last[:0]
 	in.fuel.Set(uint64(fuel))
+}
+
+// MaxGuestMessageBytes bounds the guest's message that a KindGuest or
+// KindConfig error carries (its last log line, truncated).
+const MaxGuestMessageBytes = 256
+
+// note records p as the guest's last log line of the call.
+func (in *instance) note(p []byte) {
+	in.last = append(in.last[:0], p[:min(len(p), MaxGuestMessageBytes+1)]...)
+}
+
+// message is the guest's last log line of the call, printable and
+// bounded, for an error's Reason.
+func (in *instance) message() string {
+	if len(in.last) == 0 {
+		return "(the module logged no reason)"
+	}
+	if len(in.last) > MaxGuestMessageBytes {
+		n := MaxGuestMessageBytes
+		for n > 0 && !utf8.RuneStart(in.last[n]) {
+			n-- // cut at a character
+		}
+		return printable(in.last[:n]) + "…"
+	}
+	return printable(in.last)
 }
 
 // call runs f with no arguments and the given fuel.
@@ -223,6 +253,7 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		in.m.log.line("log", []byte("<rewind.log called with a range outside memory>"))
 		return
 	}
+	in.note(p)
 	in.m.log.line("log", p)
 }
 

@@ -19,9 +19,16 @@ type Limits struct {
 	MaxTableElements uint32
 	// MaxFunctions bounds the functions a module defines. Default 100 000.
 	MaxFunctions int
-	// CompileTimeoutMillis bounds validating and compiling one module.
-	// Default 30 000 (30 s).
+	// CompileTimeoutMillis bounds validating and compiling one module, a
+	// backstop for what MaxModuleBytes and MaxFunctions let through:
+	// compiles run in the background, one at a time, so a slow one delays
+	// other compiles, not requests. Default 300 000 (5 min): a busy node
+	// compiles a 2 MiB Go module in well under a minute.
 	CompileTimeoutMillis int
+	// CompileWaitMillis bounds how long Compile (a replay naming a module
+	// not compiled yet) waits for the module's compile, queue included,
+	// before it answers ErrCompiling. Default 300 000 (5 min).
+	CompileWaitMillis int
 	// MaxRecordsPerCall bounds the records of one guest call. Default 256:
 	// a guest call cannot be preempted (a garbage collection waits for it),
 	// so calls stay short; per-record cost is flat from about 16 records.
@@ -77,7 +84,8 @@ func (l Limits) WithDefaults() Limits {
 		l.MaxTableElements = 100_000
 	}
 	set(&l.MaxFunctions, 100_000)
-	set(&l.CompileTimeoutMillis, 30_000)
+	set(&l.CompileTimeoutMillis, 300_000)
+	set(&l.CompileWaitMillis, 300_000)
 	set(&l.MaxRecordsPerCall, 256)
 	set(&l.MaxInputBytes, 4<<20)
 	set(&l.MaxOutputBytes, 4<<20)
@@ -106,6 +114,7 @@ func (l Limits) Validate() error {
 	neg("MaxModuleBytes", int64(l.MaxModuleBytes))
 	neg("MaxFunctions", int64(l.MaxFunctions))
 	neg("CompileTimeoutMillis", int64(l.CompileTimeoutMillis))
+	neg("CompileWaitMillis", int64(l.CompileWaitMillis))
 	neg("MaxRecordsPerCall", int64(l.MaxRecordsPerCall))
 	neg("MaxInputBytes", int64(l.MaxInputBytes))
 	neg("MaxOutputBytes", int64(l.MaxOutputBytes))

@@ -88,7 +88,15 @@ func printable(p []byte) string {
 type lineWriter struct {
 	g      *guestLog
 	stream string
+	note   func([]byte) // sees every line, before rate limiting
 	buf    []byte
+}
+
+func (w *lineWriter) line(p []byte) {
+	if w.note != nil {
+		w.note(p)
+	}
+	w.g.line(w.stream, p)
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -102,7 +110,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		}
 		room := w.g.maxBytes + 1 - len(w.buf)
 		w.buf = append(w.buf, p[:max(0, min(i, room))]...)
-		w.g.line(w.stream, w.buf)
+		w.line(w.buf)
 		w.buf = w.buf[:0]
 		p = p[i+1:]
 	}
@@ -112,7 +120,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // flush logs an unfinished line.
 func (w *lineWriter) flush() {
 	if len(w.buf) > 0 {
-		w.g.line(w.stream, w.buf)
+		w.line(w.buf)
 		w.buf = w.buf[:0]
 	}
 }

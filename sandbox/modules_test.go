@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 
@@ -56,13 +57,37 @@ func module(tb testing.TB, lang, name string) []byte {
 }
 
 // cacheDir is a compilation cache shared by the runtimes of the test
-// binaries, kept between runs: compiling a Go module takes seconds under
-// the race detector. wazero keys entries by module bytes, its version and
-// the CPU, and writes them atomically.
-var cacheDir = filepath.Join(os.TempDir(), "rewind-sandbox-test-cache")
+// binaries (sdk/client's servers use it too), kept between runs, so a
+// module compiles once: compiling a Go module takes seconds, and 5-8x
+// longer under the race detector (.ci/run fills it without). wazero keys
+// entries by the module's bytes and the CPU, and writes them atomically.
+// It would key them by its version too, read from the binary's build
+// information, but test binaries lack that ("dev"): so the directory is
+// per wazero version in go.mod, and entries of another version are never
+// loaded.
+var cacheDir = filepath.Join(os.TempDir(), "rewind-wasm-test-cache", wazeroVersion(filepath.Join("..", "go.mod")))
 
+// wazeroVersion is the wazero version go.mod requires, or "unknown".
+func wazeroVersion(gomod string) string {
+	b, _ := os.ReadFile(gomod)
+	if m := regexp.MustCompile(`github\.com/tetratelabs/wazero (v\S+)`).FindSubmatch(b); m != nil {
+		return string(m[1])
+	}
+	return "unknown"
+}
+
+// newRuntime is a runtime with the shared cache and lim. The compile
+// bounds default to an hour: a test's outcome must not depend on how fast
+// the machine compiles (the bounds are tested with a compiler held back,
+// in compile_test.go).
 func newRuntime(tb testing.TB, lim sandbox.Limits) *sandbox.Runtime {
 	tb.Helper()
+	if lim.CompileTimeoutMillis == 0 {
+		lim.CompileTimeoutMillis = 3_600_000
+	}
+	if lim.CompileWaitMillis == 0 {
+		lim.CompileWaitMillis = 3_600_000
+	}
 	r, err := sandbox.New(context.Background(), sandbox.Config{Limits: lim, CacheDir: cacheDir})
 	if err != nil {
 		tb.Fatal(err)

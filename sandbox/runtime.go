@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,17 +47,24 @@ type Runtime struct {
 
 	calls    chan struct{} // a token per running guest call
 	compiles chan struct{} // one compile at a time
-	// compiling counts wazero compilations in progress, including those
-	// whose caller gave up.
+	// compiling counts compile jobs and wazero compilations in progress,
+	// including those abandoned at their timeout.
 	compiling sync.WaitGroup
-	done      chan struct{} // closed by Close
+	// compileModule is wazero's compiler (a test may slow it down).
+	compileModule func(context.Context, []byte) (wazero.CompiledModule, error)
+	done          chan struct{} // closed by Close
 
 	mu struct {
 		sync.Mutex
 		closed  bool
-		modules map[string]*Module
-		unused  *list.List // of *Module with no references, most recent first
-		idle    *list.List // of *instance, most recent first
+		modules map[string]*Module // compiled
+		unused  *list.List         // of *Module with no references, most recent first
+		idle    *list.List         // of *instance, most recent first
+		jobs    map[string]*job    // compiling (or waiting to), by sha256
+		// failed holds the error of modules that did not compile, the
+		// latest maxFailed, oldest first in failedOrder.
+		failed      map[string]error
+		failedOrder []string
 	}
 }
 
@@ -100,6 +108,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.compiles = make(chan struct{}, 1)
 	r.done = make(chan struct{})
 	r.mu.modules = make(map[string]*Module)
+	r.mu.jobs = make(map[string]*job)
+	r.mu.failed = make(map[string]error)
+	r.compileModule = r.rt.CompileModule
 	r.mu.unused = list.New()
 	r.mu.idle = list.New()
 	return r, nil
@@ -141,8 +152,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	for range cap(r.calls) {
 		r.calls <- struct{}{}
 	}
-	// A compile that timed out runs on in the background (wazero's
-	// compiler cannot be stopped); wazero must outlive it.
+	// Compile jobs end (those waiting for their turn at once); a compile
+	// that timed out runs on in the background (wazero's compiler cannot
+	// be stopped): wazero must outlive it.
 	r.compiling.Wait()
 	err := r.rt.Close(ctx)
 	if r.cache != nil {
@@ -243,9 +255,14 @@ func (m *Module) close() {
 }
 
 // Forget drops a module from the runtime once nothing uses it (a deleted
-// plugin). Unknown modules are ignored.
+// plugin), and the error of its failed compile. Unknown modules are
+// ignored.
 func (r *Runtime) Forget(sha string) {
 	r.mu.Lock()
+	if _, ok := r.mu.failed[sha]; ok {
+		delete(r.mu.failed, sha)
+		r.mu.failedOrder = slices.DeleteFunc(r.mu.failedOrder, func(s string) bool { return s == sha })
+	}
 	m, ok := r.mu.modules[sha]
 	if !ok || m.refs > 0 {
 		r.mu.Unlock()

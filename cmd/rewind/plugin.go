@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -417,13 +418,19 @@ func failureJSON(f *rewindv1.FilterError) map[string]any {
 
 func newPluginUpload(g *globals) *cobra.Command {
 	var description, format string
+	var noWait bool
 	cmd := &cobra.Command{
-		Use:   "upload NAME FILE [--description D]",
+		Use:   "upload NAME FILE [--description D] [--no-wait]",
 		Short: "Register a module as the next version of NAME",
-		Long: `Validate FILE on the server (it must parse, speak ABI v1, import only what
-filters may, and instantiate) and register it as the next version of NAME.
-Uploading the bytes NAME's newest version already has adds nothing and says
-"unchanged". NAME is letters, digits, '.', '_' and '-'.`,
+		Long: `Check FILE on the server (it must parse, keep within the server's limits
+and import only what filters may) and register it as the next version of
+NAME. The server then compiles it in the background, which checks that it
+speaks ABI v1 and instantiates; upload waits for that and says on stderr
+how it goes, unless --no-wait (then see plugin get). A module that does not
+compile stays registered, marked failed: upload exits 1 saying why, and
+replays that name it fail. Uploading the bytes NAME's newest version
+already has adds nothing and says "unchanged". NAME is letters, digits,
+'.', '_' and '-'.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -433,9 +440,19 @@ Uploading the bytes NAME's newest version already has adds nothing and says
 			if err != nil {
 				return err
 			}
-			p, unchanged, err := g.client().UploadPlugin(cmd.Context(), args[0], wasm, description)
+			c := g.client()
+			p, unchanged, err := c.UploadPlugin(cmd.Context(), args[0], wasm, description)
 			if err != nil {
 				return err
+			}
+			if !noWait {
+				if p, err = waitCompiled(cmd.Context(), c, p); err != nil {
+					return err
+				}
+				if p.CompileState == "failed" {
+					return fmt.Errorf("%s %s is registered but does not compile: %s\n(delete it with: rewind plugin delete %s)",
+						p.Ref(), p.Module, p.CompileError, p.Ref())
+				}
 			}
 			if format == "json" {
 				m := pluginJSON(p)
@@ -451,8 +468,38 @@ Uploading the bytes NAME's newest version already has adds nothing and says
 		},
 	}
 	cmd.Flags().StringVar(&description, "description", "", "what the module does")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "do not wait for the server to compile the module")
 	addFormat(cmd, &format)
 	return cmd
+}
+
+// compilePoll is how often waitCompiled asks how a compile goes.
+const compilePoll = 200 * time.Millisecond
+
+// waitCompiled waits while the server compiles p, saying so on stderr,
+// and returns p as it ends (compiled, failed, or not compiled on the node
+// that answered).
+func waitCompiled(ctx context.Context, c *client.Client, p client.Plugin) (client.Plugin, error) {
+	if p.CompileState != "compiling" {
+		return p, nil
+	}
+	start := time.Now()
+	fmt.Fprintf(os.Stderr, "compiling %s on the server...\n", p.Ref())
+	t := time.NewTicker(compilePoll)
+	defer t.Stop()
+	for p.CompileState == "compiling" {
+		select {
+		case <-ctx.Done():
+			return p, fmt.Errorf("stopped waiting for the compile (the upload is stored; see rewind plugin get %s): %w", p.Ref(), ctx.Err())
+		case <-t.C:
+		}
+		var err error
+		if p, _, err = c.GetPlugin(ctx, p.Ref(), false); err != nil {
+			return p, err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s %s after %.1fs\n", p.Ref(), p.CompileState, time.Since(start).Seconds())
+	return p, nil
 }
 
 func newPluginList(g *globals) *cobra.Command {
@@ -481,10 +528,10 @@ func newPluginList(g *globals) *cobra.Command {
 				return printJSON(out)
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tVERSION\tMODULE\tSIZE\tUPLOADED\tDESCRIPTION")
+			fmt.Fprintln(w, "NAME\tVERSION\tMODULE\tSIZE\tUPLOADED\tSTATE\tDESCRIPTION")
 			for _, p := range ps {
-				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%s\n", p.Name, p.Version, p.Module, p.Size,
-					p.UploadTime.UTC().Format(time.RFC3339), printable([]byte(p.Description)))
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Version, p.Module, p.Size,
+					p.UploadTime.UTC().Format(time.RFC3339), compileState(p), printable([]byte(p.Description)))
 			}
 			return w.Flush()
 		},
@@ -523,6 +570,10 @@ func newPluginGet(g *globals) *cobra.Command {
 			fmt.Printf("size %d bytes, uploaded %s, buffers: input %d, output %d bytes\n",
 				p.Size, p.UploadTime.UTC().Format(time.RFC3339Nano), p.InputBufferBytes, p.OutputBufferBytes)
 			fmt.Printf("imports: %s\n", strings.Join(p.Imports, ", "))
+			fmt.Printf("compile: %s\n", compileState(p))
+			if p.CompileError != "" {
+				fmt.Printf("compile error: %s\n", printable([]byte(p.CompileError)))
+			}
 			if p.Description != "" {
 				fmt.Printf("description: %s\n", printable([]byte(p.Description)))
 			}
@@ -637,6 +688,11 @@ type filterFailedError struct {
 
 func (e *filterFailedError) Error() string {
 	fe := e.fe
+	if fe.GetFailure() == rewindv1.FilterFailure_FILTER_FAILURE_CONFIG {
+		// Resuming with the same config fails the same way: say to fix it.
+		return fmt.Sprintf("%s: filter %s refused its config: %s\nfix --filter-config and run again (--from token:%s continues where this replay stopped)",
+			connect.CodeOf(e.err), fe.GetModule(), fe.GetReason(), fe.GetResumeToken())
+	}
 	return fmt.Sprintf("%s: filter %s failed (%s) on partition %d at offset %d: %s\nresume with: %s",
 		connect.CodeOf(e.err), fe.GetModule(), failureKind(fe), fe.GetPartition(), fe.GetOffset(), fe.GetReason(), e.resume)
 }
@@ -651,6 +707,17 @@ func filterFailed(err error, resume func(token string) string) error {
 	return &filterFailedError{err: err, fe: fe, resume: resume(fe.GetResumeToken())}
 }
 
+// compileState is p's compile state for a table: one word.
+func compileState(p client.Plugin) string {
+	switch p.CompileState {
+	case "":
+		return "unknown"
+	case "not compiled":
+		return "not-compiled"
+	}
+	return p.CompileState
+}
+
 func pluginJSON(p client.Plugin) map[string]any {
 	imports := p.Imports
 	if imports == nil {
@@ -660,6 +727,7 @@ func pluginJSON(p client.Plugin) map[string]any {
 		"name": p.Name, "version": p.Version, "ref": p.Ref(), "module": p.Module, "size": p.Size,
 		"upload_time": p.UploadTime.UTC().Format(time.RFC3339Nano), "description": p.Description,
 		"imports": imports, "input_buffer_bytes": p.InputBufferBytes, "output_buffer_bytes": p.OutputBufferBytes,
+		"compile_state": compileState(p), "compile_error": p.CompileError,
 	}
 }
 

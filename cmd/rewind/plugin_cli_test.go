@@ -142,14 +142,14 @@ func TestPluginCLI(t *testing.T) {
 		}
 
 		lines := splitLines(t, srv.ok(t, nil, "plugin", "list"))
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") || !regexp.MustCompile(`^kp +1 +sha256:`+goSHA+` +\d+ +\S+ +key prefix$`).MatchString(lines[1]) {
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") || !regexp.MustCompile(`^kp +1 +sha256:`+goSHA+` +\d+ +\S+ +compiled +key prefix$`).MatchString(lines[1]) {
 			t.Errorf("plugin list:\n%s", strings.Join(lines, "\n"))
 		}
 		var listed []map[string]any
 		if err := json.Unmarshal([]byte(srv.ok(t, nil, "plugin", "list", "kp", "--format", "json")), &listed); err != nil {
 			t.Fatal(err)
 		}
-		if len(listed) != 1 || listed[0]["ref"] != "kp@1" || listed[0]["module"] != "sha256:"+goSHA {
+		if len(listed) != 1 || listed[0]["ref"] != "kp@1" || listed[0]["module"] != "sha256:"+goSHA || listed[0]["compile_state"] != "compiled" {
 			t.Errorf("plugin list kp --format json: %v", listed)
 		}
 
@@ -281,8 +281,14 @@ func TestPluginCLI(t *testing.T) {
 		if out := srv.ok(t, nil, "plugin", "list", "junk", "--format", "json"); strings.TrimSpace(out) != "[]" {
 			t.Errorf("a refused upload was stored: %s", out)
 		}
-		// A config the module refuses fails the replay at rewind_init.
-		srv.fails(t, "rewind_init", "replay", "orders", "--from", "earliest", "--filter", "kp", "--filter-config", `{"prefix":1}`)
+		// A config the module refuses fails the replay at rewind_init,
+		// with the module's own reason and a hint to fix the config (not
+		// to resume with the same one).
+		r := srv.cli(t, nil, "replay", "orders", "--from", "earliest", "--filter", "kp", "--filter-config", `{"prefix":1}`)
+		if r.code != 1 || !regexp.MustCompile(`(?m)^rewind: invalid_argument: filter sha256:`+goSHA+` refused its config: .*rewind_init returned 1: .*kp: "prefix" must be a JSON string\n`+
+			`fix --filter-config and run again \(--from token:\S+ continues where this replay stopped\)\n\z`).MatchString(r.stderr) {
+			t.Errorf("replay with a refused config: exit code %d, stderr %q; want the module's reason and a hint to fix the config", r.code, r.stderr)
+		}
 
 		if out := srv.ok(t, nil, "plugin", "delete", "kp@1"); out != "deleted kp@1 sha256:"+goSHA+"\n" {
 			t.Errorf("plugin delete printed %q", out)
@@ -318,6 +324,21 @@ func TestPluginCLI(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, "failed (fuel) on partition") || !strings.Contains(r.stdout, "scanned 0") {
 			t.Errorf("plugin test of an endless loop: exit code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
+
+		// A module only its compile refuses (it lacks the ABI's exports):
+		// the upload is stored, compiles in the background, and upload
+		// waits for it and says why it failed; get shows it too.
+		wrong := filepath.Join(work, "wrongabi.wasm")
+		srv.ok(t, nil, "plugin", "build", "../../sdk/guest/assemblyscript", "--name", "wrongabi", "-o", wrong)
+		r = srv.cli(t, nil, "plugin", "upload", "wrong", wrong)
+		if r.code != 1 || !regexp.MustCompile(`(?m)^rewind: wrong@1 sha256:[0-9a-f]{64} is registered but does not compile: .*rewind_abi_v1.*\n\(delete it with: rewind plugin delete wrong@1\)\n\z`).MatchString(r.stderr) {
+			t.Errorf("upload of a module that does not compile: exit code %d, stderr %q", r.code, r.stderr)
+		}
+		if out := srv.ok(t, nil, "plugin", "get", "wrong"); !strings.Contains(out, "compile: failed\ncompile error: ") || !strings.Contains(out, "rewind_abi_v1") {
+			t.Errorf("plugin get of a module that does not compile:\n%s", out)
+		}
+		srv.fails(t, "rewind_abi_v1", "replay", "orders", "--from", "earliest", "--filter", "wrong")
+		srv.ok(t, nil, "plugin", "delete", "wrong")
 	})
 
 	t.Run("assemblyscript project", func(t *testing.T) {

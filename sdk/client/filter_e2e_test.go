@@ -259,7 +259,6 @@ func TestPluginRegistry(t *testing.T) {
 	}{
 		{"garbage", []byte("not wasm"), "does not parse"},
 		{"loop-but-forbidden", guest(t, "as/pathopen"), "no filesystem"},
-		{"wrongabi", guest(t, "as/wrongabi"), "rewind_abi_v1"},
 		{"bad name!", kp, "name"},
 	} {
 		_, _, err := c.UploadPlugin(ctx, bad.name, bad.module, "")
@@ -269,6 +268,24 @@ func TestPluginRegistry(t *testing.T) {
 	}
 	if list, _ := c.ListPlugins(ctx, ""); len(list) != 2 {
 		t.Errorf("refused uploads were stored: %+v", list)
+	}
+	// What only compiling finds (here: the exports) is found after the
+	// upload, which compiles in the background: the module is registered
+	// and marked failed, and a replay naming it says why.
+	if _, _, err := c.UploadPlugin(ctx, "wrongabi", guest(t, "as/wrongabi"), ""); err != nil {
+		t.Fatalf("upload wrongabi: %v", err)
+	}
+	if _, err := c.CreateTopic(ctx, "w", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := subscribeErr(c, "w", client.Filter("wrongabi", nil)); code(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "rewind_abi_v1") {
+		t.Errorf("subscribe with a module that does not compile: %v; want InvalidArgument mentioning rewind_abi_v1", err)
+	}
+	if p, _, err := c.GetPlugin(ctx, "wrongabi", false); err != nil || p.CompileState != "failed" || !strings.Contains(p.CompileError, "rewind_abi_v1") {
+		t.Errorf("get wrongabi: %+v, %v; want compile state failed, mentioning rewind_abi_v1", p, err)
+	}
+	if _, err := c.DeletePlugin(ctx, "wrongabi"); err != nil {
+		t.Fatal(err)
 	}
 
 	// Test over sample records and over a topic range.
@@ -280,6 +297,10 @@ func TestPluginRegistry(t *testing.T) {
 	}
 	if len(rep.Results[0].Replaced) != 1 || rep.Results[0].Replaced[0] {
 		t.Errorf("a kept record reports Replaced %v, want [false]", rep.Results[0].Replaced)
+	}
+	// Once it ran, the module is compiled, and its buffer sizes known.
+	if p, _, err := c.GetPlugin(ctx, "orders@1", false); err != nil || p.CompileState != "compiled" || p.InputBufferBytes == 0 || p.CompileError != "" {
+		t.Errorf("get orders@1 after a test: %+v, %v; want it compiled, with its buffer sizes", p, err)
 	}
 	rep, err = c.TestPlugin(ctx, "", guest(t, "as/redact"), []byte(`{"field":"card"}`), client.TestSource{Records: []client.Record{
 		{Offset: 1, Value: []byte(`{"card":"4111"}`)}, {Offset: 2, Value: []byte(`{"id":1}`)},
@@ -501,13 +522,20 @@ func TestInlineModuleErrors(t *testing.T) {
 	}{
 		{"too large", client.InlineFilter(guest(t, "go/keyprefix"), []byte(`{"prefix":""}`)), connect.CodeInvalidArgument, "bytes"},
 		{"garbage", client.InlineFilter([]byte("\x00asm garbage"), nil), connect.CodeInvalidArgument, "does not parse"},
-		{"bad config", client.InlineFilter(guest(t, "as/keyprefix"), []byte(`{"prefix":7}`)), connect.CodeAborted, "rewind_init"},
+		// The module's own message comes back (not only in the server's log).
+		{"bad config", client.InlineFilter(guest(t, "as/keyprefix"), []byte(`{"prefix":7}`)), connect.CodeInvalidArgument, `rewind_init returned 1: the module refused its config: keyprefix: "prefix" must be a JSON string`},
 		{"unknown plugin", client.Filter("nope", nil), connect.CodeNotFound, "nope"},
 		{"bad ref", client.Filter("a@b@c", nil), connect.CodeInvalidArgument, ""},
 	} {
 		err := subscribeErr(c, "e", bad.opt)
 		if code(err) != bad.code || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: %v; want %v mentioning %q", bad.name, err, bad.code, bad.want)
+		}
+		if bad.name == "bad config" {
+			fe := client.FilterFailureOf(err)
+			if fe.GetFailure() != rewindv1.FilterFailure_FILTER_FAILURE_CONFIG || !strings.Contains(fe.GetReason(), bad.want) {
+				t.Errorf("bad config: detail %v; want failure CONFIG with the module's message", fe)
+			}
 		}
 	}
 }

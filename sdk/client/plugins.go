@@ -22,8 +22,16 @@ type Plugin struct {
 	Description string
 	Imports     []string
 	// InputBufferBytes bounds the records the module can take: a record
-	// larger than its input buffer cannot be filtered by it.
+	// larger than its input buffer cannot be filtered by it. 0 until the
+	// module has compiled on the server that answered.
 	InputBufferBytes, OutputBufferBytes uint32
+	// CompileState says whether the module is compiled on the server that
+	// answered: "compiled", "compiling" (an upload compiles in the
+	// background; a replay naming it waits), "failed" (CompileError says
+	// why) or "not compiled" (it compiles when first used); "" from a
+	// server that does not say.
+	CompileState string
+	CompileError string
 }
 
 // Ref returns "NAME@VERSION".
@@ -34,11 +42,20 @@ func pluginOf(p *rewindv1.Plugin) Plugin {
 		Name: p.GetName(), Version: p.GetVersion(), Module: p.GetModule(), Size: p.GetSizeBytes(),
 		UploadTime: p.GetUploadTime().AsTime(), Description: p.GetDescription(), Imports: p.GetImports(),
 		InputBufferBytes: p.GetInputBufferBytes(), OutputBufferBytes: p.GetOutputBufferBytes(),
+		CompileState: compileStates[p.GetCompileState()], CompileError: p.GetCompileError(),
 	}
 }
 
-// UploadPlugin validates and registers module as the next version of name.
-// unchanged reports that the name's newest version already had these bytes
+var compileStates = map[rewindv1.CompileState]string{
+	rewindv1.CompileState_COMPILE_STATE_NOT_COMPILED: "not compiled",
+	rewindv1.CompileState_COMPILE_STATE_COMPILING:    "compiling",
+	rewindv1.CompileState_COMPILE_STATE_COMPILED:     "compiled",
+	rewindv1.CompileState_COMPILE_STATE_FAILED:       "failed",
+}
+
+// UploadPlugin checks and registers module as the next version of name;
+// the server compiles it in the background (Plugin.CompileState, see
+// GetPlugin). unchanged reports that the name's newest version already had these bytes
 // (nothing was added). A refused module is InvalidArgument with a
 // FilterError detail saying why.
 func (c *Client) UploadPlugin(ctx context.Context, name string, module []byte, description string) (p Plugin, unchanged bool, err error) {

@@ -174,6 +174,7 @@ var filterFailures = map[sandbox.Kind]struct {
 	sandbox.KindOutput:  {rewindv1.FilterFailure_FILTER_FAILURE_OUTPUT, connect.CodeAborted},
 	sandbox.KindLimit:   {rewindv1.FilterFailure_FILTER_FAILURE_LIMIT, connect.CodeResourceExhausted},
 	sandbox.KindGuest:   {rewindv1.FilterFailure_FILTER_FAILURE_GUEST, connect.CodeAborted},
+	sandbox.KindConfig:  {rewindv1.FilterFailure_FILTER_FAILURE_CONFIG, connect.CodeInvalidArgument},
 }
 
 // filterConnectError maps a failed filter (mid-stream, or a module refused

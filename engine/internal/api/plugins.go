@@ -7,6 +7,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/plugins"
+	"github.com/rewind-io/rewind/sandbox"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
@@ -16,14 +17,14 @@ func (s *Server) UploadPlugin(ctx context.Context, req *rewindv1.UploadPluginReq
 	if err != nil {
 		return nil, toConnect(s.log, err)
 	}
-	return &rewindv1.UploadPluginResponse{Plugin: pluginOf(p), Unchanged: unchanged}, nil
+	return &rewindv1.UploadPluginResponse{Plugin: s.pluginOf(p), Unchanged: unchanged}, nil
 }
 
 // ListPlugins implements rewindv1connect.PluginServiceHandler.
 func (s *Server) ListPlugins(ctx context.Context, req *rewindv1.ListPluginsRequest) (*rewindv1.ListPluginsResponse, error) {
 	out := &rewindv1.ListPluginsResponse{}
 	for _, p := range s.b.ListPlugins(req.GetName()) {
-		out.Plugins = append(out.Plugins, pluginOf(p))
+		out.Plugins = append(out.Plugins, s.pluginOf(p))
 	}
 	return out, nil
 }
@@ -34,7 +35,7 @@ func (s *Server) GetPlugin(ctx context.Context, req *rewindv1.GetPluginRequest) 
 	if err != nil {
 		return nil, toConnect(s.log, err)
 	}
-	return &rewindv1.GetPluginResponse{Plugin: pluginOf(p), Module: mod}, nil
+	return &rewindv1.GetPluginResponse{Plugin: s.pluginOf(p), Module: mod}, nil
 }
 
 // DeletePlugin implements rewindv1connect.PluginServiceHandler.
@@ -45,7 +46,7 @@ func (s *Server) DeletePlugin(ctx context.Context, req *rewindv1.DeletePluginReq
 	}
 	out := &rewindv1.DeletePluginResponse{}
 	for _, p := range gone {
-		out.Deleted = append(out.Deleted, pluginOf(p))
+		out.Deleted = append(out.Deleted, s.pluginOf(p))
 	}
 	return out, nil
 }
@@ -116,10 +117,24 @@ func filterOf(f *rewindv1.ReplayFilter) (*broker.FilterSpec, error) {
 	return spec, nil
 }
 
-func pluginOf(p *plugins.Plugin) *rewindv1.Plugin {
-	return &rewindv1.Plugin{
+// pluginOf describes p, with where its compile stands on this node.
+func (s *Server) pluginOf(p *plugins.Plugin) *rewindv1.Plugin {
+	st := s.b.PluginStatus(p)
+	out := &rewindv1.Plugin{
 		Name: p.Name, Version: p.Version, Module: "sha256:" + p.SHA256, SizeBytes: uint64(p.Size),
 		UploadTime: timestamppb.New(unixNano(p.UploadTime)), Description: p.Description, Imports: p.Imports,
-		InputBufferBytes: p.InputCap, OutputBufferBytes: p.OutputCap,
+		InputBufferBytes: st.InputCap, OutputBufferBytes: st.OutputCap,
+		CompileState: compileStates[st.State],
 	}
+	if st.Err != nil {
+		out.CompileError = st.Err.Error()
+	}
+	return out
+}
+
+var compileStates = map[sandbox.State]rewindv1.CompileState{
+	sandbox.StateNone:      rewindv1.CompileState_COMPILE_STATE_NOT_COMPILED,
+	sandbox.StateCompiling: rewindv1.CompileState_COMPILE_STATE_COMPILING,
+	sandbox.StateCompiled:  rewindv1.CompileState_COMPILE_STATE_COMPILED,
+	sandbox.StateFailed:    rewindv1.CompileState_COMPILE_STATE_FAILED,
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rewind-io/rewind/sandbox"
 )
 
 // TestNotStoredNamesEachCauseOnce: a publish given up before anything was
@@ -29,5 +32,19 @@ func TestNotStoredNamesEachCauseOnce(t *testing.T) {
 				t.Errorf("%q lost its cause %q", err, last)
 			}
 		}
+	}
+}
+
+// TestPluginErrorCompiling: a module still compiling when a replay's wait
+// ends is Unavailable (worth a retry), saying so; a module that does not
+// compile stays the sandbox's own error (InvalidArgument at the edge).
+func TestPluginErrorCompiling(t *testing.T) {
+	err := pluginError(&sandbox.CompilingError{Module: strings.Repeat("ab", 32), For: 3 * time.Second})
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, sandbox.ErrCompiling) || !strings.Contains(err.Error(), "still compiling (for 3s)") {
+		t.Errorf("still compiling: %v", err)
+	}
+	invalid := &sandbox.Error{Kind: sandbox.KindInvalid, Reason: "does not compile"}
+	if err := pluginError(invalid); err != error(invalid) {
+		t.Errorf("a module that does not compile: %v, want the sandbox's error as is", err)
 	}
 }

@@ -23,18 +23,47 @@ type FilterSpec struct {
 	Config []byte
 }
 
-// UploadPlugin validates module and registers it as the next version of
-// name.
+// UploadPlugin checks module (without compiling it), registers it as the
+// next version of name, and starts compiling it in the background:
+// PluginStatus reports how that goes, and a replay naming the module waits
+// for it (sandbox.Limits.CompileWaitMillis).
 func (b *Broker) UploadPlugin(ctx context.Context, name, description string, module []byte) (*plugins.Plugin, bool, error) {
 	if err := b.open(); err != nil {
 		return nil, false, err
 	}
-	u, err := plugins.NewUpload(ctx, b.sandbox, name, description, module, b.Now())
+	u, err := plugins.NewUpload(b.sandbox, name, description, module, b.Now())
 	if err != nil {
 		return nil, false, pluginError(err)
 	}
 	p, unchanged, err := b.meta.UploadPlugin(ctx, u)
-	return p, unchanged, pluginError(err)
+	if err != nil {
+		return nil, false, pluginError(err)
+	}
+	b.sandbox.Prepare(module)
+	return p, unchanged, nil
+}
+
+// PluginStatus is where a registered module's compile stands on this node.
+type PluginStatus struct {
+	State sandbox.State
+	// Err says why, for StateFailed.
+	Err error
+	// InputCap and OutputCap are the module's buffer sizes, once compiled
+	// (0 before).
+	InputCap, OutputCap uint32
+}
+
+// PluginStatus says whether p's module is compiled on this node.
+func (b *Broker) PluginStatus(p *plugins.Plugin) PluginStatus {
+	st := PluginStatus{InputCap: p.InputCap, OutputCap: p.OutputCap}
+	st.State, st.Err = b.sandbox.State(p.SHA256)
+	if st.State == sandbox.StateCompiled {
+		if m, _ := b.sandbox.Lookup(p.SHA256); m != nil {
+			st.InputCap, st.OutputCap = m.Info().InputCap, m.Info().OutputCap
+			m.Release()
+		}
+	}
+	return st
 }
 
 // ListPlugins lists every registered version (of name, if set).
@@ -90,6 +119,8 @@ func pluginError(err error) error {
 		return fmt.Errorf("%w: %w", ErrNoPlugin, err)
 	case errors.Is(err, plugins.ErrBadRef):
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case errors.Is(err, sandbox.ErrCompiling):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }
@@ -124,7 +155,7 @@ func (b *Broker) filter(ctx context.Context, spec *FilterSpec) (f *sandbox.Filte
 		return nil, nil, fmt.Errorf("%w: a filter needs a plugin or an inline module", ErrInvalid)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, pluginError(err)
 	}
 	if max := m.Info().InputCap; len(spec.Config) > int(max) {
 		m.Release()

@@ -38,11 +38,15 @@ const (
 	// A limit: too many outputs for one input, a record larger than the
 	// module's input buffer, too much output.
 	FilterFailure_FILTER_FAILURE_LIMIT FilterFailure = 4
-	// The module reported a failure (rewind_init refused the config, or
-	// rewind_filter returned an error code).
+	// The module reported a failure: rewind_filter returned an error code.
+	// The reason ends with the module's last log line.
 	FilterFailure_FILTER_FAILURE_GUEST FilterFailure = 5
 	// The module was refused at validation.
 	FilterFailure_FILTER_FAILURE_INVALID FilterFailure = 6
+	// The module refused its config (rewind_init returned non-zero). The
+	// reason ends with the module's last log line, which says why. Fix the
+	// config: resuming with the same one fails the same way.
+	FilterFailure_FILTER_FAILURE_CONFIG FilterFailure = 7
 )
 
 // Enum value maps for FilterFailure.
@@ -55,6 +59,7 @@ var (
 		4: "FILTER_FAILURE_LIMIT",
 		5: "FILTER_FAILURE_GUEST",
 		6: "FILTER_FAILURE_INVALID",
+		7: "FILTER_FAILURE_CONFIG",
 	}
 	FilterFailure_value = map[string]int32{
 		"FILTER_FAILURE_UNSPECIFIED": 0,
@@ -64,6 +69,7 @@ var (
 		"FILTER_FAILURE_LIMIT":       4,
 		"FILTER_FAILURE_GUEST":       5,
 		"FILTER_FAILURE_INVALID":     6,
+		"FILTER_FAILURE_CONFIG":      7,
 	}
 )
 
@@ -443,7 +449,7 @@ const file_rewind_v1_errors_proto_rawDesc = "" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x122\n" +
 	"\afailure\x18\x04 \x01(\x0e2\x18.rewind.v1.FilterFailureR\afailure\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12!\n" +
-	"\fresume_token\x18\x06 \x01(\tR\vresumeToken*\xcc\x01\n" +
+	"\fresume_token\x18\x06 \x01(\tR\vresumeToken*\xe7\x01\n" +
 	"\rFilterFailure\x12\x1e\n" +
 	"\x1aFILTER_FAILURE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FILTER_FAILURE_TRAP\x10\x01\x12\x17\n" +
@@ -451,7 +457,8 @@ const file_rewind_v1_errors_proto_rawDesc = "" +
 	"\x15FILTER_FAILURE_OUTPUT\x10\x03\x12\x18\n" +
 	"\x14FILTER_FAILURE_LIMIT\x10\x04\x12\x18\n" +
 	"\x14FILTER_FAILURE_GUEST\x10\x05\x12\x1a\n" +
-	"\x16FILTER_FAILURE_INVALID\x10\x06B8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
+	"\x16FILTER_FAILURE_INVALID\x10\x06\x12\x19\n" +
+	"\x15FILTER_FAILURE_CONFIG\x10\aB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
 var (
 	file_rewind_v1_errors_proto_rawDescOnce sync.Once

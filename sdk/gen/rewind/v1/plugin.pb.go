@@ -22,6 +22,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CompileState is where a module's compile stands on one node.
+type CompileState int32
+
+const (
+	CompileState_COMPILE_STATE_UNSPECIFIED CompileState = 0
+	// Not compiled on this node: it compiles when a replay first uses it.
+	CompileState_COMPILE_STATE_NOT_COMPILED CompileState = 1
+	// Compiling, or waiting for another module's compile to end.
+	CompileState_COMPILE_STATE_COMPILING CompileState = 2
+	// Ready to run.
+	CompileState_COMPILE_STATE_COMPILED CompileState = 3
+	// It does not compile or instantiate: compile_error says why. Replays
+	// naming it fail with InvalidArgument.
+	CompileState_COMPILE_STATE_FAILED CompileState = 4
+)
+
+// Enum value maps for CompileState.
+var (
+	CompileState_name = map[int32]string{
+		0: "COMPILE_STATE_UNSPECIFIED",
+		1: "COMPILE_STATE_NOT_COMPILED",
+		2: "COMPILE_STATE_COMPILING",
+		3: "COMPILE_STATE_COMPILED",
+		4: "COMPILE_STATE_FAILED",
+	}
+	CompileState_value = map[string]int32{
+		"COMPILE_STATE_UNSPECIFIED":  0,
+		"COMPILE_STATE_NOT_COMPILED": 1,
+		"COMPILE_STATE_COMPILING":    2,
+		"COMPILE_STATE_COMPILED":     3,
+		"COMPILE_STATE_FAILED":       4,
+	}
+)
+
+func (x CompileState) Enum() *CompileState {
+	p := new(CompileState)
+	*p = x
+	return p
+}
+
+func (x CompileState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CompileState) Descriptor() protoreflect.EnumDescriptor {
+	return file_rewind_v1_plugin_proto_enumTypes[0].Descriptor()
+}
+
+func (CompileState) Type() protoreflect.EnumType {
+	return &file_rewind_v1_plugin_proto_enumTypes[0]
+}
+
+func (x CompileState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CompileState.Descriptor instead.
+func (CompileState) EnumDescriptor() ([]byte, []int) {
+	return file_rewind_v1_plugin_proto_rawDescGZIP(), []int{0}
+}
+
 // Plugin is one registered version of a module.
 type Plugin struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -36,11 +97,18 @@ type Plugin struct {
 	// What the module imports, as "module.name".
 	Imports []string `protobuf:"bytes,7,rep,name=imports,proto3" json:"imports,omitempty"`
 	// The module's buffer sizes: a record larger than its input buffer
-	// cannot be filtered by it.
+	// cannot be filtered by it. 0 until the module has compiled on the node
+	// that answered.
 	InputBufferBytes  uint32 `protobuf:"varint,8,opt,name=input_buffer_bytes,json=inputBufferBytes,proto3" json:"input_buffer_bytes,omitempty"`
 	OutputBufferBytes uint32 `protobuf:"varint,9,opt,name=output_buffer_bytes,json=outputBufferBytes,proto3" json:"output_buffer_bytes,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Whether the module is compiled on the node that answered. An upload
+	// is checked and stored at once and compiles in the background; a
+	// replay naming a module still compiling waits for it.
+	CompileState CompileState `protobuf:"varint,10,opt,name=compile_state,json=compileState,proto3,enum=rewind.v1.CompileState" json:"compile_state,omitempty"`
+	// Why the module does not compile, when compile_state is FAILED.
+	CompileError  string `protobuf:"bytes,11,opt,name=compile_error,json=compileError,proto3" json:"compile_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Plugin) Reset() {
@@ -134,6 +202,20 @@ func (x *Plugin) GetOutputBufferBytes() uint32 {
 		return x.OutputBufferBytes
 	}
 	return 0
+}
+
+func (x *Plugin) GetCompileState() CompileState {
+	if x != nil {
+		return x.CompileState
+	}
+	return CompileState_COMPILE_STATE_UNSPECIFIED
+}
+
+func (x *Plugin) GetCompileError() string {
+	if x != nil {
+		return x.CompileError
+	}
+	return ""
 }
 
 type UploadPluginRequest struct {
@@ -901,7 +983,7 @@ var File_rewind_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_plugin_proto_rawDesc = "" +
 	"\n" +
-	"\x16rewind/v1/plugin.proto\x12\trewind.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16rewind/v1/errors.proto\x1a\x16rewind/v1/record.proto\x1a\x19rewind/v1/subscribe.proto\"\xc4\x02\n" +
+	"\x16rewind/v1/plugin.proto\x12\trewind.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16rewind/v1/errors.proto\x1a\x16rewind/v1/record.proto\x1a\x19rewind/v1/subscribe.proto\"\xa7\x03\n" +
 	"\x06Plugin\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x16\n" +
@@ -913,7 +995,10 @@ const file_rewind_v1_plugin_proto_rawDesc = "" +
 	"\vdescription\x18\x06 \x01(\tR\vdescription\x12\x18\n" +
 	"\aimports\x18\a \x03(\tR\aimports\x12,\n" +
 	"\x12input_buffer_bytes\x18\b \x01(\rR\x10inputBufferBytes\x12.\n" +
-	"\x13output_buffer_bytes\x18\t \x01(\rR\x11outputBufferBytes\"c\n" +
+	"\x13output_buffer_bytes\x18\t \x01(\rR\x11outputBufferBytes\x12<\n" +
+	"\rcompile_state\x18\n" +
+	" \x01(\x0e2\x17.rewind.v1.CompileStateR\fcompileState\x12#\n" +
+	"\rcompile_error\x18\v \x01(\tR\fcompileError\"c\n" +
 	"\x13UploadPluginRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06module\x18\x02 \x01(\fR\x06module\x12 \n" +
@@ -960,7 +1045,13 @@ const file_rewind_v1_plugin_proto_rawDesc = "" +
 	"TestResult\x12'\n" +
 	"\x05input\x18\x01 \x01(\v2\x11.rewind.v1.RecordR\x05input\x12+\n" +
 	"\aoutputs\x18\x02 \x03(\v2\x11.rewind.v1.RecordR\aoutputs\x12\x1a\n" +
-	"\breplaced\x18\x03 \x03(\bR\breplaced2\x9c\x03\n" +
+	"\breplaced\x18\x03 \x03(\bR\breplaced*\xa0\x01\n" +
+	"\fCompileState\x12\x1d\n" +
+	"\x19COMPILE_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aCOMPILE_STATE_NOT_COMPILED\x10\x01\x12\x1b\n" +
+	"\x17COMPILE_STATE_COMPILING\x10\x02\x12\x1a\n" +
+	"\x16COMPILE_STATE_COMPILED\x10\x03\x12\x18\n" +
+	"\x14COMPILE_STATE_FAILED\x10\x042\x9c\x03\n" +
 	"\rPluginService\x12O\n" +
 	"\fUploadPlugin\x12\x1e.rewind.v1.UploadPluginRequest\x1a\x1f.rewind.v1.UploadPluginResponse\x12Q\n" +
 	"\vListPlugins\x12\x1d.rewind.v1.ListPluginsRequest\x1a\x1e.rewind.v1.ListPluginsResponse\"\x03\x90\x02\x01\x12K\n" +
@@ -981,58 +1072,61 @@ func file_rewind_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_plugin_proto_rawDescData
 }
 
+var file_rewind_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_rewind_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_rewind_v1_plugin_proto_goTypes = []any{
-	(*Plugin)(nil),                // 0: rewind.v1.Plugin
-	(*UploadPluginRequest)(nil),   // 1: rewind.v1.UploadPluginRequest
-	(*UploadPluginResponse)(nil),  // 2: rewind.v1.UploadPluginResponse
-	(*ListPluginsRequest)(nil),    // 3: rewind.v1.ListPluginsRequest
-	(*ListPluginsResponse)(nil),   // 4: rewind.v1.ListPluginsResponse
-	(*GetPluginRequest)(nil),      // 5: rewind.v1.GetPluginRequest
-	(*GetPluginResponse)(nil),     // 6: rewind.v1.GetPluginResponse
-	(*DeletePluginRequest)(nil),   // 7: rewind.v1.DeletePluginRequest
-	(*DeletePluginResponse)(nil),  // 8: rewind.v1.DeletePluginResponse
-	(*TestPluginRequest)(nil),     // 9: rewind.v1.TestPluginRequest
-	(*TestRecords)(nil),           // 10: rewind.v1.TestRecords
-	(*TestTopicRange)(nil),        // 11: rewind.v1.TestTopicRange
-	(*TestPluginResponse)(nil),    // 12: rewind.v1.TestPluginResponse
-	(*TestResult)(nil),            // 13: rewind.v1.TestResult
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*ReplayFilter)(nil),          // 15: rewind.v1.ReplayFilter
-	(*Record)(nil),                // 16: rewind.v1.Record
-	(*StartPosition)(nil),         // 17: rewind.v1.StartPosition
-	(*FilterError)(nil),           // 18: rewind.v1.FilterError
+	(CompileState)(0),             // 0: rewind.v1.CompileState
+	(*Plugin)(nil),                // 1: rewind.v1.Plugin
+	(*UploadPluginRequest)(nil),   // 2: rewind.v1.UploadPluginRequest
+	(*UploadPluginResponse)(nil),  // 3: rewind.v1.UploadPluginResponse
+	(*ListPluginsRequest)(nil),    // 4: rewind.v1.ListPluginsRequest
+	(*ListPluginsResponse)(nil),   // 5: rewind.v1.ListPluginsResponse
+	(*GetPluginRequest)(nil),      // 6: rewind.v1.GetPluginRequest
+	(*GetPluginResponse)(nil),     // 7: rewind.v1.GetPluginResponse
+	(*DeletePluginRequest)(nil),   // 8: rewind.v1.DeletePluginRequest
+	(*DeletePluginResponse)(nil),  // 9: rewind.v1.DeletePluginResponse
+	(*TestPluginRequest)(nil),     // 10: rewind.v1.TestPluginRequest
+	(*TestRecords)(nil),           // 11: rewind.v1.TestRecords
+	(*TestTopicRange)(nil),        // 12: rewind.v1.TestTopicRange
+	(*TestPluginResponse)(nil),    // 13: rewind.v1.TestPluginResponse
+	(*TestResult)(nil),            // 14: rewind.v1.TestResult
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*ReplayFilter)(nil),          // 16: rewind.v1.ReplayFilter
+	(*Record)(nil),                // 17: rewind.v1.Record
+	(*StartPosition)(nil),         // 18: rewind.v1.StartPosition
+	(*FilterError)(nil),           // 19: rewind.v1.FilterError
 }
 var file_rewind_v1_plugin_proto_depIdxs = []int32{
-	14, // 0: rewind.v1.Plugin.upload_time:type_name -> google.protobuf.Timestamp
-	0,  // 1: rewind.v1.UploadPluginResponse.plugin:type_name -> rewind.v1.Plugin
-	0,  // 2: rewind.v1.ListPluginsResponse.plugins:type_name -> rewind.v1.Plugin
-	0,  // 3: rewind.v1.GetPluginResponse.plugin:type_name -> rewind.v1.Plugin
-	0,  // 4: rewind.v1.DeletePluginResponse.deleted:type_name -> rewind.v1.Plugin
-	15, // 5: rewind.v1.TestPluginRequest.filter:type_name -> rewind.v1.ReplayFilter
-	10, // 6: rewind.v1.TestPluginRequest.records:type_name -> rewind.v1.TestRecords
-	11, // 7: rewind.v1.TestPluginRequest.topic:type_name -> rewind.v1.TestTopicRange
-	16, // 8: rewind.v1.TestRecords.records:type_name -> rewind.v1.Record
-	17, // 9: rewind.v1.TestTopicRange.start:type_name -> rewind.v1.StartPosition
-	13, // 10: rewind.v1.TestPluginResponse.results:type_name -> rewind.v1.TestResult
-	18, // 11: rewind.v1.TestPluginResponse.error:type_name -> rewind.v1.FilterError
-	16, // 12: rewind.v1.TestResult.input:type_name -> rewind.v1.Record
-	16, // 13: rewind.v1.TestResult.outputs:type_name -> rewind.v1.Record
-	1,  // 14: rewind.v1.PluginService.UploadPlugin:input_type -> rewind.v1.UploadPluginRequest
-	3,  // 15: rewind.v1.PluginService.ListPlugins:input_type -> rewind.v1.ListPluginsRequest
-	5,  // 16: rewind.v1.PluginService.GetPlugin:input_type -> rewind.v1.GetPluginRequest
-	7,  // 17: rewind.v1.PluginService.DeletePlugin:input_type -> rewind.v1.DeletePluginRequest
-	9,  // 18: rewind.v1.PluginService.TestPlugin:input_type -> rewind.v1.TestPluginRequest
-	2,  // 19: rewind.v1.PluginService.UploadPlugin:output_type -> rewind.v1.UploadPluginResponse
-	4,  // 20: rewind.v1.PluginService.ListPlugins:output_type -> rewind.v1.ListPluginsResponse
-	6,  // 21: rewind.v1.PluginService.GetPlugin:output_type -> rewind.v1.GetPluginResponse
-	8,  // 22: rewind.v1.PluginService.DeletePlugin:output_type -> rewind.v1.DeletePluginResponse
-	12, // 23: rewind.v1.PluginService.TestPlugin:output_type -> rewind.v1.TestPluginResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 0: rewind.v1.Plugin.upload_time:type_name -> google.protobuf.Timestamp
+	0,  // 1: rewind.v1.Plugin.compile_state:type_name -> rewind.v1.CompileState
+	1,  // 2: rewind.v1.UploadPluginResponse.plugin:type_name -> rewind.v1.Plugin
+	1,  // 3: rewind.v1.ListPluginsResponse.plugins:type_name -> rewind.v1.Plugin
+	1,  // 4: rewind.v1.GetPluginResponse.plugin:type_name -> rewind.v1.Plugin
+	1,  // 5: rewind.v1.DeletePluginResponse.deleted:type_name -> rewind.v1.Plugin
+	16, // 6: rewind.v1.TestPluginRequest.filter:type_name -> rewind.v1.ReplayFilter
+	11, // 7: rewind.v1.TestPluginRequest.records:type_name -> rewind.v1.TestRecords
+	12, // 8: rewind.v1.TestPluginRequest.topic:type_name -> rewind.v1.TestTopicRange
+	17, // 9: rewind.v1.TestRecords.records:type_name -> rewind.v1.Record
+	18, // 10: rewind.v1.TestTopicRange.start:type_name -> rewind.v1.StartPosition
+	14, // 11: rewind.v1.TestPluginResponse.results:type_name -> rewind.v1.TestResult
+	19, // 12: rewind.v1.TestPluginResponse.error:type_name -> rewind.v1.FilterError
+	17, // 13: rewind.v1.TestResult.input:type_name -> rewind.v1.Record
+	17, // 14: rewind.v1.TestResult.outputs:type_name -> rewind.v1.Record
+	2,  // 15: rewind.v1.PluginService.UploadPlugin:input_type -> rewind.v1.UploadPluginRequest
+	4,  // 16: rewind.v1.PluginService.ListPlugins:input_type -> rewind.v1.ListPluginsRequest
+	6,  // 17: rewind.v1.PluginService.GetPlugin:input_type -> rewind.v1.GetPluginRequest
+	8,  // 18: rewind.v1.PluginService.DeletePlugin:input_type -> rewind.v1.DeletePluginRequest
+	10, // 19: rewind.v1.PluginService.TestPlugin:input_type -> rewind.v1.TestPluginRequest
+	3,  // 20: rewind.v1.PluginService.UploadPlugin:output_type -> rewind.v1.UploadPluginResponse
+	5,  // 21: rewind.v1.PluginService.ListPlugins:output_type -> rewind.v1.ListPluginsResponse
+	7,  // 22: rewind.v1.PluginService.GetPlugin:output_type -> rewind.v1.GetPluginResponse
+	9,  // 23: rewind.v1.PluginService.DeletePlugin:output_type -> rewind.v1.DeletePluginResponse
+	13, // 24: rewind.v1.PluginService.TestPlugin:output_type -> rewind.v1.TestPluginResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_plugin_proto_init() }
@@ -1052,13 +1146,14 @@ func file_rewind_v1_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_plugin_proto_rawDesc), len(file_rewind_v1_plugin_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_rewind_v1_plugin_proto_goTypes,
 		DependencyIndexes: file_rewind_v1_plugin_proto_depIdxs,
+		EnumInfos:         file_rewind_v1_plugin_proto_enumTypes,
 		MessageInfos:      file_rewind_v1_plugin_proto_msgTypes,
 	}.Build()
 	File_rewind_v1_plugin_proto = out.File

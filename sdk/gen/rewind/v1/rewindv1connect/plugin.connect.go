@@ -51,10 +51,15 @@ const (
 
 // PluginServiceClient is a client for the rewind.v1.PluginService service.
 type PluginServiceClient interface {
-	// UploadPlugin validates a module and registers it as the next version of
-	// name. Uploading the bytes of the name's newest version again changes
-	// nothing and returns that version. InvalidArgument when the module is
-	// refused (details: FilterError with failure INVALID and the reason).
+	// UploadPlugin checks a module and registers it as the next version of
+	// name, then compiles it in the background: the answer does not wait for
+	// the compile, whose progress Plugin.compile_state shows. The checks are
+	// what needs no compile (it parses, keeps within the limits, imports
+	// only what is allowed); the exports and instantiation are checked by
+	// the compile. Uploading the bytes of the name's newest version again
+	// changes nothing and returns that version. InvalidArgument when the
+	// module is refused (details: FilterError with failure INVALID and the
+	// reason).
 	UploadPlugin(context.Context, *v1.UploadPluginRequest) (*v1.UploadPluginResponse, error)
 	// ListPlugins lists every registered version, by name then version.
 	ListPlugins(context.Context, *v1.ListPluginsRequest) (*v1.ListPluginsResponse, error)
@@ -174,10 +179,15 @@ func (c *pluginServiceClient) TestPlugin(ctx context.Context, req *v1.TestPlugin
 
 // PluginServiceHandler is an implementation of the rewind.v1.PluginService service.
 type PluginServiceHandler interface {
-	// UploadPlugin validates a module and registers it as the next version of
-	// name. Uploading the bytes of the name's newest version again changes
-	// nothing and returns that version. InvalidArgument when the module is
-	// refused (details: FilterError with failure INVALID and the reason).
+	// UploadPlugin checks a module and registers it as the next version of
+	// name, then compiles it in the background: the answer does not wait for
+	// the compile, whose progress Plugin.compile_state shows. The checks are
+	// what needs no compile (it parses, keeps within the limits, imports
+	// only what is allowed); the exports and instantiation are checked by
+	// the compile. Uploading the bytes of the name's newest version again
+	// changes nothing and returns that version. InvalidArgument when the
+	// module is refused (details: FilterError with failure INVALID and the
+	// reason).
 	UploadPlugin(context.Context, *v1.UploadPluginRequest) (*v1.UploadPluginResponse, error)
 	// ListPlugins lists every registered version, by name then version.
 	ListPlugins(context.Context, *v1.ListPluginsRequest) (*v1.ListPluginsResponse, error)
