@@ -186,7 +186,7 @@ func (in *instance) classify(err error, what string, budget int64) *Error {
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i] // the first line; the wasm stack trace stays in Err
 	}
-	if in.mem != nil && in.mem.Size() >= in.m.r.lim.MaxMemoryPages*65536 {
+	if in.mem != nil && uint64(in.mem.Size()) >= uint64(in.m.r.lim.MaxMemoryPages)*65536 {
 		msg += fmt.Sprintf(" (memory at its limit of %d pages)", in.m.r.lim.MaxMemoryPages)
 	}
 	return &Error{Kind: KindTrap, Module: sha, Reason: fmt.Sprintf("%s: %s", what, msg), Err: err}
