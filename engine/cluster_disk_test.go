@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +18,9 @@ import (
 )
 
 // startCluster runs n nodes in this process, on loopback, as one cluster;
-// mutate adjusts each node's configuration. It returns their base URLs by
-// node id - 1.
-func startCluster(t *testing.T, n int, mutate func(id uint64, c *engine.Config)) []string {
+// mutate adjusts each node's configuration. It returns their base URLs,
+// and functions that stop them, by node id - 1.
+func startCluster(t *testing.T, n int, mutate func(id uint64, c *engine.Config)) (urls []string, stops []func()) {
 	t.Helper()
 	members := map[uint64]string{}
 	lns := make([]net.Listener, n)
@@ -30,7 +31,7 @@ func startCluster(t *testing.T, n int, mutate func(id uint64, c *engine.Config))
 		}
 		lns[i], members[uint64(i+1)] = ln, ln.Addr().String()
 	}
-	urls := make([]string, n)
+	urls, stops = make([]string, n), make([]func(), n)
 	for i := range n {
 		id := uint64(i + 1)
 		cfg := engine.Config{
@@ -47,14 +48,18 @@ func startCluster(t *testing.T, n int, mutate func(id uint64, c *engine.Config))
 		}
 		srv := engine.NewHTTPServer(node.Handler())
 		go srv.Serve(lns[i])
-		t.Cleanup(func() {
-			node.Drain()
-			srv.Close()
-			node.Close()
-		})
+		var once sync.Once
+		stops[i] = func() {
+			once.Do(func() {
+				node.Drain()
+				srv.Close()
+				node.Close()
+			})
+		}
+		t.Cleanup(stops[i])
 		urls[i] = "http://" + members[id]
 	}
-	return urls
+	return urls, stops
 }
 
 // TestLeaderLowOnDiskHandsItsPartitionsAway reproduces issue 14's fourth
@@ -65,7 +70,7 @@ func startCluster(t *testing.T, n int, mutate func(id uint64, c *engine.Config))
 // node. (Which node leads at a given moment is not asserted: the balancer
 // may hand a partition back to node 3 once, which hands it on again.)
 func TestLeaderLowOnDiskHandsItsPartitionsAway(t *testing.T) {
-	urls := startCluster(t, 3, func(id uint64, c *engine.Config) {
+	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
 		c.HousekeepingInterval = 10 * time.Millisecond
 		c.LeaderBalanceInterval = 200 * time.Millisecond
 		if id == 3 {
