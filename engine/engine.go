@@ -331,13 +331,29 @@ func NewHTTPServer(h http.Handler) *http.Server {
 func (n *Node) Drain() {
 	if n.tr != nil {
 		// Hand leadership to the other members first (about one round
-		// trip each), then stop the raft streams, which would otherwise
-		// hold the HTTP server's shutdown open.
-		n.b.HandOff(2 * time.Second)
+		// trip each; not when the store failed: nothing leads here any
+		// more), then stop the raft streams, which would otherwise hold
+		// the HTTP server's shutdown open.
+		if n.b.Err() == nil {
+			n.b.HandOff(2 * time.Second)
+		}
 		n.tr.Close()
 	}
 	n.b.Drain()
 }
+
+// Failed is closed when the node's store failed (a WAL write or fsync:
+// disk full, gone or read-only); Err says why. Pebble treats such an error
+// as fatal and so does Rewind: the node's raft groups have stopped, its
+// health checks answer NOT_SERVING, and the owner should Close it and exit
+// so that a supervisor restarts the process once the disk is healthy
+// (`rewind serve` does; docs/design.md, "Failure behaviour"). Nothing is
+// lost: every acknowledged record is on the replicas and, after a restart,
+// on this node's disk.
+func (n *Node) Failed() <-chan struct{} { return n.b.Failed() }
+
+// Err returns the storage error that stopped the node, or nil.
+func (n *Node) Err() error { return n.b.Err() }
 
 // Close drains the node, waits for streams to end, and closes the store.
 func (n *Node) Close() error {

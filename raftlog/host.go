@@ -358,6 +358,12 @@ func (h *Host) Close() error {
 	return h.Err()
 }
 
+// Done is closed once the host's loop has stopped: after Close, or at once
+// when a fatal storage error stopped it (Err then says which). A node
+// watches it to stop serving: every group is stopped, and none restarts
+// without reopening the store.
+func (h *Host) Done() <-chan struct{} { return h.done }
+
 // Err returns the fatal error that stopped the host, or nil.
 func (h *Host) Err() error {
 	h.mu.Lock()
@@ -1035,6 +1041,18 @@ func (h *Host) shutdown(err error) {
 	h.mu.closed = true
 	ops := h.mu.ops
 	h.mu.ops = nil
+	if err != nil {
+		// Status must not go on saying this node leads: callers that
+		// watch it (leadership hand-off, health) would wait on groups
+		// that will never move again.
+		for id, s := range h.mu.status {
+			s.Leading, s.Match = false, nil
+			if s.Err == nil {
+				s.Err = err
+			}
+			h.mu.status[id] = s
+		}
+	}
 	h.mu.Unlock()
 	// Ops still queued get the stop error through do's done path.
 	_ = ops

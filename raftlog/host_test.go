@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/google/go-cmp/cmp"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -473,3 +477,47 @@ type truncatingSM struct {
 }
 
 func (s *truncatingSM) TruncateLog() uint64 { return s.floor.Load() }
+
+// TestHostStopsAndReportsAFailedWALWrite fills the disk under the store
+// (every WAL write fails with ENOSPC): the host stops at once, Done is
+// closed, Err names the disk error, and no group's status says it still
+// leads (callers waiting for leadership to move must not wait on it).
+func TestHostStopsAndReportsAFailedWALWrite(t *testing.T) {
+	var full atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasSuffix(op.Path, ".log") {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	}))
+	db := openDB(t, fs)
+	h := startHost(t, db)
+	sm := newCountingSM(t, db, 1)
+	if err := h.AddGroup(GroupConfig{ID: 1, Voters: []uint64{1}, SM: sm}); err != nil {
+		t.Fatal(err)
+	}
+	sm.propose(h, "before")
+	sm.waitDurable(t, 1)
+	if st, _ := h.Status(1); !st.Leading {
+		t.Fatalf("status before the fault: %+v", st)
+	}
+	full.Store(true)
+	sm.propose(h, "doomed")
+	<-h.Done()
+	err := h.Err()
+	if err == nil || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
+		t.Fatalf("Err after a failed WAL write: %v, want one naming %q", err, syscall.ENOSPC)
+	}
+	if st, _ := h.Status(1); st.Leading || st.Err == nil {
+		t.Fatalf("status after the host stopped: %+v, want not leading, with the error", st)
+	}
+	if got := sm.durable(); len(got) != 1 {
+		t.Fatalf("durable after the fault: %v", got)
+	}
+	if err := h.TransferLeader(1, 2); !errors.Is(err, ErrStopped) {
+		t.Fatalf("TransferLeader on a stopped host: %v, want ErrStopped", err)
+	}
+	if err := h.Close(); err == nil {
+		t.Fatal("Close did not return the fatal error")
+	}
+}

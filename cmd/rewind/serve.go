@@ -222,13 +222,18 @@ func newLogger(level, format string) (hclog.Logger, error) {
 
 // serve runs the HTTP server until ctx ends, then shuts down: the node
 // drains (streams end), the server finishes in-flight requests, the node
-// closes its store.
+// closes its store. If the store fails first, it exits at once (failed).
 func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, origins string) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		node.Close()
 		return err
 	}
+	return serveOn(ctx, log, node, ln, origins)
+}
+
+// serveOn is serve on a listener the caller opened.
+func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
 	srv := engine.NewHTTPServer(withCORS(node.Handler(), origins))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -237,6 +242,8 @@ func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, ori
 	case err := <-errc:
 		node.Close()
 		return err
+	case <-node.Failed():
+		return failed(log, node, srv, errc)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -246,7 +253,7 @@ func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, ori
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 	}
-	err = node.Close()
+	err := node.Close()
 	if err == nil {
 		log.Info("stopped")
 	}
@@ -254,6 +261,33 @@ func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, ori
 		err = errors.Join(err, e)
 	}
 	return err
+}
+
+// failCloseTimeout bounds how long a node whose store failed waits for the
+// store to close before the process exits anyway.
+const failCloseTimeout = 5 * time.Second
+
+// failed stops a node whose store failed and returns the error the process
+// exits with (status 1). A store that failed a WAL write or fsync cannot
+// tell which of its last writes are on disk, and Pebble refuses to go on;
+// serving reads alone from such a node would be a half-alive node that
+// health checks, clients and operators cannot tell from a healthy one. So
+// it exits promptly, with the disk error in its last log line, and a
+// supervisor restarts it: on restart it recovers from its WAL and catches
+// up from the other replicas (docs/operations.md, "Disk full").
+func failed(log hclog.Logger, node *engine.Node, srv *http.Server, errc <-chan error) error {
+	err := node.Err()
+	log.Error("storage failed: exiting; restart the node once its disk is healthy (free space, mounted, writable)", "error", err)
+	srv.Close() // connections end now: clients move to other nodes
+	closed := make(chan error, 1)
+	go func() { closed <- node.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(failCloseTimeout):
+		log.Warn("the failed store did not close in time; exiting anyway", "timeout", failCloseTimeout)
+	}
+	<-errc
+	return fmt.Errorf("storage failed, node stopped (restart it once the disk is healthy): %w", err)
 }
 
 // withCORS lets browsers on the given origins call the API (Connect and

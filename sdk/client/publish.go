@@ -51,12 +51,16 @@ type Result struct {
 // partition keep their order. A bad message (too large, unknown partition)
 // fails the whole request with InvalidArgument and stores nothing.
 //
+// When some partitions fail and others store their messages, Publish
+// returns the results with a *PartialError listing the messages that were
+// not acknowledged; the others were stored.
+//
 // A failure whose outcome is unknown (Unavailable, a timeout, the server
 // too busy) is retried with the same request (see WithPublishRetry): give
 // messages idempotency keys and a retry never stores a record twice within
 // the topic's dedupe window; the result then says Duplicate.
 func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]Result, error) {
-	req := &rewindv1.PublishRequest{Topic: topic, Records: make([]*rewindv1.PublishRecord, len(msgs))}
+	req := &rewindv1.PublishRequest{Topic: topic, Records: make([]*rewindv1.PublishRecord, len(msgs)), Partial: true}
 	slab := make([]rewindv1.PublishRecord, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
@@ -85,11 +89,23 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]
 		return nil, err
 	}
 	out := make([]Result, len(resp.GetResults()))
+	var partial *PartialError
 	for i, r := range resp.GetResults() {
+		if e := r.GetError(); e != nil {
+			if partial == nil {
+				partial = &PartialError{}
+			}
+			partial.Failed = append(partial.Failed, FailedMessage{Index: i, Partition: r.GetPartition(), Err: codeError(e.GetCode(), e.GetMessage()), NotStored: e.GetNotStored()})
+			out[i] = Result{Partition: r.GetPartition()}
+			continue
+		}
 		out[i] = Result{
 			Partition: r.GetPartition(), Offset: r.GetOffset(), MessageID: r.GetMessageId(),
 			AppendTime: time.Unix(0, r.GetAppendTimeUnixNanos()), Duplicate: r.GetDuplicate(),
 		}
+	}
+	if partial != nil {
+		return out, partial
 	}
 	return out, nil
 }

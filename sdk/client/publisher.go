@@ -175,11 +175,22 @@ func (p *Publisher) send(batch []Message, ws []*Pending) {
 		rctx, cancel := context.WithTimeout(context.Background(), p.opts.timeout)
 		res, err := p.c.Publish(rctx, p.topic, batch...)
 		cancel()
+		var partial *PartialError
+		var failed map[int]error
+		if errors.As(err, &partial) {
+			failed = make(map[int]error, len(partial.Failed))
+			for _, f := range partial.Failed {
+				failed[f.Index] = f.Err
+			}
+		}
 		for i, w := range ws {
-			if err != nil {
-				w.err = err
-			} else {
+			switch {
+			case failed[i] != nil:
+				w.err = failed[i]
+			case partial != nil, err == nil:
 				w.res = res[i]
+			default:
+				w.err = err
 			}
 			close(w.done)
 		}

@@ -39,7 +39,8 @@ func New(b *broker.Broker, log hclog.Logger) *Server {
 }
 
 // Handler returns an http.Handler serving every service, plus gRPC health,
-// reflection and /metrics (Prometheus text format).
+// reflection, /metrics (Prometheus text format) and the /livez and /readyz
+// probes (health.go).
 func (s *Server) Handler() http.Handler {
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(MaxRequestBytes),
@@ -61,7 +62,13 @@ func (s *Server) Handler() http.Handler {
 		rewindv1connect.PluginServiceName,
 	}
 	mux.HandleFunc("GET /metrics", s.metrics)
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	mux.HandleFunc("GET /livez", livez)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	hc := &healthChecker{b: s.b, services: map[string]bool{}}
+	for _, svc := range services {
+		hc.services[svc] = true
+	}
+	mux.Handle(grpchealth.NewHandler(hc))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))

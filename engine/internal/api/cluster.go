@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -298,6 +300,15 @@ func forwardError(node uint64, topic string, p uint32, err error) error {
 		return fmt.Errorf("%w: %s", broker.ErrNoTopic, ce.Message())
 	case connect.CodeDeadlineExceeded:
 		return fmt.Errorf("forward to node %d: %w", node, context.DeadlineExceeded)
+	case connect.CodeResourceExhausted:
+		// The leader refused for lack of disk space or because too much is
+		// pending: the client gets the same code as from the leader itself
+		// (back off, not fail over as from Unavailable).
+		cause := partition.ErrBusy
+		if strings.Contains(ce.Message(), partition.ErrDiskFull.Error()) {
+			cause = partition.ErrDiskFull
+		}
+		return fmt.Errorf("forward to node %d: %w (%s)", node, cause, ce.Message())
 	}
 	return fmt.Errorf("%w: forward to node %d: %s: %s", broker.ErrUnavailable, node, ce.Code(), ce.Message())
 }

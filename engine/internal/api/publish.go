@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
@@ -37,7 +39,11 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 	if ci, ok := connect.CallInfoForHandlerContext(ctx); ok && ci.RequestHeader().Get(ForwardedHeader) != "" {
 		ctx = broker.WithForwarded(ctx)
 	}
-	topicID, res, err := s.b.Publish(ctx, req.GetTopic(), recs)
+	publish := s.b.Publish
+	if req.GetPartial() {
+		publish = s.b.PublishPartial
+	}
+	topicID, res, err := publish(ctx, req.GetTopic(), recs)
 	if err != nil {
 		return nil, toConnect(s.log, err)
 	}
@@ -46,6 +52,11 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 	for i, r := range res {
 		pr := &slab[i]
 		pr.Partition = r.Partition
+		if r.Err != nil {
+			pr.Error = publishErrorOf(s.log, r.Err)
+			out.Results[i] = pr
+			continue
+		}
 		pr.Offset = r.Offset
 		pr.MessageId = msgid.ID{TopicID: topicID, Partition: r.Partition, Offset: r.Offset}.String()
 		pr.AppendTimeUnixNanos = r.AppendTime
@@ -56,3 +67,14 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 }
 
 func unixDuration(ns int64) time.Duration { return time.Duration(ns) }
+
+// publishErrorOf is the per-record error of a partial publish: the code
+// and message the whole call would have failed with.
+func publishErrorOf(log hclog.Logger, err error) *rewindv1.PublishError {
+	pe := &rewindv1.PublishError{Code: uint32(connect.CodeUnknown), Message: err.Error(), NotStored: errors.Is(err, broker.ErrNotStored)}
+	var ce *connect.Error
+	if errors.As(toConnect(log, err), &ce) {
+		pe.Code, pe.Message = uint32(ce.Code()), ce.Message()
+	}
+	return pe
+}

@@ -247,6 +247,9 @@ type Broker struct {
 	streams   sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+	// failed is closed when the raft host stopped on a storage error
+	// (watchHost); watched ends with the watcher.
+	failed, watched chan struct{}
 }
 
 // liveTopic is a topic whose partitions run on this node.
@@ -271,6 +274,8 @@ func Open(cfg Config) (*Broker, error) {
 		}),
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
+		failed:    make(chan struct{}),
+		watched:   make(chan struct{}),
 		fetchGate: make(chan struct{}, maxServingFetches),
 	}
 	var err error
@@ -311,8 +316,10 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.host = host
 	host.Start()
+	go b.watchHost()
 	fail := func(err error) (*Broker, error) {
 		host.Close()
+		<-b.watched
 		_ = b.sandbox.Close(context.Background())
 		db.Close()
 		return nil, err
@@ -391,9 +398,53 @@ func (b *Broker) Close() error {
 		case <-time.After(10 * time.Second):
 			b.log.Warn("streams still running at shutdown (clients not reading?)")
 		}
-		b.closeErr = errors.Join(b.host.Close(), b.sandbox.Close(context.Background()), b.db.Close())
+		hostErr := b.host.Close()
+		<-b.watched
+		b.closeErr = errors.Join(hostErr, b.sandbox.Close(context.Background()), b.db.Close())
 	})
 	return b.closeErr
+}
+
+// watchHost closes b.failed if the raft host stops on its own: the store
+// failed (a WAL write or fsync, ENOSPC, a disk gone or read-only). Pebble
+// treats such an error as fatal, and a node can neither acknowledge
+// another write nor tell which of its last writes are on disk, so it
+// stops serving (Ready) and its owner exits: the node fails, the data
+// never does (docs/design.md, "Failure behaviour").
+func (b *Broker) watchHost() {
+	defer close(b.watched)
+	<-b.host.Done()
+	if err := b.host.Err(); err != nil {
+		b.log.Error("storage failed: this node stops serving and must be restarted", "error", err)
+		close(b.failed)
+	}
+}
+
+// Failed is closed when the node's store failed and its raft groups
+// stopped; Err says why. The node serves nothing reliably after that:
+// close it, and restart the process once the disk is healthy.
+func (b *Broker) Failed() <-chan struct{} { return b.failed }
+
+// Err returns the storage error that stopped the node, or nil.
+func (b *Broker) Err() error { return b.host.Err() }
+
+// Draining is closed once the node starts shutting down.
+func (b *Broker) Draining() <-chan struct{} { return b.draining.Done() }
+
+// ErrNotReady marks a node that should get no traffic: it is shutting
+// down, or its store failed.
+var ErrNotReady = errors.New("node not ready")
+
+// Ready returns nil while the node serves, else why not (an ErrNotReady):
+// its store failed, or it is shutting down. Health checks report it.
+func (b *Broker) Ready() error {
+	if err := b.host.Err(); err != nil {
+		return fmt.Errorf("%w: storage failed: %w", ErrNotReady, err)
+	}
+	if err := b.open(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	return nil
 }
 
 // open returns ErrClosed once the broker is closing.

@@ -347,6 +347,7 @@ func (b *Broker) maintain() {
 	defer tick.Stop()
 	lastBalance := time.Now()
 	coordinating := false
+	lb := newLeaderBalance(b.cfg.LeaderBalanceInterval)
 	for {
 		select {
 		case <-b.stop:
@@ -370,7 +371,7 @@ func (b *Broker) maintain() {
 			members = append(members, n.ID)
 		}
 		if len(members) > 0 {
-			b.follow(meta.GroupID, members, 0, false)
+			b.follow(meta.GroupID, members, 0, false, nil)
 		}
 		b.mu.Lock()
 		var todo []*liveTopic
@@ -384,7 +385,7 @@ func (b *Broker) maintain() {
 					continue
 				}
 				r := lt.meta.ReplicasOf(i)
-				if b.follow(p.Group(), r, r[0], balance) {
+				if b.follow(p.Group(), r, r[0], balance, lb) {
 					b.dropReplica(lt.meta, i)
 				}
 			}
@@ -394,11 +395,12 @@ func (b *Broker) maintain() {
 
 // follow moves group toward the replica set want, if this node leads it:
 // one configuration change at a time (joint consensus when it both adds
-// and removes), leadership handed away when this node is not in want, and
-// to preferred when balance is set and it caught up. It reports whether
-// this node keeps a replica nobody counts on any more (not in want, and
-// the group's applied configuration excludes it).
-func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance bool) (drop bool) {
+// and removes), leadership handed away when this node is not in want or
+// (a partition, lb set) its disk is below MinFreeBytes, and to preferred
+// when balance is set and it caught up. It reports whether this node keeps
+// a replica nobody counts on any more (not in want, and the group's
+// applied configuration excludes it).
+func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance bool, lb *leaderBalance) (drop bool) {
 	st, ok := b.host.Status(group)
 	if !ok || st.Err != nil {
 		return false
@@ -408,6 +410,16 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 		return true
 	}
 	if !st.Leading {
+		return false
+	}
+	if lb != nil && b.diskFull.Load() {
+		// A leader that refuses every publish for lack of disk would hold
+		// its partition unwritable although other replicas could take
+		// it: hand it to one (and again whenever raft elects this node).
+		if to := handOffTarget(st, preferred, self); to != 0 {
+			b.log.Info("disk almost full: handing leadership to another replica", "group", group, "to", to)
+			_ = b.host.TransferLeader(group, to)
+		}
 		return false
 	}
 	if !slices.Contains(want, self) {
@@ -442,11 +454,68 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 		}
 		return false
 	}
-	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last {
+	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last && lb.mayHand(group, time.Now()) {
 		b.log.Debug("handing leadership to the preferred leader", "group", group, "to", preferred)
 		_ = b.host.TransferLeader(group, preferred)
 	}
 	return false
+}
+
+// handOffTarget picks the replica a leader low on disk hands a group to:
+// the preferred leader if it is caught up enough (transferLag), else the
+// voter whose log matches the most of the leader's; 0 if none qualifies.
+// Which replicas have disk space is not known here: one that is low too
+// hands the group on in turn.
+func handOffTarget(st raftlog.Status, preferred, self uint64) uint64 {
+	ok := func(n uint64) bool {
+		return n != self && slices.Contains(st.Voters, n) && st.Match[n]+transferLag >= st.Last
+	}
+	if preferred != 0 && ok(preferred) {
+		return preferred
+	}
+	var best uint64
+	for _, n := range st.Voters {
+		if ok(n) && (best == 0 || st.Match[n] > st.Match[best]) {
+			best = n
+		}
+	}
+	return best
+}
+
+// balanceHoldOff is how long a leader stops handing a group to its
+// preferred leader after the group came straight back from it.
+const balanceHoldOff = time.Minute
+
+// leaderBalance remembers, for the maintain loop that owns it, when this
+// node last handed each group to its preferred leader. A group that is led
+// here again by the next balance round came straight back: the preferred
+// leader refuses to lead (its disk is low) or could not take it. Handing
+// it over at every round would cost two leader changes each time (each a
+// short pause of the partition's publishes), so balancing that group
+// holds off for balanceHoldOff.
+type leaderBalance struct {
+	interval time.Duration
+	handed   map[uint64]time.Time
+	holdOff  map[uint64]time.Time
+}
+
+func newLeaderBalance(interval time.Duration) *leaderBalance {
+	return &leaderBalance{interval: interval, handed: map[uint64]time.Time{}, holdOff: map[uint64]time.Time{}}
+}
+
+// mayHand reports whether group (led here, its preferred leader caught up)
+// may be handed to its preferred leader now, and records it if so.
+func (lb *leaderBalance) mayHand(group uint64, now time.Time) bool {
+	if now.Before(lb.holdOff[group]) {
+		return false
+	}
+	if t, ok := lb.handed[group]; ok && now.Sub(t) <= 2*lb.interval {
+		delete(lb.handed, group)
+		lb.holdOff[group] = now.Add(balanceHoldOff)
+		return false
+	}
+	lb.handed[group] = now
+	return true
 }
 
 // dropReplica deletes this node's replica of partition i of t, which

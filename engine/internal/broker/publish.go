@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -34,6 +35,11 @@ type PublishResult struct {
 	// original's (the partition may differ from the one the record was
 	// routed to: idempotency keys are topic-wide).
 	Duplicate bool
+	// Err is set, in a partial publish (PublishPartial) only, when the
+	// record's partition failed: the record is not acknowledged and
+	// Partition is where it was routed. errors.Is(Err, ErrNotStored)
+	// tells that it was certainly not stored.
+	Err error
 }
 
 // ConflictError says which record of a publish reuses an idempotency key
@@ -100,6 +106,21 @@ func PartitionForKey(key []byte, partitions uint32) uint32 {
 // are durable, with the topic's id and one result per record in request
 // order. Validation failures store nothing.
 func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord) (topicID uint64, _ []PublishResult, err error) {
+	return b.publish(ctx, topic, recs, false)
+}
+
+// PublishPartial is Publish where the partitions of the request succeed
+// or fail apart: the records of a partition that failed (its leader is
+// unreachable or low on disk, ...) get PublishResult.Err, and the others
+// are acknowledged as usual. It fails as a whole when the request is
+// refused before anything is appended (validation), on an idempotency
+// conflict, or when every partition failed. One partition stuck until
+// the deadline no longer costs the acknowledgements of the others.
+func (b *Broker) PublishPartial(ctx context.Context, topic string, recs []PublishRecord) (topicID uint64, _ []PublishResult, err error) {
+	return b.publish(ctx, topic, recs, true)
+}
+
+func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord, partial bool) (topicID uint64, _ []PublishResult, err error) {
 	// Checking and routing the records is live work, which catch-up
 	// reads give way to (package sched); waiting for them to be stored is
 	// not.
@@ -222,12 +243,24 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 		wg.Wait()
 	}
 	var elsewhere []moved
+	var failed error
 	for _, d := range results {
 		ms, err := b.partitionOutcome(lt, uint32(d.p), idx[d.p], d.a, d.res, d.err, out)
-		if err != nil {
+		var conflict *ConflictError
+		if err != nil && (!partial || errors.As(err, &conflict)) {
 			return 0, nil, err
 		}
+		if err != nil {
+			failed = err
+			for _, i := range idx[d.p] {
+				out[i] = PublishResult{Partition: uint32(d.p), Err: err}
+			}
+			continue
+		}
 		elsewhere = append(elsewhere, ms...)
+	}
+	if failed != nil && len(elsewhere) == 0 && !slices.ContainsFunc(out, func(r PublishResult) bool { return r.Err == nil }) {
+		return 0, nil, failed // nothing acknowledged: fail as a whole
 	}
 	if len(elsewhere) > 0 {
 		if err := b.moveElsewhere(ctx, lt, recs, elsewhere, out); err != nil {

@@ -126,7 +126,17 @@ type PublishRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	// 1 to 100,000 records.
-	Records       []*PublishRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	Records []*PublishRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	// Partial lets the partitions of one request succeed or fail apart:
+	// when some of the partitions the records go to fail (their leader is
+	// unreachable, low on disk, ...), the records of the others are still
+	// acknowledged, and each record of a failed partition carries `error` in
+	// its result instead. When every partition fails, or the request itself
+	// is refused (validation, an idempotency conflict), the call fails as
+	// without it. Without partial, one failed partition fails the whole call
+	// although the other partitions' records may be stored. Servers from
+	// before this field ignore it (the call then fails as a whole).
+	Partial       bool `protobuf:"varint,3,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +185,13 @@ func (x *PublishRequest) GetRecords() []*PublishRecord {
 	return nil
 }
 
+func (x *PublishRequest) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
 // PublishResult says where one record was stored.
 type PublishResult struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -184,7 +201,12 @@ type PublishResult struct {
 	AppendTimeUnixNanos int64                  `protobuf:"varint,4,opt,name=append_time_unix_nanos,json=appendTimeUnixNanos,proto3" json:"append_time_unix_nanos,omitempty"`
 	// True when the idempotency key was already stored within the dedupe
 	// window; partition, offset and message_id are then the original's.
-	Duplicate     bool `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	Duplicate bool `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Set only in a partial publish (PublishRequest.partial), when the
+	// record's partition failed: the record is not acknowledged; partition
+	// is the one it was routed to, offset, message_id and append time are
+	// unset.
+	Error         *PublishError `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -254,6 +276,79 @@ func (x *PublishResult) GetDuplicate() bool {
 	return false
 }
 
+func (x *PublishResult) GetError() *PublishError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// PublishError is why a record of a partial publish was not acknowledged.
+type PublishError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC/Connect status code the whole call would have failed with
+	// (14 Unavailable, 8 ResourceExhausted, 4 DeadlineExceeded, ...).
+	Code    uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// True when the record was certainly not stored, so re-sending it cannot
+	// duplicate it even without an idempotency key. False: the outcome is
+	// unknown (re-send it with its idempotency key).
+	NotStored     bool `protobuf:"varint,3,opt,name=not_stored,json=notStored,proto3" json:"not_stored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishError) Reset() {
+	*x = PublishError{}
+	mi := &file_rewind_v1_publish_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishError) ProtoMessage() {}
+
+func (x *PublishError) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_publish_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishError.ProtoReflect.Descriptor instead.
+func (*PublishError) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PublishError) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *PublishError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PublishError) GetNotStored() bool {
+	if x != nil {
+		return x.NotStored
+	}
+	return false
+}
+
 type PublishResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per request record, in request order.
@@ -264,7 +359,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_rewind_v1_publish_proto_msgTypes[3]
+	mi := &file_rewind_v1_publish_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +371,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_publish_proto_msgTypes[3]
+	mi := &file_rewind_v1_publish_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +384,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{3}
+	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PublishResponse) GetResults() []*PublishResult {
@@ -312,17 +407,24 @@ const file_rewind_v1_publish_proto_rawDesc = "" +
 	"\x15event_time_unix_nanos\x18\x05 \x01(\x03R\x12eventTimeUnixNanos\x12!\n" +
 	"\tpartition\x18\x06 \x01(\rH\x00R\tpartition\x88\x01\x01B\f\n" +
 	"\n" +
-	"_partition\"Z\n" +
+	"_partition\"t\n" +
 	"\x0ePublishRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x122\n" +
-	"\arecords\x18\x02 \x03(\v2\x18.rewind.v1.PublishRecordR\arecords\"\xb7\x01\n" +
+	"\arecords\x18\x02 \x03(\v2\x18.rewind.v1.PublishRecordR\arecords\x12\x18\n" +
+	"\apartial\x18\x03 \x01(\bR\apartial\"\xe6\x01\n" +
 	"\rPublishResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x123\n" +
 	"\x16append_time_unix_nanos\x18\x04 \x01(\x03R\x13appendTimeUnixNanos\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"E\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\x12-\n" +
+	"\x05error\x18\x06 \x01(\v2\x17.rewind.v1.PublishErrorR\x05error\"[\n" +
+	"\fPublishError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
+	"\n" +
+	"not_stored\x18\x03 \x01(\bR\tnotStored\"E\n" +
 	"\x0fPublishResponse\x122\n" +
 	"\aresults\x18\x01 \x03(\v2\x18.rewind.v1.PublishResultR\aresults2R\n" +
 	"\x0ePublishService\x12@\n" +
@@ -340,25 +442,27 @@ func file_rewind_v1_publish_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_publish_proto_rawDescData
 }
 
-var file_rewind_v1_publish_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_rewind_v1_publish_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_rewind_v1_publish_proto_goTypes = []any{
 	(*PublishRecord)(nil),   // 0: rewind.v1.PublishRecord
 	(*PublishRequest)(nil),  // 1: rewind.v1.PublishRequest
 	(*PublishResult)(nil),   // 2: rewind.v1.PublishResult
-	(*PublishResponse)(nil), // 3: rewind.v1.PublishResponse
-	(*Header)(nil),          // 4: rewind.v1.Header
+	(*PublishError)(nil),    // 3: rewind.v1.PublishError
+	(*PublishResponse)(nil), // 4: rewind.v1.PublishResponse
+	(*Header)(nil),          // 5: rewind.v1.Header
 }
 var file_rewind_v1_publish_proto_depIdxs = []int32{
-	4, // 0: rewind.v1.PublishRecord.headers:type_name -> rewind.v1.Header
+	5, // 0: rewind.v1.PublishRecord.headers:type_name -> rewind.v1.Header
 	0, // 1: rewind.v1.PublishRequest.records:type_name -> rewind.v1.PublishRecord
-	2, // 2: rewind.v1.PublishResponse.results:type_name -> rewind.v1.PublishResult
-	1, // 3: rewind.v1.PublishService.Publish:input_type -> rewind.v1.PublishRequest
-	3, // 4: rewind.v1.PublishService.Publish:output_type -> rewind.v1.PublishResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 2: rewind.v1.PublishResult.error:type_name -> rewind.v1.PublishError
+	2, // 3: rewind.v1.PublishResponse.results:type_name -> rewind.v1.PublishResult
+	1, // 4: rewind.v1.PublishService.Publish:input_type -> rewind.v1.PublishRequest
+	4, // 5: rewind.v1.PublishService.Publish:output_type -> rewind.v1.PublishResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_publish_proto_init() }
@@ -374,7 +478,7 @@ func file_rewind_v1_publish_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_publish_proto_rawDesc), len(file_rewind_v1_publish_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
