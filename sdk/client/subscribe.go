@@ -345,7 +345,11 @@ func (c *Client) subscribe(ctx context.Context, topic string, o subOptions) (*Su
 // false, Err says why (nil after an Ended event). It returns false as soon
 // as the context given to Subscribe ends.
 func (s *Subscription) Next() bool {
-	if s.err != nil || s.ended || s.closed.Load() {
+	if s.err != nil || s.ended {
+		return false
+	}
+	if s.closed.Load() { // by Close, maybe on another goroutine
+		s.err = errClosed
 		return false
 	}
 	s.settle()
@@ -570,6 +574,8 @@ func (s *Subscription) ResumeToken() string { return s.token }
 // Without AutoCommit, Close may also be called from another goroutine to
 // end a stream that Next is waiting on. With it, cancel the context
 // instead and call Close once Next returned, so it commits the last event.
+// After Close, Next returns false and Err reports Canceled (unless the
+// stream had already ended).
 func (s *Subscription) Close() error {
 	if s.closed.Swap(true) {
 		return nil
