@@ -237,12 +237,62 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 			err = a.Wait(ctx)
 		}
 		return err
-	}, func(node uint64, addr string) error {
+	}, func(ctx context.Context, node uint64, addr string) error {
 		var err error
 		res, err = b.cfg.Forward.Publish(ctx, node, addr, lt.meta.Name, p, recs)
 		return err
 	})
 	return a, res, err
+}
+
+// LeaderHintError is the answer of a node that could not get a request to
+// a partition's leader (it cannot reach it, or lost it while waiting), for
+// a client to send it to the leader itself: Leader is the node that leads
+// the partition or led it last as far as this node knows, Addr where
+// clients reach it. Err says what happened (ErrUnavailable, and
+// ErrNotStored when nothing was stored).
+type LeaderHintError struct {
+	Partition uint32
+	Leader    uint64
+	Addr      string
+	Err       error
+}
+
+func (e *LeaderHintError) Error() string {
+	return fmt.Sprintf("%v (partition %d: try node %d at %s)", e.Err, e.Partition, e.Leader, e.Addr)
+}
+
+func (e *LeaderHintError) Unwrap() error { return e.Err }
+
+// withHint adds a hint to leader to err, when clients can go there.
+func (b *Broker) withHint(p uint32, leader uint64, err error) error {
+	if leader == 0 || leader == b.cfg.NodeID {
+		return err
+	}
+	addr, ok := b.Addr(leader)
+	if !ok {
+		return err
+	}
+	return &LeaderHintError{Partition: p, Leader: leader, Addr: addr, Err: err}
+}
+
+// Why a forward was cut short.
+var (
+	errForwardTimeout = errors.New("the forward timed out")
+	errLeaderMoved    = errors.New("raft on this node no longer sees that node as the leader")
+)
+
+// reachable reports whether this node's raft stream to node is up, as far
+// as the transport knows.
+func (b *Broker) reachable(node uint64) bool {
+	return b.cfg.Reachable == nil || b.cfg.Reachable(node)
+}
+
+// noLeaderWait is how long a replica that knows no leader waits for one
+// before it fails a request: two election timeouts, in which an election
+// ends unless this replica cannot hear from the leader.
+func (b *Broker) noLeaderWait() time.Duration {
+	return 2 * time.Duration(b.cfg.ElectionTicks) * b.cfg.TickInterval
 }
 
 // onLeader runs local if this node leads partition p, else remote with the
@@ -253,18 +303,30 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 // ErrUnavailable. A wait that ends with the outcome unknown is never
 // retried. In a forwarded publish (ctx), a partition this node does not
 // lead is refused with a *NotLeaderError.
-func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(node uint64, addr string) error) error {
+//
+// A request is never held for a leader this node cannot reach: it fails
+// at once when the transport's stream to the leader is down, a forward
+// ends when this node's raft stops seeing its target as the leader or
+// after ForwardTimeout, and a replica that knows no leader for
+// noLeaderWait gives up. Those failures are ErrUnavailable with a
+// *LeaderHintError naming the leader, whom the client may still reach.
+func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(ctx context.Context, node uint64, addr string) error) error {
 	part := lt.parts[p]
 	var hint uint64
 	var last error
+	var leaderless time.Time // since when this replica knows no leader
 	backoff := 2 * time.Millisecond
 	for {
 		leader := hint
+		var changed <-chan struct{}
 		if part != nil {
-			leader = part.Leader()
+			leader, changed = part.LeaderWatch()
 		}
 		if leader == 0 && part == nil {
 			leader = lt.meta.ReplicasOf(int(p))[0]
+		}
+		if leader != 0 {
+			leaderless = time.Time{}
 		}
 		switch {
 		case leader == b.cfg.NodeID:
@@ -276,9 +338,16 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 		case forwarded(ctx):
 			return &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: leader}
 		case leader != 0 && b.cfg.Forward != nil:
+			if !b.reachable(leader) {
+				return b.withHint(p, leader, fmt.Errorf("%w: %w: node %d cannot reach node %d, the leader of partition %d",
+					ErrUnavailable, ErrNotStored, b.cfg.NodeID, leader, p))
+			}
 			addr, _ := b.Addr(leader)
-			err := remote(leader, addr)
+			err := b.forward(ctx, leader, changed, func(ctx context.Context) error { return remote(ctx, leader, addr) })
 			if err == nil || !errors.Is(err, ErrNotStored) {
+				if next := b.hintAfter(part, leader, err); next != 0 {
+					return b.withHint(p, next, err)
+				}
 				return err
 			}
 			var nl *NotLeaderError
@@ -290,6 +359,14 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 			last = err
 		default:
 			last = fmt.Errorf("no leader known for partition %d", p)
+			if part != nil && b.clustered() {
+				if leaderless.IsZero() {
+					leaderless = time.Now()
+				} else if time.Since(leaderless) >= b.noLeaderWait() {
+					return b.withHint(p, part.LastLeader(), notStored(fmt.Errorf("node %d has known no leader of partition %d for %s: %w",
+						b.cfg.NodeID, p, b.noLeaderWait(), last)))
+				}
+			}
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*backoff {
 			return notStored(last)
@@ -297,10 +374,57 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 		select {
 		case <-ctx.Done():
 			return notStored(last)
+		case <-changed:
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
 	}
+}
+
+// forward runs call (a request to leader) with a context that also ends
+// after ForwardTimeout, and when changed (this replica's leader watch)
+// fires. A call those cut short has an unknown outcome (unless it says
+// nothing was stored): partition.ErrOutcomeUnknown.
+func (b *Broker) forward(ctx context.Context, leader uint64, changed <-chan struct{}, call func(context.Context) error) error {
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(b.cfg.ForwardTimeout, func() { cancel(errForwardTimeout) })
+	defer timer.Stop()
+	if changed != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-changed:
+				cancel(errLeaderMoved)
+			case <-done:
+			}
+		}()
+	}
+	err := call(fctx)
+	if err == nil || ctx.Err() != nil || fctx.Err() == nil || errors.Is(err, ErrNotStored) {
+		return err
+	}
+	return fmt.Errorf("%w: forward to node %d cut short: %w: %w", ErrUnavailable, leader, context.Cause(fctx), partition.ErrOutcomeUnknown)
+}
+
+// hintAfter returns whom a client should try after a forward to leader
+// failed with err (0: nobody, or err needs no hint): the leader raft knows
+// now, or leader itself when this replica knows none (it lost contact).
+func (b *Broker) hintAfter(part *partition.Partition, leader uint64, err error) uint64 {
+	if err == nil || !errors.Is(err, ErrUnavailable) {
+		return 0
+	}
+	var lh *LeaderHintError
+	if errors.As(err, &lh) {
+		return 0
+	}
+	if part != nil {
+		if now := part.Leader(); now != 0 {
+			return now
+		}
+	}
+	return leader
 }
 
 // notStored says a publish was given up before anything was stored,
