@@ -245,7 +245,7 @@ func (c *faultCluster) settle(t *testing.T) uint64 {
 		var leader uint64
 		ok := true
 		for id := uint64(1); id <= 3; id++ {
-			if _, err := publishP1(ctx, c.publisher(id), "settle"); err != nil {
+			if _, err := publishP1(ctx, c.publisher(id), "settle", ""); err != nil {
 				ok = false
 				break
 			}
@@ -284,10 +284,13 @@ func (c *faultCluster) leaderOf(ctx context.Context, t *testing.T) uint64 {
 	return seen
 }
 
-func publishP1(ctx context.Context, pub rewindv1connect.PublishServiceClient, value string) (*rewindv1.PublishResponse, error) {
+// publishP1 publishes value to partition 1, with key as its idempotency
+// key. A key is first bound on its home partition's leader (maybe another
+// node than partition 1's): the tests of cut links publish without one.
+func publishP1(ctx context.Context, pub rewindv1connect.PublishServiceClient, value, key string) (*rewindv1.PublishResponse, error) {
 	p := uint32(1)
 	return pub.Publish(ctx, &rewindv1.PublishRequest{Topic: "t", Records: []*rewindv1.PublishRecord{
-		{Value: []byte(value), Partition: &p, IdempotencyKey: value},
+		{Value: []byte(value), Partition: &p, IdempotencyKey: key},
 	}})
 }
 
@@ -315,7 +318,7 @@ func TestForwardToAnUnreachableLeaderFailsWithAHint(t *testing.T) {
 	// (the forwarding node still believes it reaches the leader).
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := publishP1(ctx, c.publisher(cutOff), fmt.Sprint("cut-", i))
+		_, err := publishP1(ctx, c.publisher(cutOff), fmt.Sprint("cut-", i), "")
 		cancel()
 		var ce *connect.Error
 		if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable {
@@ -331,7 +334,7 @@ func TestForwardToAnUnreachableLeaderFailsWithAHint(t *testing.T) {
 	// The hint works: the leader itself takes the write.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := publishP1(ctx, c.publisher(leader), "direct"); err != nil {
+	if _, err := publishP1(ctx, c.publisher(leader), "direct", ""); err != nil {
 		t.Fatalf("publish on the hinted leader: %v", err)
 	}
 }
@@ -349,12 +352,12 @@ func TestForwardToAStuckLeaderEndsWhenRaftMovesOn(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	_, err := publishP1(ctx, c.publisher(via), "stuck-0")
+	_, err := publishP1(ctx, c.publisher(via), "stuck-0", "stuck-0")
 	if code := connect.CodeOf(err); err != nil && code != connect.CodeUnavailable {
 		t.Fatalf("publish forwarded to the stuck leader %d: %v, want Unavailable or success", leader, err)
 	}
 	for i := 1; ; i++ {
-		_, err := publishP1(ctx, c.publisher(via), fmt.Sprint("stuck-", i))
+		_, err := publishP1(ctx, c.publisher(via), fmt.Sprint("stuck-", i), fmt.Sprint("stuck-", i))
 		if err == nil {
 			break
 		}

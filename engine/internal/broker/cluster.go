@@ -308,7 +308,8 @@ func (b *Broker) noLeaderWait() time.Duration {
 // at once when the transport's stream to the leader is down, a forward
 // ends when this node's raft stops seeing its target as the leader or
 // after ForwardTimeout, and a replica that knows no leader for
-// noLeaderWait gives up. Those failures are ErrUnavailable with a
+// noLeaderWait (or at once when the transport cannot reach the last
+// leader) gives up. Those failures are ErrUnavailable with a
 // *LeaderHintError naming the leader, whom the client may still reach.
 func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(ctx context.Context, node uint64, addr string) error) error {
 	part := lt.parts[p]
@@ -360,6 +361,12 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 		default:
 			last = fmt.Errorf("no leader known for partition %d", p)
 			if part != nil && b.clustered() {
+				if prev := part.LastLeader(); prev != 0 && prev != b.cfg.NodeID && !b.reachable(prev) {
+					// Cut off from the leader it knew: no election here
+					// will help (PreVote), and the client may reach it.
+					return b.withHint(p, prev, notStored(fmt.Errorf("node %d knows no leader of partition %d and cannot reach node %d, the last one: %w",
+						b.cfg.NodeID, p, prev, ErrUnavailable)))
+				}
 				if leaderless.IsZero() {
 					leaderless = time.Now()
 				} else if time.Since(leaderless) >= b.noLeaderWait() {
