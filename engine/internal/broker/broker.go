@@ -247,9 +247,12 @@ type Broker struct {
 		sync.Mutex
 		list []meta.Change
 	}
-	wake chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// stuck remembers partitions whose leader this node cannot reach
+	// (cluster.go, onLeader).
+	stuck stuckSince
+	wake  chan struct{}
+	stop  chan struct{}
+	wg    sync.WaitGroup
 	// diskFull is set while free space is below MinFreeBytes.
 	diskFull atomic.Bool
 	// reads counts reads served for and through other nodes (reads.go);

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -278,6 +279,7 @@ func (b *Broker) withHint(p uint32, leader uint64, err error) error {
 
 // Why a forward was cut short.
 var (
+	errCutShort       = errors.New("cut short")
 	errForwardTimeout = errors.New("the forward timed out")
 	errLeaderMoved    = errors.New("raft on this node no longer sees that node as the leader")
 )
@@ -288,11 +290,44 @@ func (b *Broker) reachable(node uint64) bool {
 	return b.cfg.Reachable == nil || b.cfg.Reachable(node)
 }
 
-// noLeaderWait is how long a replica that knows no leader waits for one
-// before it fails a request: two election timeouts, in which an election
-// ends unless this replica cannot hear from the leader.
+// noLeaderWait is how long a partition may have no leader this node
+// reaches before its requests fail at once: three election timeouts. A
+// dead leader is replaced within two (and the transport finds it
+// unreachable at once, so failing then would fail every publish of an
+// election); a leader that stays unreachable longer is cut off from this
+// node only (PreVote and CheckQuorum keep it leading the others).
 func (b *Broker) noLeaderWait() time.Duration {
-	return 2 * time.Duration(b.cfg.ElectionTicks) * b.cfg.TickInterval
+	return 3 * time.Duration(b.cfg.ElectionTicks) * b.cfg.TickInterval
+}
+
+// stuckSince remembers, by raft group, since when requests found no
+// leader this node can reach, across requests: once a partition has been
+// stuck for noLeaderWait, requests fail at once instead of each waiting.
+type stuckSince struct {
+	mu    sync.Mutex
+	since map[uint64]time.Time
+}
+
+// over records group as stuck and reports whether it has been for d.
+func (s *stuckSince) over(group uint64, d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.since == nil {
+		s.since = make(map[uint64]time.Time)
+	}
+	t, ok := s.since[group]
+	if !ok {
+		s.since[group] = time.Now()
+		return false
+	}
+	return time.Since(t) >= d
+}
+
+// clear forgets group: a leader is reachable again.
+func (s *stuckSince) clear(group uint64) {
+	s.mu.Lock()
+	delete(s.since, group)
+	s.mu.Unlock()
 }
 
 // onLeader runs local if this node leads partition p, else remote with the
@@ -304,18 +339,17 @@ func (b *Broker) noLeaderWait() time.Duration {
 // retried. In a forwarded publish (ctx), a partition this node does not
 // lead is refused with a *NotLeaderError.
 //
-// A request is never held for a leader this node cannot reach: it fails
-// at once when the transport's stream to the leader is down, a forward
-// ends when this node's raft stops seeing its target as the leader or
-// after ForwardTimeout, and a replica that knows no leader for
-// noLeaderWait (or at once when the transport cannot reach the last
-// leader) gives up. Those failures are ErrUnavailable with a
-// *LeaderHintError naming the leader, whom the client may still reach.
+// A request is never held long for a leader this node cannot reach: a
+// forward ends when this node's raft stops seeing its target as the
+// leader or after ForwardTimeout, and once a partition has had no leader
+// this node reaches (none known, or the transport's stream to it down)
+// for noLeaderWait, its requests fail at once. Those failures are
+// ErrUnavailable with a *LeaderHintError naming the leader (or the last
+// one), whom the client may still reach.
 func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(ctx context.Context, node uint64, addr string) error) error {
 	part := lt.parts[p]
 	var hint uint64
 	var last error
-	var leaderless time.Time // since when this replica knows no leader
 	backoff := 2 * time.Millisecond
 	for {
 		leader := hint
@@ -326,11 +360,9 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 		if leader == 0 && part == nil {
 			leader = lt.meta.ReplicasOf(int(p))[0]
 		}
-		if leader != 0 {
-			leaderless = time.Time{}
-		}
 		switch {
 		case leader == b.cfg.NodeID:
+			b.stuck.clear(lt.meta.Groups[p])
 			err := local(part)
 			if err == nil || !errors.Is(err, partition.ErrNotLeader) {
 				return err
@@ -338,11 +370,13 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 			last = err
 		case forwarded(ctx):
 			return &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: leader}
-		case leader != 0 && b.cfg.Forward != nil:
-			if !b.reachable(leader) {
-				return b.withHint(p, leader, fmt.Errorf("%w: %w: node %d cannot reach node %d, the leader of partition %d",
-					ErrUnavailable, ErrNotStored, b.cfg.NodeID, leader, p))
+		case leader != 0 && b.cfg.Forward != nil && !b.reachable(leader):
+			last = fmt.Errorf("%w: %w: node %d cannot reach node %d, the leader of partition %d", ErrUnavailable, ErrNotStored, b.cfg.NodeID, leader, p)
+			if b.stuck.over(lt.meta.Groups[p], b.noLeaderWait()) {
+				return b.withHint(p, leader, last)
 			}
+		case leader != 0 && b.cfg.Forward != nil:
+			b.stuck.clear(lt.meta.Groups[p])
 			addr, _ := b.Addr(leader)
 			err := b.forward(ctx, leader, changed, func(ctx context.Context) error { return remote(ctx, leader, addr) })
 			if err == nil || !errors.Is(err, ErrNotStored) {
@@ -360,19 +394,9 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 			last = err
 		default:
 			last = fmt.Errorf("no leader known for partition %d", p)
-			if part != nil && b.clustered() {
-				if prev := part.LastLeader(); prev != 0 && prev != b.cfg.NodeID && !b.reachable(prev) {
-					// Cut off from the leader it knew: no election here
-					// will help (PreVote), and the client may reach it.
-					return b.withHint(p, prev, notStored(fmt.Errorf("node %d knows no leader of partition %d and cannot reach node %d, the last one: %w",
-						b.cfg.NodeID, p, prev, ErrUnavailable)))
-				}
-				if leaderless.IsZero() {
-					leaderless = time.Now()
-				} else if time.Since(leaderless) >= b.noLeaderWait() {
-					return b.withHint(p, part.LastLeader(), notStored(fmt.Errorf("node %d has known no leader of partition %d for %s: %w",
-						b.cfg.NodeID, p, b.noLeaderWait(), last)))
-				}
+			if part != nil && b.clustered() && b.stuck.over(lt.meta.Groups[p], b.noLeaderWait()) {
+				return b.withHint(p, part.LastLeader(), notStored(fmt.Errorf("node %d has known no leader of partition %d it can reach for %s: %w",
+					b.cfg.NodeID, p, b.noLeaderWait(), last)))
 			}
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*backoff {
@@ -412,18 +436,20 @@ func (b *Broker) forward(ctx context.Context, leader uint64, changed <-chan stru
 	if err == nil || ctx.Err() != nil || fctx.Err() == nil || errors.Is(err, ErrNotStored) {
 		return err
 	}
-	return fmt.Errorf("%w: forward to node %d cut short: %w: %w", ErrUnavailable, leader, context.Cause(fctx), partition.ErrOutcomeUnknown)
+	return fmt.Errorf("%w: forward to node %d %w: %w: %w", ErrUnavailable, leader, errCutShort, context.Cause(fctx), partition.ErrOutcomeUnknown)
 }
 
 // hintAfter returns whom a client should try after a forward to leader
-// failed with err (0: nobody, or err needs no hint): the leader raft knows
-// now, or leader itself when this replica knows none (it lost contact).
+// failed with err (0: nobody, or err needs no hint). When forward cut it
+// short, raft moved on meanwhile, or the transport lost the leader: the
+// leader raft knows now, or leader itself when this replica knows none
+// (it lost contact). A failure the leader answered needs no hint.
 func (b *Broker) hintAfter(part *partition.Partition, leader uint64, err error) uint64 {
 	if err == nil || !errors.Is(err, ErrUnavailable) {
 		return 0
 	}
-	var lh *LeaderHintError
-	if errors.As(err, &lh) {
+	moved := part != nil && part.Leader() != leader
+	if !errors.Is(err, errCutShort) && !moved && b.reachable(leader) {
 		return 0
 	}
 	if part != nil {
