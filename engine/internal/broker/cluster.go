@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -304,6 +305,9 @@ func (b *Broker) noLeaderWait() time.Duration {
 // leader this node can reach, across requests: once a partition has been
 // stuck for noLeaderWait, requests fail at once instead of each waiting.
 type stuckSince struct {
+	// n is len(since), read without the lock so that clear costs the
+	// publish path nothing while no partition is stuck.
+	n     atomic.Int32
 	mu    sync.Mutex
 	since map[uint64]time.Time
 }
@@ -318,6 +322,7 @@ func (s *stuckSince) over(group uint64, d time.Duration) bool {
 	t, ok := s.since[group]
 	if !ok {
 		s.since[group] = time.Now()
+		s.n.Store(int32(len(s.since)))
 		return false
 	}
 	return time.Since(t) >= d
@@ -325,8 +330,12 @@ func (s *stuckSince) over(group uint64, d time.Duration) bool {
 
 // clear forgets group: a leader is reachable again.
 func (s *stuckSince) clear(group uint64) {
+	if s.n.Load() == 0 {
+		return
+	}
 	s.mu.Lock()
 	delete(s.since, group)
+	s.n.Store(int32(len(s.since)))
 	s.mu.Unlock()
 }
 
