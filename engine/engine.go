@@ -104,6 +104,11 @@ type Config struct {
 	// deliveries are never held back by it. See docs/design.md, "Live
 	// first".
 	ReplayShare float64
+	// PeerDialer opens the connections to the other members (raft
+	// streams, forwarded publishes, reads through leaders, membership
+	// calls). Default: TCP with a 3 s dial timeout. Tests inject network
+	// faults with it.
+	PeerDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // join asks the members in turn to add this node, for up to a minute.
@@ -111,7 +116,7 @@ func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]st
 	if cfg.Advertise == "" {
 		return 0, nil, errors.New("engine: joining a cluster needs the address peers reach this node at (--advertise or --listen)")
 	}
-	hc := peerClient()
+	hc := peerClient(cfg.PeerDialer)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		for _, addr := range cfg.Join {
@@ -204,7 +209,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		var err error
 		tr, err = transport.New(transport.Config{
-			ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Logger: log.Named("transport"),
+			ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Logger: log.Named("transport"), Dial: cfg.PeerDialer,
 			Resolve: func(n uint64) (string, bool) {
 				if b := br.Load(); b != nil {
 					return b.Addr(n)
@@ -238,9 +243,9 @@ func Open(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		bc.Transport = tr
-		bc.Forward = api.NewForwarder(cfg.NodeID, peerClient())
-		peers := api.NewPeerReader(cfg.ClusterID, peerClient())
+		bc.Transport, bc.Reachable = tr, tr.Reachable
+		bc.Forward = api.NewForwarder(cfg.NodeID, peerClient(cfg.PeerDialer))
+		peers := api.NewPeerReader(cfg.ClusterID, peerClient(cfg.PeerDialer))
 		bc.Fetch, bc.Bind = peers, peers
 	}
 	b, err := broker.Open(bc)
@@ -253,7 +258,7 @@ func Open(cfg Config) (*Node, error) {
 	br.Store(b)
 	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID}
 	if tr != nil {
-		n.api.SetPeerClient(peerClient())
+		n.api.SetPeerClient(peerClient(cfg.PeerDialer))
 		n.api.SetPeerStats(func() map[uint64]api.PeerStat {
 			out := map[uint64]api.PeerStat{}
 			for _, p := range tr.Stats().Peers {
@@ -266,18 +271,21 @@ func Open(cfg Config) (*Node, error) {
 }
 
 // peerClient is the HTTP/2 (h2c) client a node forwards publishes with.
-func peerClient() *http.Client {
+func peerClient(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext
+	}
 	// A peer that stops answering without closing its connection (a
 	// frozen process, a dropped network) is noticed by the pings and the
 	// dial timeout, not only by the calls' own deadlines.
 	return &http.Client{Transport: &http.Transport{
 		Protocols: p, MaxIdleConnsPerHost: 4,
-		DialContext: (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		DialContext: dial,
 		HTTP2: &http.HTTP2Config{
 			MaxReceiveBufferPerConnection: 64 << 20, MaxReceiveBufferPerStream: 16 << 20,
-			SendPingTimeout: 5 * time.Second, PingTimeout: 5 * time.Second,
+			SendPingTimeout: transport.PingInterval, PingTimeout: transport.PingTimeout,
 		},
 	}}
 }

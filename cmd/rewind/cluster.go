@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,13 +25,17 @@ func newCluster(g *globals) *cobra.Command {
 }
 
 // clusterView is what every member said, merged: for each partition the
-// leader's own view when the leader answered.
+// view at the highest term any member reported, the leader's own when it
+// answered, and the members whose view is older (stale).
 type clusterView struct {
 	ClusterID      uint64                      `json:"cluster_id"`
 	MetadataLeader uint64                      `json:"metadata_leader"`
 	Nodes          []clusterNode               `json:"nodes"`
 	Partitions     []*rewindv1.PartitionStatus `json:"-"`
-	PartitionsJSON []map[string]any            `json:"partitions"`
+	// Stale has, per partition in Partitions, the members whose view of
+	// it is older than the one shown.
+	Stale          [][]staleView    `json:"-"`
+	PartitionsJSON []map[string]any `json:"partitions"`
 }
 
 type clusterNode struct {
@@ -38,6 +44,19 @@ type clusterNode struct {
 	Healthy bool   `json:"healthy"`
 	Error   string `json:"error,omitempty"`
 }
+
+// staleView is a member's view of a partition at a term older than the
+// newest one heard of: it has not heard of the last election (it was
+// stopped or cut off, or its answer raced the election).
+type staleView struct {
+	Node   uint64 `json:"node"`
+	Leader uint64 `json:"leader"`
+	Term   uint64 `json:"term"`
+}
+
+// memberStatusTimeout bounds each member's answer: a paused member must
+// not hold the whole command.
+const memberStatusTimeout = 3 * time.Second
 
 // gatherStatus asks the server, then every member it lists.
 func gatherStatus(ctx context.Context, g *globals) (*clusterView, error) {
@@ -51,8 +70,10 @@ func gatherStatus(ctx context.Context, g *globals) (*clusterView, error) {
 		cn := clusterNode{ID: n.GetId(), Address: n.GetAddress()}
 		st, ok := answers[n.GetId()]
 		if !ok && n.GetAddress() != "" {
+			mctx, cancel := context.WithTimeout(ctx, memberStatusTimeout)
 			var err error
-			st, err = client.New(n.GetAddress()).ClusterStatus(ctx)
+			st, err = client.New(n.GetAddress()).ClusterStatus(mctx)
+			cancel()
 			if err != nil {
 				cn.Error = err.Error()
 			} else {
@@ -62,29 +83,8 @@ func gatherStatus(ctx context.Context, g *globals) (*clusterView, error) {
 		cn.Healthy = st != nil
 		v.Nodes = append(v.Nodes, cn)
 	}
-	type key struct {
-		topic string
-		p     uint32
-	}
-	best := map[key]*rewindv1.PartitionStatus{}
-	for id, st := range answers {
-		for _, p := range st.GetPartitions() {
-			k := key{p.GetTopic(), p.GetPartition()}
-			cur := best[k]
-			// The leader's own answer wins; else the highest term seen.
-			if cur == nil || (p.GetLeader() == id && len(p.GetProgress()) > 0) ||
-				(len(cur.GetProgress()) == 0 && p.GetTerm() > cur.GetTerm()) {
-				best[k] = p
-			}
-		}
-	}
-	for _, p := range best {
-		v.Partitions = append(v.Partitions, p)
-	}
-	slices.SortFunc(v.Partitions, func(a, b *rewindv1.PartitionStatus) int {
-		return cmp.Or(cmp.Compare(a.GetTopic(), b.GetTopic()), cmp.Compare(a.GetPartition(), b.GetPartition()))
-	})
-	for _, p := range v.Partitions {
+	v.Partitions, v.Stale = mergePartitions(answers)
+	for i, p := range v.Partitions {
 		lag := map[string]any{}
 		for _, r := range p.GetProgress() {
 			var l any = r.GetLag()
@@ -93,14 +93,67 @@ func gatherStatus(ctx context.Context, g *globals) (*clusterView, error) {
 			}
 			lag[strconv.FormatUint(r.GetNode(), 10)] = l
 		}
-		v.PartitionsJSON = append(v.PartitionsJSON, map[string]any{
+		pj := map[string]any{
 			"topic": p.GetTopic(), "partition": p.GetPartition(), "replicas": p.GetReplicas(), "leader": p.GetLeader(),
 			"preferred_leader": first0(p.GetReplicas()), "term": p.GetTerm(), "commit_index": p.GetCommitIndex(),
 			"applied_index": p.GetAppliedIndex(), "last_index": p.GetLastIndex(), "log_start_offset": p.GetLogStartOffset(),
 			"next_offset": p.GetNextOffset(), "lag": lag,
-		})
+		}
+		if len(v.Stale[i]) > 0 {
+			pj["stale_views"] = v.Stale[i]
+		}
+		v.PartitionsJSON = append(v.PartitionsJSON, pj)
 	}
 	return v, nil
+}
+
+// mergePartitions picks, for every partition, the view to show from the
+// members' answers (by node id): the one at the highest term (raft's terms
+// only grow, so a lower one is older news, even from a node that believes
+// it leads); at that term the leader's own (it has the replicas'
+// progress), else one that names a leader. The members that hold a
+// replica but report a lower term are returned as stale, by node id.
+// Partitions come sorted by topic and number.
+func mergePartitions(answers map[uint64]*client.ClusterStatus) ([]*rewindv1.PartitionStatus, [][]staleView) {
+	type key struct {
+		topic string
+		p     uint32
+	}
+	rank := func(id uint64, p *rewindv1.PartitionStatus) [3]uint64 {
+		own, named := uint64(0), uint64(0)
+		if p.GetLeader() == id && len(p.GetProgress()) > 0 {
+			own = 1
+		}
+		if p.GetLeader() != 0 {
+			named = 1
+		}
+		return [3]uint64{p.GetTerm(), own, named}
+	}
+	less := func(a, b [3]uint64) bool { return slices.Compare(a[:], b[:]) < 0 }
+	best := map[key]*rewindv1.PartitionStatus{}
+	bestRank := map[key][3]uint64{}
+	for _, id := range slices.Sorted(maps.Keys(answers)) {
+		for _, p := range answers[id].GetPartitions() {
+			k := key{p.GetTopic(), p.GetPartition()}
+			if r := rank(id, p); best[k] == nil || less(bestRank[k], r) {
+				best[k], bestRank[k] = p, r
+			}
+		}
+	}
+	out := slices.SortedFunc(maps.Values(best), func(a, b *rewindv1.PartitionStatus) int {
+		return cmp.Or(cmp.Compare(a.GetTopic(), b.GetTopic()), cmp.Compare(a.GetPartition(), b.GetPartition()))
+	})
+	stale := make([][]staleView, len(out))
+	for i, b := range out {
+		for _, id := range slices.Sorted(maps.Keys(answers)) {
+			for _, p := range answers[id].GetPartitions() {
+				if p.GetTopic() == b.GetTopic() && p.GetPartition() == b.GetPartition() && p.GetHosted() && p.GetTerm() < b.GetTerm() {
+					stale[i] = append(stale[i], staleView{Node: id, Leader: p.GetLeader(), Term: p.GetTerm()})
+				}
+			}
+		}
+	}
+	return out, stale
 }
 
 func first0(s []uint64) uint64 {
@@ -156,7 +209,16 @@ func newClusterStatus(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "%s\t%d\t%s\t%v\t%d\t%d\t%d\t%d-%d\t%s\n", p.GetTopic(), p.GetPartition(), leader, p.GetReplicas(),
 					p.GetTerm(), p.GetCommitIndex(), p.GetAppliedIndex(), p.GetLogStartOffset(), p.GetNextOffset(), strings.Join(lag, " "))
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			for i, p := range v.Partitions {
+				for _, sv := range v.Stale[i] {
+					fmt.Printf("stale: node %d sees partition %d of %q led by %d at term %d (the newest term heard of is %d)\n",
+						sv.Node, p.GetPartition(), p.GetTopic(), sv.Leader, sv.Term, p.GetTerm())
+				}
+			}
+			return nil
 		},
 	}
 	addFormat(cmd, &format)

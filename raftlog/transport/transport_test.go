@@ -287,6 +287,9 @@ func TestDeadPeerDoesNotBlockOthers(t *testing.T) {
 	if ps.Failures == 0 || ps.Connected || ps.LastError == nil || ps.Messages != 0 {
 		t.Fatalf("dead peer stats %+v", ps)
 	}
+	if a.tr.Reachable(2) || !a.tr.Reachable(3) || !a.tr.Reachable(4) {
+		t.Fatalf("reachable: dead node 2 %v, live node 3 %v, node 4 never sent to %v", a.tr.Reachable(2), a.tr.Reachable(3), a.tr.Reachable(4))
+	}
 }
 
 // TestStalledPeerDoesNotBlockOthers sends to a server that takes the
@@ -524,6 +527,9 @@ func TestReconnectsAfterPeerRestart(t *testing.T) {
 	})
 	if ps := peerStats(t, a.tr, 2); ps.Failures == 0 || !ps.Connected || ps.Dropped == 0 {
 		t.Fatalf("stats after restart %+v", ps)
+	}
+	if !a.tr.Reachable(2) {
+		t.Fatal("node 2 unreachable after its stream reopened")
 	}
 }
 

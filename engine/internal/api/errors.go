@@ -66,6 +66,11 @@ const (
 	// LeaderHeader names the node the answering node believes leads the
 	// partition.
 	LeaderHeader = "Rewind-Leader"
+	// LeaderAddressHeader is the address clients reach that leader at, on
+	// an Unavailable error of a node that could not get the request to it
+	// (it cannot reach the leader, or lost it meanwhile): the client may
+	// send the request there itself.
+	LeaderAddressHeader = "Rewind-Leader-Address"
 	// CoordinatorHeader is the address of the node that coordinates
 	// subscriber groups, on a group request sent elsewhere.
 	CoordinatorHeader = "Rewind-Coordinator"
@@ -92,6 +97,11 @@ func toConnect(log hclog.Logger, err error) error {
 	var nl *broker.NotLeaderError
 	if errors.As(err, &nl) && nl.Leader != 0 {
 		ce.Meta().Set(LeaderHeader, strconv.FormatUint(nl.Leader, 10))
+	}
+	var lh *broker.LeaderHintError
+	if errors.As(err, &lh) {
+		ce.Meta().Set(LeaderHeader, strconv.FormatUint(lh.Leader, 10))
+		ce.Meta().Set(LeaderAddressHeader, lh.Addr)
 	}
 	return ce
 }

@@ -110,6 +110,14 @@ type Config struct {
 	Transport raftlog.Transport
 	// Forward sends a publish to another node (the partition's leader).
 	Forward Forwarder
+	// ForwardTimeout bounds one request forwarded to a partition's leader
+	// (a publish, a key binding); one cut short fails with Unavailable and
+	// a leader hint, its outcome unknown. Default 5 s.
+	ForwardTimeout time.Duration
+	// Reachable reports whether this node's raft stream to node is up (the
+	// transport's view); a request for a partition whose leader is not is
+	// refused at once with Unavailable and a leader hint. Default: always.
+	Reachable func(node uint64) bool
 	// Bind binds idempotency keys on the node that leads their home
 	// partition (idempotency.go).
 	Bind Binder
@@ -141,7 +149,7 @@ func (c *Config) Validate() error {
 	if c.TailCacheBytes < 0 || c.StoreCacheBytes < 0 {
 		errs = append(errs, errors.New("broker: negative cache size"))
 	}
-	if c.PublishTimeout < 0 || c.TickInterval < 0 {
+	if c.PublishTimeout < 0 || c.TickInterval < 0 || c.ForwardTimeout < 0 || c.ElectionTicks < 0 {
 		errs = append(errs, errors.New("broker: negative duration"))
 	}
 	if c.MaxInlineModuleBytes < 0 {
@@ -171,6 +179,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.ForwardTimeout == 0 {
+		c.ForwardTimeout = 5 * time.Second
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond // raftlog's default
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10 // raftlog's default
 	}
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = 30 * time.Second
@@ -230,9 +247,12 @@ type Broker struct {
 		sync.Mutex
 		list []meta.Change
 	}
-	wake chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// stuck remembers partitions whose leader this node cannot reach
+	// (cluster.go, onLeader).
+	stuck stuckSince
+	wake  chan struct{}
+	stop  chan struct{}
+	wg    sync.WaitGroup
 	// diskFull is set while free space is below MinFreeBytes.
 	diskFull atomic.Bool
 	// reads counts reads served for and through other nodes (reads.go);

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -237,12 +239,104 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 			err = a.Wait(ctx)
 		}
 		return err
-	}, func(node uint64, addr string) error {
+	}, func(ctx context.Context, node uint64, addr string) error {
 		var err error
 		res, err = b.cfg.Forward.Publish(ctx, node, addr, lt.meta.Name, p, recs)
 		return err
 	})
 	return a, res, err
+}
+
+// LeaderHintError is the answer of a node that could not get a request to
+// a partition's leader (it cannot reach it, or lost it while waiting), for
+// a client to send it to the leader itself: Leader is the node that leads
+// the partition or led it last as far as this node knows, Addr where
+// clients reach it. Err says what happened (ErrUnavailable, and
+// ErrNotStored when nothing was stored).
+type LeaderHintError struct {
+	Partition uint32
+	Leader    uint64
+	Addr      string
+	Err       error
+}
+
+func (e *LeaderHintError) Error() string {
+	return fmt.Sprintf("%v (partition %d: try node %d at %s)", e.Err, e.Partition, e.Leader, e.Addr)
+}
+
+func (e *LeaderHintError) Unwrap() error { return e.Err }
+
+// withHint adds a hint to leader to err, when clients can go there.
+func (b *Broker) withHint(p uint32, leader uint64, err error) error {
+	if leader == 0 || leader == b.cfg.NodeID {
+		return err
+	}
+	addr, ok := b.Addr(leader)
+	if !ok {
+		return err
+	}
+	return &LeaderHintError{Partition: p, Leader: leader, Addr: addr, Err: err}
+}
+
+// Why a forward was cut short.
+var (
+	errCutShort       = errors.New("cut short")
+	errForwardTimeout = errors.New("the forward timed out")
+	errLeaderMoved    = errors.New("raft on this node no longer sees that node as the leader")
+)
+
+// reachable reports whether this node's raft stream to node is up, as far
+// as the transport knows.
+func (b *Broker) reachable(node uint64) bool {
+	return b.cfg.Reachable == nil || b.cfg.Reachable(node)
+}
+
+// noLeaderWait is how long a partition may have no leader this node
+// reaches before its requests fail at once: three election timeouts. A
+// dead leader is replaced within two (and the transport finds it
+// unreachable at once, so failing then would fail every publish of an
+// election); a leader that stays unreachable longer is cut off from this
+// node only (PreVote and CheckQuorum keep it leading the others).
+func (b *Broker) noLeaderWait() time.Duration {
+	return 3 * time.Duration(b.cfg.ElectionTicks) * b.cfg.TickInterval
+}
+
+// stuckSince remembers, by raft group, since when requests found no
+// leader this node can reach, across requests: once a partition has been
+// stuck for noLeaderWait, requests fail at once instead of each waiting.
+type stuckSince struct {
+	// n is len(since), read without the lock so that clear costs the
+	// publish path nothing while no partition is stuck.
+	n     atomic.Int32
+	mu    sync.Mutex
+	since map[uint64]time.Time
+}
+
+// over records group as stuck and reports whether it has been for d.
+func (s *stuckSince) over(group uint64, d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.since == nil {
+		s.since = make(map[uint64]time.Time)
+	}
+	t, ok := s.since[group]
+	if !ok {
+		s.since[group] = time.Now()
+		s.n.Store(int32(len(s.since)))
+		return false
+	}
+	return time.Since(t) >= d
+}
+
+// clear forgets group: a leader is reachable again.
+func (s *stuckSince) clear(group uint64) {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	delete(s.since, group)
+	s.n.Store(int32(len(s.since)))
+	s.mu.Unlock()
 }
 
 // onLeader runs local if this node leads partition p, else remote with the
@@ -253,21 +347,31 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 // ErrUnavailable. A wait that ends with the outcome unknown is never
 // retried. In a forwarded publish (ctx), a partition this node does not
 // lead is refused with a *NotLeaderError.
-func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(node uint64, addr string) error) error {
+//
+// A request is never held long for a leader this node cannot reach: a
+// forward ends when this node's raft stops seeing its target as the
+// leader or after ForwardTimeout, and once a partition has had no leader
+// this node reaches (none known, or the transport's stream to it down)
+// for noLeaderWait, its requests fail at once. Those failures are
+// ErrUnavailable with a *LeaderHintError naming the leader (or the last
+// one), whom the client may still reach.
+func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(ctx context.Context, node uint64, addr string) error) error {
 	part := lt.parts[p]
 	var hint uint64
 	var last error
 	backoff := 2 * time.Millisecond
 	for {
 		leader := hint
+		var changed <-chan struct{}
 		if part != nil {
-			leader = part.Leader()
+			leader, changed = part.LeaderWatch()
 		}
 		if leader == 0 && part == nil {
 			leader = lt.meta.ReplicasOf(int(p))[0]
 		}
 		switch {
 		case leader == b.cfg.NodeID:
+			b.stuck.clear(lt.meta.Groups[p])
 			err := local(part)
 			if err == nil || !errors.Is(err, partition.ErrNotLeader) {
 				return err
@@ -275,10 +379,19 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 			last = err
 		case forwarded(ctx):
 			return &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: leader}
+		case leader != 0 && b.cfg.Forward != nil && !b.reachable(leader):
+			last = fmt.Errorf("%w: %w: node %d cannot reach node %d, the leader of partition %d", ErrUnavailable, ErrNotStored, b.cfg.NodeID, leader, p)
+			if b.stuck.over(lt.meta.Groups[p], b.noLeaderWait()) {
+				return b.withHint(p, leader, last)
+			}
 		case leader != 0 && b.cfg.Forward != nil:
+			b.stuck.clear(lt.meta.Groups[p])
 			addr, _ := b.Addr(leader)
-			err := remote(leader, addr)
+			err := b.forward(ctx, leader, changed, func(ctx context.Context) error { return remote(ctx, leader, addr) })
 			if err == nil || !errors.Is(err, ErrNotStored) {
+				if next := b.hintAfter(part, leader, err); next != 0 {
+					return b.withHint(p, next, err)
+				}
 				return err
 			}
 			var nl *NotLeaderError
@@ -290,6 +403,10 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 			last = err
 		default:
 			last = fmt.Errorf("no leader known for partition %d", p)
+			if part != nil && b.clustered() && b.stuck.over(lt.meta.Groups[p], b.noLeaderWait()) {
+				return b.withHint(p, part.LastLeader(), notStored(fmt.Errorf("node %d has known no leader of partition %d it can reach for %s: %w",
+					b.cfg.NodeID, p, b.noLeaderWait(), last)))
+			}
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*backoff {
 			return notStored(last)
@@ -297,10 +414,59 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 		select {
 		case <-ctx.Done():
 			return notStored(last)
+		case <-changed:
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
 	}
+}
+
+// forward runs call (a request to leader) with a context that also ends
+// after ForwardTimeout, and when changed (this replica's leader watch)
+// fires. A call those cut short has an unknown outcome (unless it says
+// nothing was stored): partition.ErrOutcomeUnknown.
+func (b *Broker) forward(ctx context.Context, leader uint64, changed <-chan struct{}, call func(context.Context) error) error {
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(b.cfg.ForwardTimeout, func() { cancel(errForwardTimeout) })
+	defer timer.Stop()
+	if changed != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-changed:
+				cancel(errLeaderMoved)
+			case <-done:
+			}
+		}()
+	}
+	err := call(fctx)
+	if err == nil || ctx.Err() != nil || fctx.Err() == nil || errors.Is(err, ErrNotStored) {
+		return err
+	}
+	return fmt.Errorf("%w: forward to node %d %w: %w: %w", ErrUnavailable, leader, errCutShort, context.Cause(fctx), partition.ErrOutcomeUnknown)
+}
+
+// hintAfter returns whom a client should try after a forward to leader
+// failed with err (0: nobody, or err needs no hint). When forward cut it
+// short, raft moved on meanwhile, or the transport lost the leader: the
+// leader raft knows now, or leader itself when this replica knows none
+// (it lost contact). A failure the leader answered needs no hint.
+func (b *Broker) hintAfter(part *partition.Partition, leader uint64, err error) uint64 {
+	if err == nil || !errors.Is(err, ErrUnavailable) {
+		return 0
+	}
+	moved := part != nil && part.Leader() != leader
+	if !errors.Is(err, errCutShort) && !moved && b.reachable(leader) {
+		return 0
+	}
+	if part != nil {
+		if now := part.Leader(); now != 0 {
+			return now
+		}
+	}
+	return leader
 }
 
 // notStored says a publish was given up before anything was stored,

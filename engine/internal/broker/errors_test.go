@@ -48,3 +48,47 @@ func TestPluginErrorCompiling(t *testing.T) {
 		t.Errorf("a module that does not compile: %v, want the sandbox's error as is", err)
 	}
 }
+
+// TestLeaderHintSurvivesThePublishPath: the hint of a node that could not
+// reach a partition's leader reaches the edge through the publish path's
+// wrapping, and keeps what it says about storage.
+func TestLeaderHintSurvivesThePublishPath(t *testing.T) {
+	b := &Broker{}
+	for _, tc := range []struct {
+		cause     error
+		notStored bool
+	}{
+		{fmt.Errorf("%w: %w: node 2 cannot reach node 3", ErrUnavailable, ErrNotStored), true},
+		{fmt.Errorf("%w: forward to node 3 %w: %w", ErrUnavailable, errCutShort, errLeaderMoved), false},
+	} {
+		hinted := &LeaderHintError{Partition: 1, Leader: 3, Addr: "h3:7070", Err: tc.cause}
+		err := b.publishError("t", hinted)
+		var lh *LeaderHintError
+		if !errors.As(err, &lh) || lh.Leader != 3 || lh.Addr != "h3:7070" {
+			t.Errorf("%v: hint lost", err)
+		}
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotStored) != tc.notStored {
+			t.Errorf("%v: unavailable %v, not stored %v (want %v)", err, errors.Is(err, ErrUnavailable), errors.Is(err, ErrNotStored), tc.notStored)
+		}
+	}
+}
+
+// TestStuckSinceIsSharedByRequests: the first request to find a partition
+// without a reachable leader starts the wait; later ones see how long it
+// has lasted, until a leader is reachable again.
+func TestStuckSinceIsSharedByRequests(t *testing.T) {
+	var s stuckSince
+	if s.over(7, 0) {
+		t.Fatal("the first request must wait")
+	}
+	if !s.over(7, 0) || s.over(7, time.Hour) {
+		t.Fatal("a later request must see the wait so far")
+	}
+	if s.over(8, 0) {
+		t.Fatal("groups are independent")
+	}
+	s.clear(7)
+	if s.over(7, 0) {
+		t.Fatal("a cleared group starts over")
+	}
+}

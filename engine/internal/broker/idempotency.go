@@ -116,7 +116,7 @@ func (b *Broker) bindPartition(ctx context.Context, lt *liveTopic, home uint32, 
 		var err error
 		out, err = part.Bind(ctx, bs)
 		return err
-	}, func(node uint64, addr string) error {
+	}, func(ctx context.Context, node uint64, addr string) error {
 		if b.cfg.Bind == nil {
 			return fmt.Errorf("%w: no binder to reach node %d", ErrUnavailable, node)
 		}

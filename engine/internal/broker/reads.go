@@ -241,25 +241,26 @@ func (l *leaderLink) current() *liveTopic {
 	return l.lt
 }
 
-// target returns the node to ask.
-func (l *leaderLink) target() uint64 {
+// target returns the node to ask, and when that is this replica's raft
+// leader, a channel closed once raft sees another one (or none).
+func (l *leaderLink) target() (uint64, <-chan struct{}) {
 	l.mu.Lock()
 	hint, turn := l.hint, l.turn
 	l.mu.Unlock()
 	if hint != 0 {
-		return hint
+		return hint, nil
 	}
 	lt := l.current()
 	if part := lt.parts[l.index]; part != nil && part.Err() == nil {
-		if id := part.Leader(); id != 0 && turn%2 == 0 {
-			return id
+		if id, changed := part.LeaderWatch(); id != 0 && turn%2 == 0 {
+			return id, changed
 		}
 	}
 	reps := lt.meta.ReplicasOf(int(l.index))
 	if len(reps) == 0 {
-		return 0
+		return 0, nil
 	}
-	return reps[turn%len(reps)]
+	return reps[turn%len(reps)], nil
 }
 
 // learn records what asking node taught: who leads, or that it is of no
@@ -309,17 +310,32 @@ func (f *selfFetcher) Locate(_ context.Context, _ uint64, _ string, topicID uint
 }
 
 func (l *leaderLink) call(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, node uint64, addr string) error) error {
-	node := l.target()
+	node, changed := l.target()
 	if node == 0 {
 		return fmt.Errorf("%w: no leader known for partition %d of %q", ErrUnavailable, l.index, l.lt.meta.Name)
 	}
 	addr, _ := l.b.Addr(node)
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(timeout, func() { cancel(fmt.Errorf("node %d did not answer within %s", node, timeout)) })
+	if changed != nil {
+		// A leader raft has replaced is not waited for (it may be paused
+		// with its connection open): the call is retried on the new one.
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			select {
+			case <-changed:
+				cancel(fmt.Errorf("raft on this node no longer sees node %d as the leader", node))
+			case <-stop:
+			}
+		}()
+	}
 	err := fn(cctx, node, addr)
 	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("%w: node %d did not answer within %s: %w", ErrUnavailable, node, timeout, err)
+		err = fmt.Errorf("%w: %w: %w", ErrUnavailable, context.Cause(cctx), err)
 	}
-	cancel()
+	timer.Stop()
+	cancel(nil)
 	l.learn(node, err)
 	return err
 }

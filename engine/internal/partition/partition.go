@@ -177,6 +177,10 @@ type Partition struct {
 		sync.Mutex
 		visible State
 		leader  uint64
+		// lastLeader is the last non-zero leader; leaderChanged is closed
+		// and replaced at every change of leader.
+		lastLeader    uint64
+		leaderChanged chan struct{}
 		// leaderTerm is the term of the last leader change, visibleTerm
 		// the term of the last entry visible to readers (LeaderApplied).
 		leaderTerm, visibleTerm uint64
@@ -303,6 +307,7 @@ func Open(cfg Config) (*Partition, error) {
 	p.mu.visible = p.st
 	p.mu.room = make(chan struct{})
 	p.mu.subs = make(map[chan<- struct{}]struct{})
+	p.mu.leaderChanged = make(chan struct{})
 	p.mu.flightTimes = make(map[uint64]int64)
 	return p, nil
 }
@@ -328,6 +333,23 @@ func (p *Partition) Leader() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mu.leader
+}
+
+// LeaderWatch returns the known leader (0 if none) and a channel closed
+// when that changes: a new leader, or none (an election, or this replica
+// stopped hearing from the leader for an election timeout).
+func (p *Partition) LeaderWatch() (leader uint64, changed <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.leader, p.mu.leaderChanged
+}
+
+// LastLeader returns the last leader this replica knew of, also while it
+// knows none now (0: never one).
+func (p *Partition) LastLeader() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.lastLeader
 }
 
 // Err returns why the partition stopped, or nil.
@@ -840,7 +862,14 @@ func (p *Partition) failLost() {
 // LeaderChanged implements raftlog.StateMachine.
 func (p *Partition) LeaderChanged(leader, term uint64) {
 	p.mu.Lock()
+	if leader != p.mu.leader {
+		close(p.mu.leaderChanged)
+		p.mu.leaderChanged = make(chan struct{})
+	}
 	p.mu.leader, p.mu.leaderTerm = leader, term
+	if leader != 0 {
+		p.mu.lastLeader = leader
+	}
 	p.mu.Unlock()
 }
 

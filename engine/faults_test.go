@@ -1,0 +1,369 @@
+package engine_test
+
+// Gray failures on an in-process cluster of three real nodes on loopback:
+// every connection between members goes through a fault-injecting dialer
+// (a cut link swallows bytes both ways and dials hang, like a blackhole
+// route), and every node's store through a filesystem whose syncs can be
+// stalled (a leader that is alive on the network but stuck: its raft loop
+// waits on the disk). The tests assert outcomes only: which code a publish
+// ends with and what it says, never how long it took.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/rewind-io/rewind/engine"
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
+)
+
+// faultNet holds which links between members are cut.
+type faultNet struct {
+	mu     sync.Mutex
+	cut    map[[2]uint64]bool // unordered pair, smaller id first
+	change chan struct{}      // closed and replaced on every change
+	addrs  map[string]uint64
+}
+
+func pair(a, b uint64) [2]uint64 { return [2]uint64{min(a, b), max(a, b)} }
+
+func (n *faultNet) setCut(a, b uint64, cut bool) {
+	n.mu.Lock()
+	n.cut[pair(a, b)] = cut
+	close(n.change)
+	n.change = make(chan struct{})
+	n.mu.Unlock()
+}
+
+func (n *faultNet) isCut(a, b uint64) (bool, <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cut[pair(a, b)], n.change
+}
+
+// dialer is node from's way to the other members.
+func (n *faultNet) dialer(from uint64) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		n.mu.Lock()
+		to := n.addrs[addr]
+		n.mu.Unlock()
+		for {
+			cut, changed := n.isCut(from, to)
+			if !cut {
+				break
+			}
+			select { // a dropped SYN: the dial waits for its deadline
+			case <-ctx.Done():
+				return nil, &net.OpError{Op: "dial", Net: network, Err: ctx.Err()}
+			case <-changed:
+			}
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &faultConn{Conn: c, n: n, from: from, to: to}, nil
+	}
+}
+
+// faultConn swallows what is written while its link is cut and drops what
+// arrives meanwhile: neither end hears from the other.
+type faultConn struct {
+	net.Conn
+	n        *faultNet
+	from, to uint64
+}
+
+func (c *faultConn) Write(b []byte) (int, error) {
+	if cut, _ := c.n.isCut(c.from, c.to); cut {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *faultConn) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		if cut, _ := c.n.isCut(c.from, c.to); cut && err == nil {
+			continue
+		}
+		return n, err
+	}
+}
+
+// stallFS is a filesystem whose syncs wait while it is stalled.
+type stallFS struct {
+	vfs.FS
+	mu      sync.Mutex
+	stalled chan struct{} // nil: not stalled; closed on release
+}
+
+func (fs *stallFS) stall() {
+	fs.mu.Lock()
+	fs.stalled = make(chan struct{})
+	fs.mu.Unlock()
+}
+
+func (fs *stallFS) release() {
+	fs.mu.Lock()
+	if fs.stalled != nil {
+		close(fs.stalled)
+		fs.stalled = nil
+	}
+	fs.mu.Unlock()
+}
+
+func (fs *stallFS) wait() {
+	fs.mu.Lock()
+	ch := fs.stalled
+	fs.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+func (fs *stallFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, cat)
+	return fs.wrap(f), err
+}
+
+func (fs *stallFS) ReuseForWrite(old, name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(old, name, cat)
+	return fs.wrap(f), err
+}
+
+func (fs *stallFS) OpenReadWrite(name string, cat vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name, cat, opts...)
+	return fs.wrap(f), err
+}
+
+func (fs *stallFS) wrap(f vfs.File) vfs.File {
+	if f == nil {
+		return nil
+	}
+	return &stallFile{File: f, fs: fs}
+}
+
+type stallFile struct {
+	vfs.File
+	fs *stallFS
+}
+
+func (f *stallFile) Sync() error                  { f.fs.wait(); return f.File.Sync() }
+func (f *stallFile) SyncData() error              { f.fs.wait(); return f.File.SyncData() }
+func (f *stallFile) SyncTo(n int64) (bool, error) { f.fs.wait(); return f.File.SyncTo(n) }
+
+type faultCluster struct {
+	net   *faultNet
+	addrs map[uint64]string
+	fs    map[uint64]*stallFS
+	nodes map[uint64]*engine.Node
+}
+
+// startFaultCluster starts three members with a short raft tick, so
+// elections take a few hundred milliseconds.
+func startFaultCluster(t *testing.T) *faultCluster {
+	t.Helper()
+	c := &faultCluster{
+		net:   &faultNet{cut: map[[2]uint64]bool{}, change: make(chan struct{}), addrs: map[string]uint64{}},
+		addrs: map[uint64]string{}, fs: map[uint64]*stallFS{}, nodes: map[uint64]*engine.Node{},
+	}
+	ls := map[uint64]net.Listener{}
+	for id := uint64(1); id <= 3; id++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[id], c.addrs[id] = l, l.Addr().String()
+		c.net.addrs[l.Addr().String()] = id
+	}
+	for id := uint64(1); id <= 3; id++ {
+		fs := &stallFS{FS: vfs.NewMem()}
+		c.fs[id] = fs
+		n, err := engine.Open(engine.Config{
+			Dir: "/data", FS: fs, NodeID: id, InitialCluster: c.addrs, ClusterID: engine.ClusterIDOf(c.addrs),
+			TickInterval: 20 * time.Millisecond, LeaderBalanceInterval: -1, MinFreeBytes: -1,
+			PeerDialer: c.net.dialer(id),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[id] = n
+		srv := engine.NewHTTPServer(n.Handler())
+		go func() { _ = srv.Serve(ls[id]) }()
+		t.Cleanup(func() {
+			n.Drain()
+			_ = srv.Close()
+			_ = n.Close()
+		})
+	}
+	t.Cleanup(func() { // runs before the nodes close
+		for a := uint64(1); a <= 3; a++ {
+			c.fs[a].release()
+			for b := a + 1; b <= 3; b++ {
+				c.net.setCut(a, b, false)
+			}
+		}
+	})
+	return c
+}
+
+func (c *faultCluster) publisher(id uint64) rewindv1connect.PublishServiceClient {
+	return rewindv1connect.NewPublishServiceClient(http.DefaultClient, "http://"+c.addrs[id], connect.WithGRPC())
+}
+
+// settle creates topic t with three partitions on every node and waits
+// until every node knows partition 1's leader and the leader has applied
+// its term; it returns that leader.
+func (c *faultCluster) settle(t *testing.T) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, "http://"+c.addrs[1], connect.WithGRPC())
+	for {
+		_, err := topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: "t", Config: &rewindv1.TopicConfig{Partitions: 3, ReplicationFactor: 3}})
+		if err == nil || connect.CodeOf(err) == connect.CodeAlreadyExists {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create topic: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		// A publish through every node proves each routes partition 1.
+		var leader uint64
+		ok := true
+		for id := uint64(1); id <= 3; id++ {
+			if _, err := publishP1(ctx, c.publisher(id), "settle", ""); err != nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			leader = c.leaderOf(ctx, t)
+		}
+		if leader != 0 {
+			return leader
+		}
+		if ctx.Err() != nil {
+			t.Fatal("partition 1 never settled")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// leaderOf returns partition 1's leader if all nodes agree on it.
+func (c *faultCluster) leaderOf(ctx context.Context, t *testing.T) uint64 {
+	var seen uint64
+	for id := uint64(1); id <= 3; id++ {
+		cl := rewindv1connect.NewClusterServiceClient(http.DefaultClient, "http://"+c.addrs[id], connect.WithGRPC())
+		st, err := cl.GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+		if err != nil {
+			return 0
+		}
+		for _, p := range st.GetPartitions() {
+			if p.GetTopic() == "t" && p.GetPartition() == 1 {
+				if p.GetLeader() == 0 || (seen != 0 && seen != p.GetLeader()) {
+					return 0
+				}
+				seen = p.GetLeader()
+			}
+		}
+	}
+	return seen
+}
+
+// publishP1 publishes value to partition 1, with key as its idempotency
+// key. A key is first bound on its home partition's leader (maybe another
+// node than partition 1's): the tests of cut links publish without one.
+func publishP1(ctx context.Context, pub rewindv1connect.PublishServiceClient, value, key string) (*rewindv1.PublishResponse, error) {
+	p := uint32(1)
+	return pub.Publish(ctx, &rewindv1.PublishRequest{Topic: "t", Records: []*rewindv1.PublishRecord{
+		{Value: []byte(value), Partition: &p, IdempotencyKey: key},
+	}})
+}
+
+func others(leader uint64) (a, b uint64) {
+	switch leader {
+	case 1:
+		return 2, 3
+	case 2:
+		return 1, 3
+	}
+	return 1, 2
+}
+
+// A node cut off from a partition's leader, in a cluster that keeps that
+// leader (the third node still reaches it), answers a publish to the
+// partition with Unavailable and the leader's address, which the client
+// can reach, instead of holding the request until the client gives up.
+func TestForwardToAnUnreachableLeaderFailsWithAHint(t *testing.T) {
+	c := startFaultCluster(t)
+	leader := c.settle(t)
+	cutOff, _ := others(leader)
+	c.net.setCut(cutOff, leader, true)
+
+	// Several publishes: the first ones race the cut being noticed
+	// (the forwarding node still believes it reaches the leader).
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := publishP1(ctx, c.publisher(cutOff), fmt.Sprint("cut-", i), "")
+		cancel()
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable {
+			t.Fatalf("publish %d through node %d, cut off from leader %d: %v, want Unavailable", i, cutOff, leader, err)
+		}
+		if got := ce.Meta().Get("Rewind-Leader"); got != strconv.FormatUint(leader, 10) {
+			t.Errorf("publish %d: leader hint %q, want %d (%v)", i, got, leader, err)
+		}
+		if got := ce.Meta().Get("Rewind-Leader-Address"); got != c.addrs[leader] {
+			t.Errorf("publish %d: leader address %q, want %s", i, got, c.addrs[leader])
+		}
+	}
+	// The hint works: the leader itself takes the write.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := publishP1(ctx, c.publisher(leader), "direct", ""); err != nil {
+		t.Fatalf("publish on the hinted leader: %v", err)
+	}
+}
+
+// A leader that is alive on the network but stuck (its raft loop waits on
+// a stalled disk) is replaced by an election; a publish another node was
+// forwarding to it then ends with Unavailable as soon as that node's raft
+// knows the new leader, instead of waiting on a connection that never
+// fails, and the next publish through the same node is stored.
+func TestForwardToAStuckLeaderEndsWhenRaftMovesOn(t *testing.T) {
+	c := startFaultCluster(t)
+	leader := c.settle(t)
+	via, _ := others(leader)
+	c.fs[leader].stall()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	_, err := publishP1(ctx, c.publisher(via), "stuck-0", "stuck-0")
+	if code := connect.CodeOf(err); err != nil && code != connect.CodeUnavailable {
+		t.Fatalf("publish forwarded to the stuck leader %d: %v, want Unavailable or success", leader, err)
+	}
+	for i := 1; ; i++ {
+		_, err := publishP1(ctx, c.publisher(via), fmt.Sprint("stuck-", i), fmt.Sprint("stuck-", i))
+		if err == nil {
+			break
+		}
+		if connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Fatalf("publish %d through node %d after leader %d got stuck: %v, want Unavailable until a new leader takes it", i, via, leader, err)
+		}
+		time.Sleep(10 * time.Millisecond) // a client's backoff
+	}
+}
