@@ -232,14 +232,22 @@ func (lt *liveTopic) replicaNodes() []uint64 {
 // leads the partition, else on the leader through the Forwarder (see
 // onLeader).
 func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, recs []record.Record) (a *partition.Append, res []PublishResult, err error) {
+	// onLeader may try here, lose the leadership (ErrNotLeader) and then
+	// forward: only the attempt that succeeded may leave its outcome, or
+	// the failed local Append (no offsets) would stand for the leader's
+	// results.
 	err = b.onLeader(ctx, lt, p, func(part *partition.Partition) error {
-		var err error
-		a, err = part.Enqueue(ctx, recs)
+		a, res = nil, nil
+		ap, err := part.Enqueue(ctx, recs)
 		if err == nil {
-			err = a.Wait(ctx)
+			err = ap.Wait(ctx)
+		}
+		if err == nil || !errors.Is(err, partition.ErrNotLeader) {
+			a = ap // its conflict or dedupe outcome, or its offsets
 		}
 		return err
 	}, func(ctx context.Context, node uint64, addr string) error {
+		a, res = nil, nil
 		var err error
 		res, err = b.cfg.Forward.Publish(ctx, node, addr, lt.meta.Name, p, recs)
 		return err
