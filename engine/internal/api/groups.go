@@ -92,10 +92,11 @@ func (s *Server) ResetGroup(ctx context.Context, req *rewindv1.ResetGroupRequest
 	case *rewindv1.ResetTarget_Offset:
 		t = groups.Target{Kind: groups.ToOffset, Offset: v.Offset}
 	case *rewindv1.ResetTarget_Time:
-		if err := v.Time.CheckValid(); err != nil {
+		ns, err := unixNanos(v.Time)
+		if err != nil {
 			return nil, invalidf("reset time: %v", err)
 		}
-		t = groups.Target{Kind: groups.ToTime, Time: v.Time.AsTime().UnixNano()}
+		t = groups.Target{Kind: groups.ToTime, Time: ns}
 	case *rewindv1.ResetTarget_MessageId:
 		id, err := msgid.Parse(v.MessageId)
 		if err != nil {

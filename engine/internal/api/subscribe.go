@@ -72,10 +72,11 @@ func startOf(p *rewindv1.StartPosition) (cursor.Start, error) {
 	case *rewindv1.StartPosition_Offset:
 		return cursor.Start{Kind: cursor.AtOffset, Offset: v.Offset}, nil
 	case *rewindv1.StartPosition_Time:
-		if err := v.Time.CheckValid(); err != nil {
+		t, err := unixNanos(v.Time)
+		if err != nil {
 			return cursor.Start{}, invalidf("start time: %v", err)
 		}
-		return cursor.Start{Kind: cursor.AtTime, Time: v.Time.AsTime().UnixNano()}, nil
+		return cursor.Start{Kind: cursor.AtTime, Time: t}, nil
 	case *rewindv1.StartPosition_MessageId:
 		id, err := msgid.Parse(v.MessageId)
 		if err != nil {
@@ -106,10 +107,11 @@ func stopOf(p *rewindv1.StopPosition) (cursor.Stop, error) {
 	case *rewindv1.StopPosition_Offset:
 		return cursor.Stop{Kind: cursor.BeforeOffset, Offset: v.Offset}, nil
 	case *rewindv1.StopPosition_Time:
-		if err := v.Time.CheckValid(); err != nil {
+		t, err := unixNanos(v.Time)
+		if err != nil {
 			return cursor.Stop{}, invalidf("stop time: %v", err)
 		}
-		return cursor.Stop{Kind: cursor.BeforeTime, Time: v.Time.AsTime().UnixNano()}, nil
+		return cursor.Stop{Kind: cursor.BeforeTime, Time: t}, nil
 	case *rewindv1.StopPosition_MessageId:
 		id, err := msgid.Parse(v.MessageId)
 		if err != nil {
