@@ -51,7 +51,10 @@ const (
 	MaxMaxRecordBytes     = 16 << 20
 	MaxRecordsPerPublish  = 100_000
 	MaxIdempotencyKey     = 256
-	MaxTopicName          = 249
+	// MaxHeaders bounds a record's headers, so that the framing beside
+	// what MaxRecordBytes counts (a few bytes a header) stays small.
+	MaxHeaders   = 1024
+	MaxTopicName = 249
 )
 
 // Config configures a broker. The zero value of every field but Dir selects

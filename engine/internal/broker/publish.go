@@ -52,7 +52,8 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == partition.ErrConflict }
 
 // RecordTooLargeError says which record of a publish exceeds the topic's
-// limit.
+// limit. Size counts what the publisher chose: key, value, idempotency key
+// and headers (record.Record.PayloadSize), not the framing.
 type RecordTooLargeError struct {
 	Index int
 	Size  int
@@ -60,7 +61,7 @@ type RecordTooLargeError struct {
 }
 
 func (e *RecordTooLargeError) Error() string {
-	return fmt.Sprintf("record %d is %d bytes, over the topic's limit of %d bytes", e.Index, e.Size, e.Max)
+	return fmt.Sprintf("record %d is %d bytes (key, value, headers and idempotency key), over the topic's limit of %d bytes", e.Index, e.Size, e.Max)
 }
 
 // Is makes a RecordTooLargeError an ErrInvalid.
@@ -120,8 +121,11 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 	}
 	for i := range recs {
 		r := &recs[i]
-		if size := r.EncodedSize(); size > int(lt.meta.MaxRecordBytes) {
+		if size := r.PayloadSize(); size > int(lt.meta.MaxRecordBytes) {
 			return 0, nil, &RecordTooLargeError{Index: i, Size: size, Max: lt.meta.MaxRecordBytes}
+		}
+		if len(r.Headers) > MaxHeaders {
+			return 0, nil, fmt.Errorf("%w: record %d has %d headers (at most %d)", ErrInvalid, i, len(r.Headers), MaxHeaders)
 		}
 		if len(r.IdempotencyKey) > MaxIdempotencyKey {
 			return 0, nil, fmt.Errorf("%w: record %d: idempotency key of %d bytes (at most %d)", ErrInvalid, i, len(r.IdempotencyKey), MaxIdempotencyKey)
