@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
@@ -97,5 +98,110 @@ func TestRecordSizeLimitIsWhatTheUserSends(t *testing.T) {
 	}
 	if err := publish(&rewindv1.PublishRecord{Headers: many}); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "headers") {
 		t.Errorf("%d headers: got %v, want InvalidArgument", len(many), err)
+	}
+}
+
+// TestErrorsDoNotEchoHugeInput: a request with a megabyte-long name gets a
+// short error that still says what is wrong (issue 13, item 10).
+func TestErrorsDoNotEchoHugeInput(t *testing.T) {
+	_, url := testServer(t)
+	ctx := context.Background()
+	huge := strings.Repeat("n", 1_000_000)
+	topics := rewindv1connect.NewTopicServiceClient(httpClient(), url)
+	if _, err := topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: "t", Config: &rewindv1.TopicConfig{Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	pub := rewindv1connect.NewPublishServiceClient(httpClient(), url)
+	groups := rewindv1connect.NewGroupServiceClient(httpClient(), url)
+	plugins := rewindv1connect.NewPluginServiceClient(httpClient(), url)
+	sub := rewindv1connect.NewSubscribeServiceClient(httpClient(), url)
+	subscribe := func(req *rewindv1.SubscribeRequest) error {
+		st, err := sub.Subscribe(ctx, req)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for st.Receive() {
+		}
+		return st.Err()
+	}
+	end := &rewindv1.StopPosition{Position: &rewindv1.StopPosition_End{End: true}}
+	for _, c := range []struct {
+		name string
+		call func() error
+		want string // what the message must still name
+	}{
+		{"create topic", func() error {
+			_, err := topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: huge, Config: &rewindv1.TopicConfig{Partitions: 1}})
+			return err
+		}, "use 1 to 249 characters"},
+		{"describe topic", func() error {
+			_, err := topics.DescribeTopic(ctx, &rewindv1.DescribeTopicRequest{Name: huge})
+			return err
+		}, "no such topic"},
+		{"delete topic", func() error {
+			_, err := topics.DeleteTopic(ctx, &rewindv1.DeleteTopicRequest{Name: huge})
+			return err
+		}, "topic name"},
+		{"alter topic", func() error {
+			_, err := topics.AlterTopic(ctx, &rewindv1.AlterTopicRequest{Name: huge})
+			return err
+		}, "topic name"},
+		{"publish", func() error {
+			_, err := pub.Publish(ctx, &rewindv1.PublishRequest{Topic: huge, Records: []*rewindv1.PublishRecord{{Value: []byte("v")}}})
+			return err
+		}, "no such topic"},
+		{"subscribe", func() error { return subscribe(&rewindv1.SubscribeRequest{Topic: huge, Stop: end}) }, "no such topic"},
+		{"subscribe group", func() error { return subscribe(&rewindv1.SubscribeRequest{Topic: "t", Group: huge}) }, "group name"},
+		{"start message ID", func() error {
+			return subscribe(&rewindv1.SubscribeRequest{Topic: "t", Stop: end,
+				Start: &rewindv1.StartPosition{Position: &rewindv1.StartPosition_MessageId{MessageId: huge}}})
+		}, "start message ID"},
+		{"resume token", func() error {
+			return subscribe(&rewindv1.SubscribeRequest{Topic: "t", Stop: end,
+				Start: &rewindv1.StartPosition{Position: &rewindv1.StartPosition_ResumeToken{ResumeToken: huge}}})
+		}, "resume token"},
+		{"describe group", func() error {
+			_, err := groups.DescribeGroup(ctx, &rewindv1.DescribeGroupRequest{Group: huge})
+			return err
+		}, "group name"},
+		{"reset group", func() error {
+			_, err := groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: "g", Topic: "t", DryRun: true,
+				Target: &rewindv1.ResetTarget{Target: &rewindv1.ResetTarget_MessageId{MessageId: huge}}})
+			return err
+		}, "reset message ID"},
+		{"get plugin", func() error {
+			_, err := plugins.GetPlugin(ctx, &rewindv1.GetPluginRequest{Plugin: huge})
+			return err
+		}, "plugin"},
+		{"upload plugin", func() error {
+			_, err := plugins.UploadPlugin(ctx, &rewindv1.UploadPluginRequest{Name: huge, Module: []byte("\x00asm")})
+			return err
+		}, "plugin name"},
+	} {
+		err := c.call()
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		if msg := err.Error(); len(msg) > 2*echo.MaxMessage || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %d-byte error %.300q..., want a short one naming %q", c.name, len(msg), msg, c.want)
+		}
+	}
+}
+
+// TestTopicNamesMayNotStartWithADash: such a name reads as a flag on every
+// command line that names it (issue 13).
+func TestTopicNamesMayNotStartWithADash(t *testing.T) {
+	_, url := testServer(t)
+	topics := rewindv1connect.NewTopicServiceClient(httpClient(), url)
+	for _, name := range []string{"-x", "--from", "-"} {
+		_, err := topics.CreateTopic(context.Background(), &rewindv1.CreateTopicRequest{Name: name, Config: &rewindv1.TopicConfig{Partitions: 1}})
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "must not start with '-'") {
+			t.Errorf("create %q: got %v, want InvalidArgument saying it must not start with '-'", name, err)
+		}
+	}
+	if _, err := topics.CreateTopic(context.Background(), &rewindv1.CreateTopicRequest{Name: "a-b-", Config: &rewindv1.TopicConfig{Partitions: 1}}); err != nil {
+		t.Errorf("create a-b-: %v", err)
 	}
 }

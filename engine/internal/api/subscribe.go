@@ -8,6 +8,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/resume"
 	"github.com/rewind-io/rewind/engine/internal/stream"
@@ -80,7 +81,7 @@ func startOf(p *rewindv1.StartPosition) (cursor.Start, error) {
 	case *rewindv1.StartPosition_MessageId:
 		id, err := msgid.Parse(v.MessageId)
 		if err != nil {
-			return cursor.Start{}, invalidf("start message ID %q: %v", v.MessageId, err)
+			return cursor.Start{}, invalidf("start message ID %s: %v", echo.Quote(v.MessageId), err)
 		}
 		return cursor.Start{Kind: cursor.AtMessageID, ID: id}, nil
 	case *rewindv1.StartPosition_RecordsBack:
@@ -115,7 +116,7 @@ func stopOf(p *rewindv1.StopPosition) (cursor.Stop, error) {
 	case *rewindv1.StopPosition_MessageId:
 		id, err := msgid.Parse(v.MessageId)
 		if err != nil {
-			return cursor.Stop{}, invalidf("stop message ID %q: %v", v.MessageId, err)
+			return cursor.Stop{}, invalidf("stop message ID %s: %v", echo.Quote(v.MessageId), err)
 		}
 		return cursor.Stop{Kind: cursor.BeforeMessageID, ID: id}, nil
 	case *rewindv1.StopPosition_End:

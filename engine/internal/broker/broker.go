@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/meta"
@@ -622,7 +623,7 @@ func (b *Broker) topic(name string) (*liveTopic, error) {
 func (b *Broker) anyTopic(name string) (*liveTopic, error) {
 	t, ok := b.meta.Topic(name)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNoTopic, name)
+		return nil, fmt.Errorf("%w: %s", ErrNoTopic, echo.Quote(name))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

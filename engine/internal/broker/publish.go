@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
@@ -45,7 +46,7 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("record %d reuses idempotency key %q of a different record (partition %d, offset %d) within the dedupe window", e.Index, e.Key, e.Partition, e.Offset)
+	return fmt.Sprintf("record %d reuses idempotency key %s of a different record (partition %d, offset %d) within the dedupe window", e.Index, echo.Quote(e.Key), e.Partition, e.Offset)
 }
 
 // Is makes a ConflictError a partition.ErrConflict.
@@ -138,7 +139,7 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 				seenKeys = make(map[string]int)
 			}
 			if j, ok := seenKeys[string(r.IdempotencyKey)]; ok {
-				return 0, nil, fmt.Errorf("%w: records %d and %d have the same idempotency key %q", ErrInvalid, j, i, r.IdempotencyKey)
+				return 0, nil, fmt.Errorf("%w: records %d and %d have the same idempotency key %s", ErrInvalid, j, i, echo.QuoteBytes(r.IdempotencyKey))
 			}
 			seenKeys[string(r.IdempotencyKey)] = i
 		}
