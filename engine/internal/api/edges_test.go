@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -17,15 +18,23 @@ import (
 )
 
 // testServer is a real broker (in memory) behind the real handlers on a
-// loopback port, for one test.
-func testServer(t *testing.T) (*Server, string) {
+// loopback port (HTTP/1.1 and h2c, as rewind serve), for one test; setup
+// may change the Server before it serves.
+func testServer(t *testing.T, setup ...func(*Server)) (*Server, string) {
 	t.Helper()
 	b, err := broker.Open(broker.Config{Dir: "data", FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := New(b, nil)
-	srv := httptest.NewServer(s.Handler())
+	for _, f := range setup {
+		f(s)
+	}
+	srv := httptest.NewUnstartedServer(s.Handler())
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		b.Close()
