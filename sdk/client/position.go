@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -135,12 +136,19 @@ func ParsePosition(s string) (Position, error) {
 		return ResumeToken(s[6:]), nil
 	case strings.HasPrefix(s, "@"):
 		v := s[1:]
-		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return Time(time.UnixMilli(ms)), nil
-		}
 		t, err := time.Parse(time.RFC3339Nano, v)
+		if ms, msErr := strconv.ParseInt(v, 10, 64); msErr == nil {
+			t, err = time.UnixMilli(ms), nil
+		}
 		if err != nil {
 			return Position{}, fmt.Errorf("position %q: a time is @RFC3339 (@2026-11-30T10:00:00Z) or @<unix-ms>", s)
+		}
+		// The API's timestamps span the years 1 to 9999; the server takes
+		// every such time faithfully (after or before every record is a
+		// valid answer), so only times beyond it are refused, here rather
+		// than as the server's less specific InvalidArgument.
+		if timestamppb.New(t).CheckValid() != nil {
+			return Position{}, fmt.Errorf("position %q: a time must lie in the years 0001 to 9999", s)
 		}
 		return Time(t), nil
 	case strings.HasPrefix(s, "-"):
@@ -162,14 +170,22 @@ func ParsePosition(s string) (Position, error) {
 }
 
 // ParseDuration is time.ParseDuration plus a "d" (24 h) unit: "7d",
-// "1.5d", "36h", "15m".
+// "1.5d", "36h", "15m". Like time.ParseDuration it refuses a duration
+// beyond about ±292 years (math.MaxInt64 nanoseconds) rather than wrap.
 func ParseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseFloat(days, 64)
 		if err != nil {
 			return 0, err
 		}
-		return time.Duration(n * float64(24*time.Hour)), nil
+		// Compared as floats: converting an out-of-range float to an
+		// integer is undefined in Go (it wraps on amd64). 2^63 is exact in
+		// a float64, so the bound is.
+		ns := n * float64(24*time.Hour)
+		if math.IsNaN(ns) || ns >= 1<<63 || ns < -(1<<63) {
+			return 0, fmt.Errorf("time: invalid duration %q: out of range", s)
+		}
+		return time.Duration(ns), nil
 	}
 	return time.ParseDuration(s)
 }

@@ -17,6 +17,8 @@ import (
 )
 
 // MaxRequestBytes bounds a request message (a publish of many records).
+// A larger request is refused with InvalidArgument before its body is read
+// (limitBody).
 const MaxRequestBytes = 64 << 20
 
 // MaxResponseBytes bounds a response message.
@@ -28,6 +30,8 @@ type Server struct {
 	log       hclog.Logger
 	peerStats func() map[uint64]PeerStat
 	peer      *http.Client
+	// maxRequest is MaxRequestBytes; tests lower it.
+	maxRequest int64
 }
 
 // New returns the handlers for b.
@@ -35,7 +39,7 @@ func New(b *broker.Broker, log hclog.Logger) *Server {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Server{b: b, log: log}
+	return &Server{b: b, log: log, maxRequest: MaxRequestBytes}
 }
 
 // Handler returns an http.Handler serving every service, plus gRPC health,
@@ -43,16 +47,19 @@ func New(b *broker.Broker, log hclog.Logger) *Server {
 // probes (health.go).
 func (s *Server) Handler() http.Handler {
 	opts := []connect.HandlerOption{
-		connect.WithReadMaxBytes(MaxRequestBytes),
+		// limitBody bounds what is read off the wire; this bounds what a
+		// compressed message may inflate to.
+		connect.WithReadMaxBytes(int(s.maxRequest)),
 		connect.WithSendMaxBytes(MaxResponseBytes),
 	}
 	mux := http.NewServeMux()
-	mux.Handle(rewindv1connect.NewTopicServiceHandler(s, opts...))
-	mux.Handle(rewindv1connect.NewPublishServiceHandler(s, opts...))
-	mux.Handle(rewindv1connect.NewSubscribeServiceHandler(s, opts...))
-	mux.Handle(rewindv1connect.NewGroupServiceHandler(s, opts...))
-	mux.Handle(rewindv1connect.NewPluginServiceHandler(s, opts...))
-	mux.Handle(rewindv1connect.NewClusterServiceHandler(s, opts...))
+	handle := func(path string, h http.Handler) { mux.Handle(path, limitBody(h, s.maxRequest)) }
+	handle(rewindv1connect.NewTopicServiceHandler(s, opts...))
+	handle(rewindv1connect.NewPublishServiceHandler(s, opts...))
+	handle(rewindv1connect.NewSubscribeServiceHandler(s, opts...))
+	handle(rewindv1connect.NewGroupServiceHandler(s, opts...))
+	handle(rewindv1connect.NewPluginServiceHandler(s, opts...))
+	handle(rewindv1connect.NewClusterServiceHandler(s, opts...))
 	services := []string{
 		rewindv1connect.ClusterServiceName,
 		rewindv1connect.TopicServiceName,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/partition"
@@ -116,7 +117,7 @@ func toConnectCode(log hclog.Logger, err error) error {
 	}
 	var oor *cursor.OutOfRangeError
 	if errors.As(err, &oor) {
-		e := connect.NewError(connect.CodeOutOfRange, err)
+		e := connect.NewError(connect.CodeOutOfRange, clip(err))
 		d := &rewindv1.OffsetRange{
 			Partition: oor.Partition, RequestedOffset: oor.Requested,
 			LogStartOffset: oor.LogStart, EndOffset: oor.End,
@@ -129,7 +130,7 @@ func toConnectCode(log hclog.Logger, err error) error {
 	}
 	var conflict *broker.ConflictError
 	if errors.As(err, &conflict) {
-		e := connect.NewError(connect.CodeFailedPrecondition, err)
+		e := connect.NewError(connect.CodeFailedPrecondition, clip(err))
 		d := &rewindv1.IdempotencyConflict{Index: uint32(conflict.Index), IdempotencyKey: conflict.Key, Partition: conflict.Partition}
 		if !conflict.OffsetUnknown {
 			d.Offset, d.MessageId = conflict.Offset, msgid.ID{TopicID: conflict.TopicID, Partition: conflict.Partition, Offset: conflict.Offset}.String()
@@ -142,7 +143,7 @@ func toConnectCode(log hclog.Logger, err error) error {
 	}
 	var big *broker.RecordTooLargeError
 	if errors.As(err, &big) {
-		e := connect.NewError(connect.CodeInvalidArgument, err)
+		e := connect.NewError(connect.CodeInvalidArgument, clip(err))
 		addDetail(e, &rewindv1.RecordTooLarge{Index: uint32(big.Index), Size: uint64(big.Size), MaxRecordBytes: uint64(big.Max)})
 		return e
 	}
@@ -151,7 +152,7 @@ func toConnectCode(log hclog.Logger, err error) error {
 			if c.code == connect.CodeDataLoss {
 				log.Error("data integrity check failed", "error", err)
 			}
-			return connect.NewError(c.code, err)
+			return connect.NewError(c.code, clip(err))
 		}
 	}
 	log.Error("internal error", "error", err)
@@ -164,10 +165,27 @@ func addDetail(e *connect.Error, m proto.Message) {
 	}
 }
 
-// invalidf is an InvalidArgument error for a malformed request.
+// invalidf is an InvalidArgument error for a malformed request. Strings
+// from the request go through echo.Quote.
 func invalidf(format string, args ...any) error {
-	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
+	return connect.NewError(connect.CodeInvalidArgument, clip(fmt.Errorf(format, args...)))
 }
+
+// clip bounds the message of an error on its way to a client
+// (echo.Clip): the errors that quote a request's strings do so through
+// echo.Quote, and this catches any that do not, so that no answer repeats
+// a megabyte of input. errors.Is and errors.As still see err.
+func clip(err error) error {
+	if len(err.Error()) <= echo.MaxMessage {
+		return err
+	}
+	return clipped{err}
+}
+
+type clipped struct{ err error }
+
+func (c clipped) Error() string { return echo.Clip(c.err.Error()) }
+func (c clipped) Unwrap() error { return c.err }
 
 func unixNano(ns int64) time.Time { return time.Unix(0, ns) }
 
@@ -199,7 +217,7 @@ func filterConnectError(err error) *connect.Error {
 	if !ok {
 		return nil
 	}
-	e := connect.NewError(f.code, err)
+	e := connect.NewError(f.code, clip(err))
 	addDetail(e, filterErrorOf(err))
 	return e
 }

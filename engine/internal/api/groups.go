@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -92,14 +93,15 @@ func (s *Server) ResetGroup(ctx context.Context, req *rewindv1.ResetGroupRequest
 	case *rewindv1.ResetTarget_Offset:
 		t = groups.Target{Kind: groups.ToOffset, Offset: v.Offset}
 	case *rewindv1.ResetTarget_Time:
-		if err := v.Time.CheckValid(); err != nil {
+		ns, err := unixNanos(v.Time)
+		if err != nil {
 			return nil, invalidf("reset time: %v", err)
 		}
-		t = groups.Target{Kind: groups.ToTime, Time: v.Time.AsTime().UnixNano()}
+		t = groups.Target{Kind: groups.ToTime, Time: ns}
 	case *rewindv1.ResetTarget_MessageId:
 		id, err := msgid.Parse(v.MessageId)
 		if err != nil {
-			return nil, invalidf("reset message ID %q: %v", v.MessageId, err)
+			return nil, invalidf("reset message ID %s: %v", echo.Quote(v.MessageId), err)
 		}
 		t = groups.Target{Kind: groups.ToMessageID, ID: id}
 	case *rewindv1.ResetTarget_TimeBack:

@@ -41,8 +41,10 @@ func (s *Server) PeerReads(clusterID uint64) *PeerReads {
 
 // Handler returns the service's path and handler.
 func (p *PeerReads) Handler() (string, http.Handler) {
-	return peerv1connect.NewPartitionServiceHandler(p,
-		connect.WithReadMaxBytes(1<<20), connect.WithSendMaxBytes(MaxFetchBytes+(4<<20)))
+	const maxRequest = 1 << 20
+	path, h := peerv1connect.NewPartitionServiceHandler(p,
+		connect.WithReadMaxBytes(maxRequest), connect.WithSendMaxBytes(MaxFetchBytes+(4<<20)))
+	return path, limitBody(h, maxRequest)
 }
 
 func (p *PeerReads) check(ref *peerv1.PartitionRef) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/resume"
 	"github.com/rewind-io/rewind/engine/internal/stream"
@@ -72,14 +73,15 @@ func startOf(p *rewindv1.StartPosition) (cursor.Start, error) {
 	case *rewindv1.StartPosition_Offset:
 		return cursor.Start{Kind: cursor.AtOffset, Offset: v.Offset}, nil
 	case *rewindv1.StartPosition_Time:
-		if err := v.Time.CheckValid(); err != nil {
+		t, err := unixNanos(v.Time)
+		if err != nil {
 			return cursor.Start{}, invalidf("start time: %v", err)
 		}
-		return cursor.Start{Kind: cursor.AtTime, Time: v.Time.AsTime().UnixNano()}, nil
+		return cursor.Start{Kind: cursor.AtTime, Time: t}, nil
 	case *rewindv1.StartPosition_MessageId:
 		id, err := msgid.Parse(v.MessageId)
 		if err != nil {
-			return cursor.Start{}, invalidf("start message ID %q: %v", v.MessageId, err)
+			return cursor.Start{}, invalidf("start message ID %s: %v", echo.Quote(v.MessageId), err)
 		}
 		return cursor.Start{Kind: cursor.AtMessageID, ID: id}, nil
 	case *rewindv1.StartPosition_RecordsBack:
@@ -106,14 +108,15 @@ func stopOf(p *rewindv1.StopPosition) (cursor.Stop, error) {
 	case *rewindv1.StopPosition_Offset:
 		return cursor.Stop{Kind: cursor.BeforeOffset, Offset: v.Offset}, nil
 	case *rewindv1.StopPosition_Time:
-		if err := v.Time.CheckValid(); err != nil {
+		t, err := unixNanos(v.Time)
+		if err != nil {
 			return cursor.Stop{}, invalidf("stop time: %v", err)
 		}
-		return cursor.Stop{Kind: cursor.BeforeTime, Time: v.Time.AsTime().UnixNano()}, nil
+		return cursor.Stop{Kind: cursor.BeforeTime, Time: t}, nil
 	case *rewindv1.StopPosition_MessageId:
 		id, err := msgid.Parse(v.MessageId)
 		if err != nil {
-			return cursor.Stop{}, invalidf("stop message ID %q: %v", v.MessageId, err)
+			return cursor.Stop{}, invalidf("stop message ID %s: %v", echo.Quote(v.MessageId), err)
 		}
 		return cursor.Stop{Kind: cursor.BeforeMessageID, ID: id}, nil
 	case *rewindv1.StopPosition_End:

@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/meta"
@@ -51,7 +52,10 @@ const (
 	MaxMaxRecordBytes     = 16 << 20
 	MaxRecordsPerPublish  = 100_000
 	MaxIdempotencyKey     = 256
-	MaxTopicName          = 249
+	// MaxHeaders bounds a record's headers, so that the framing beside
+	// what MaxRecordBytes counts (a few bytes a header) stays small.
+	MaxHeaders   = 1024
+	MaxTopicName = 249
 )
 
 // Config configures a broker. The zero value of every field but Dir selects
@@ -693,7 +697,7 @@ func (b *Broker) topic(name string) (*liveTopic, error) {
 func (b *Broker) anyTopic(name string) (*liveTopic, error) {
 	t, ok := b.meta.Topic(name)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNoTopic, name)
+		return nil, fmt.Errorf("%w: %s", ErrNoTopic, echo.Quote(name))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/stream"
@@ -21,7 +22,7 @@ var ErrNoGroup = groups.ErrNoGroup
 // names follow the rules of topic names.
 func ValidateGroupName(name string) error {
 	if !topicName.MatchString(name) || name == "." || name == ".." {
-		return fmt.Errorf("%w: group name %q: use 1 to %d characters of a-z, A-Z, 0-9, '.', '_' and '-'", ErrInvalid, name, MaxTopicName)
+		return fmt.Errorf("%w: group name %s: use 1 to %d characters of a-z, A-Z, 0-9, '.', '_' and '-'", ErrInvalid, echo.Quote(name), MaxTopicName)
 	}
 	return nil
 }
@@ -199,7 +200,7 @@ func (b *Broker) DescribeGroup(name string) ([]GroupTopicInfo, error) {
 	}
 	lts := gt[name]
 	if len(lts) == 0 {
-		return nil, fmt.Errorf("%w: %q", ErrNoGroup, name)
+		return nil, fmt.Errorf("%w: %s", ErrNoGroup, echo.Quote(name))
 	}
 	now := b.Now()
 	var out []GroupTopicInfo
@@ -255,7 +256,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string, force bool) error
 	}
 	lts := gt[name]
 	if len(lts) == 0 {
-		return fmt.Errorf("%w: %q", ErrNoGroup, name)
+		return fmt.Errorf("%w: %s", ErrNoGroup, echo.Quote(name))
 	}
 	if err := b.groups.Delete(name, force); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 )
@@ -60,7 +61,7 @@ func validateRetention(r meta.Retention) error {
 	switch r.Cleanup {
 	case "", "delete", "compact", "compact,delete":
 	default:
-		return fmt.Errorf("%w: cleanup policy %q: use delete, compact or compact,delete", ErrInvalid, r.Cleanup)
+		return fmt.Errorf("%w: cleanup policy %s: use delete, compact or compact,delete", ErrInvalid, echo.Quote(r.Cleanup))
 	}
 	if r.MaxAgeNanos < 0 || r.DeleteRetentionNanos < 0 {
 		return fmt.Errorf("%w: negative retention duration", ErrInvalid)
@@ -79,7 +80,7 @@ func (b *Broker) AlterTopic(ctx context.Context, name string, r meta.Retention) 
 	}
 	t, err := b.meta.AlterTopic(ctx, meta.Alter{Name: name, Retention: r})
 	if errors.Is(err, meta.ErrNoTopic) {
-		return nil, fmt.Errorf("%w: %q", ErrNoTopic, name)
+		return nil, fmt.Errorf("%w: %s", ErrNoTopic, echo.Quote(name))
 	}
 	if err != nil {
 		return nil, unavailable(err)

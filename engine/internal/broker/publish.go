@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
@@ -59,16 +60,17 @@ type ConflictError struct {
 
 func (e *ConflictError) Error() string {
 	if e.OffsetUnknown {
-		return fmt.Sprintf("record %d reuses idempotency key %q of a different record, bound to partition %d, within the dedupe window", e.Index, e.Key, e.Partition)
+		return fmt.Sprintf("record %d reuses idempotency key %s of a different record, bound to partition %d, within the dedupe window", e.Index, echo.Quote(e.Key), e.Partition)
 	}
-	return fmt.Sprintf("record %d reuses idempotency key %q of a different record (partition %d, offset %d) within the dedupe window", e.Index, e.Key, e.Partition, e.Offset)
+	return fmt.Sprintf("record %d reuses idempotency key %s of a different record (partition %d, offset %d) within the dedupe window", e.Index, echo.Quote(e.Key), e.Partition, e.Offset)
 }
 
 // Is makes a ConflictError a partition.ErrConflict.
 func (e *ConflictError) Is(target error) bool { return target == partition.ErrConflict }
 
 // RecordTooLargeError says which record of a publish exceeds the topic's
-// limit.
+// limit. Size counts what the publisher chose: key, value, idempotency key
+// and headers (record.Record.PayloadSize), not the framing.
 type RecordTooLargeError struct {
 	Index int
 	Size  int
@@ -76,7 +78,7 @@ type RecordTooLargeError struct {
 }
 
 func (e *RecordTooLargeError) Error() string {
-	return fmt.Sprintf("record %d is %d bytes, over the topic's limit of %d bytes", e.Index, e.Size, e.Max)
+	return fmt.Sprintf("record %d is %d bytes (key, value, headers and idempotency key), over the topic's limit of %d bytes", e.Index, e.Size, e.Max)
 }
 
 // Is makes a RecordTooLargeError an ErrInvalid.
@@ -150,8 +152,11 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 	}
 	for i := range recs {
 		r := &recs[i]
-		if size := r.EncodedSize(); size > int(lt.meta.MaxRecordBytes) {
+		if size := r.PayloadSize(); size > int(lt.meta.MaxRecordBytes) {
 			return 0, nil, &RecordTooLargeError{Index: i, Size: size, Max: lt.meta.MaxRecordBytes}
+		}
+		if len(r.Headers) > MaxHeaders {
+			return 0, nil, fmt.Errorf("%w: record %d has %d headers (at most %d)", ErrInvalid, i, len(r.Headers), MaxHeaders)
 		}
 		if len(r.IdempotencyKey) > MaxIdempotencyKey {
 			return 0, nil, fmt.Errorf("%w: record %d: idempotency key of %d bytes (at most %d)", ErrInvalid, i, len(r.IdempotencyKey), MaxIdempotencyKey)
@@ -164,7 +169,7 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 				seenKeys = make(map[string]int)
 			}
 			if j, ok := seenKeys[string(r.IdempotencyKey)]; ok {
-				return 0, nil, fmt.Errorf("%w: records %d and %d have the same idempotency key %q", ErrInvalid, j, i, r.IdempotencyKey)
+				return 0, nil, fmt.Errorf("%w: records %d and %d have the same idempotency key %s", ErrInvalid, j, i, echo.QuoteBytes(r.IdempotencyKey))
 			}
 			seenKeys[string(r.IdempotencyKey)] = i
 		}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 )
@@ -16,8 +18,8 @@ var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 // ValidateTopicName reports why name cannot be a topic name, or nil.
 func ValidateTopicName(name string) error {
 	if !topicName.MatchString(name) || name == "." || name == ".." {
-		return fmt.Errorf("%w: topic name %q: use 1 to %d characters of a-z, A-Z, 0-9, '.', '_' and '-' (not \".\" or \"..\")",
-			ErrInvalid, name, MaxTopicName)
+		return fmt.Errorf("%w: topic name %s: use 1 to %d characters of a-z, A-Z, 0-9, '.', '_' and '-' (not \".\" or \"..\")",
+			ErrInvalid, echo.Quote(name), MaxTopicName)
 	}
 	return nil
 }
@@ -53,6 +55,11 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	var errs []error
 	if err := ValidateTopicName(s.Name); err != nil {
 		errs = append(errs, err)
+	} else if strings.HasPrefix(s.Name, "-") {
+		// It would read as a flag on every command line that names it.
+		// Only new topics are held to this: one created before the rule
+		// can still be described, altered and deleted.
+		errs = append(errs, fmt.Errorf("%w: topic name %s: must not start with '-'", ErrInvalid, echo.Quote(s.Name)))
 	}
 	if s.Partitions == 0 || s.Partitions > MaxPartitions {
 		errs = append(errs, fmt.Errorf("%w: %d partitions: use 1 to %d", ErrInvalid, s.Partitions, MaxPartitions))
@@ -107,7 +114,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	}
 	t, err := b.meta.Delete(ctx, name)
 	if errors.Is(err, meta.ErrNoTopic) {
-		return fmt.Errorf("%w: %q", ErrNoTopic, name)
+		return fmt.Errorf("%w: %s", ErrNoTopic, echo.Quote(name))
 	}
 	if err != nil {
 		return unavailable(err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/stream"
@@ -309,13 +310,13 @@ func (c *Coordinator) Delete(name string, force bool) error {
 		n := len(g.members)
 		g.mu.Unlock()
 		if n > 0 && !force {
-			return fmt.Errorf("%w: %q has %d members on topic %q (force to delete anyway)", ErrHasMembers, name, n, g.topic.Name)
+			return fmt.Errorf("%w: %s has %d members on topic %q (force to delete anyway)", ErrHasMembers, echo.Quote(name), n, g.topic.Name)
 		}
 	}
 	for _, g := range gs {
 		g.mu.Lock()
 		for _, m := range g.members {
-			m.send(stream.Control{Close: fmt.Errorf("%w: %q", ErrDeleted, name)})
+			m.send(stream.Control{Close: fmt.Errorf("%w: %s", ErrDeleted, echo.Quote(name))})
 		}
 		g.members = nil
 		g.mu.Unlock()

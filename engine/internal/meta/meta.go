@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/plugins"
 	"github.com/rewind-io/rewind/raftlog"
@@ -562,7 +563,7 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 func (m *Meta) applyAlter(w *pebble.Batch, a *Alter) (*Topic, error) {
 	old, ok := m.topics[a.Name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNoTopic, a.Name)
+		return nil, fmt.Errorf("%w: %s", ErrNoTopic, echo.Quote(a.Name))
 	}
 	t := *old // topics are shared read-only: replace, never modify
 	t.Retention = a.Retention
@@ -581,7 +582,7 @@ func (m *Meta) applyAlter(w *pebble.Batch, a *Alter) (*Topic, error) {
 func (m *Meta) applyDelete(w *pebble.Batch, name string) (*Topic, error) {
 	t, ok := m.topics[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNoTopic, name)
+		return nil, fmt.Errorf("%w: %s", ErrNoTopic, echo.Quote(name))
 	}
 	if err := w.Delete(keys.TopicKey(t.ID), nil); err != nil {
 		return nil, err

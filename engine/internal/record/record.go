@@ -71,6 +71,18 @@ func (r *Record) EncodedSize() int {
 	return n
 }
 
+// PayloadSize is the number of bytes of r its publisher chose: key, value,
+// idempotency key, and every header's key and value. A topic's record size
+// limit counts these; the framing (a few bytes of lengths per field, see
+// EncodedSize) is the server's.
+func (r *Record) PayloadSize() int {
+	n := len(r.Key) + len(r.Value) + len(r.IdempotencyKey)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
 // Builder encodes a batch. The zero value is not usable; call Reset.
 type Builder struct {
 	buf   []byte

@@ -253,3 +253,22 @@ func TestCompactKeepsOffsetsAndSpan(t *testing.T) {
 		t.Fatalf("empty compacted batch: count %d span %d", e.Count(), e.Span())
 	}
 }
+
+// TestPayloadSizeCountsWhatThePublisherChose: PayloadSize is the bytes of
+// the fields, without framing; the framing a batch adds per record is a few
+// bytes per field.
+func TestPayloadSizeCountsWhatThePublisherChose(t *testing.T) {
+	for _, r := range sample() {
+		want := len(r.Key) + len(r.Value) + len(r.IdempotencyKey)
+		for _, h := range r.Headers {
+			want += len(h.Key) + len(h.Value)
+		}
+		if got := r.PayloadSize(); got != want {
+			t.Errorf("%+v: PayloadSize %d, want %d", r, got, want)
+		}
+		framing := len(build([]Record{r})) - HeaderSize - r.PayloadSize()
+		if max := 30 + 20*len(r.Headers); framing <= 0 || framing > max {
+			t.Errorf("%+v: %d bytes of framing, want 1 to %d", r, framing, max)
+		}
+	}
+}

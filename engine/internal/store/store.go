@@ -5,6 +5,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"strings"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -25,6 +28,35 @@ const formatVersion = 1
 
 // ErrIncompatible is returned for a data directory this build cannot serve.
 var ErrIncompatible = errors.New("store: incompatible data directory")
+
+// ErrLocked is returned (as a *LockedError) for a data directory that
+// another process, or another store of this process, has open.
+var ErrLocked = errors.New("store: data directory in use")
+
+// LockedError says who holds the data directory Open was asked for. It is
+// an ErrLocked.
+type LockedError struct {
+	Dir string
+	// PID is the process holding the directory's lock, as the operating
+	// system reports it; 0 when unknown (another filesystem, another
+	// platform, or a process in another PID namespace).
+	PID int
+	// ThisProcess is set when the holder is a store this process opened.
+	ThisProcess bool
+}
+
+func (e *LockedError) Error() string {
+	switch {
+	case e.ThisProcess:
+		return fmt.Sprintf("store: data directory %s is in use: this process has it open already", e.Dir)
+	case e.PID > 0:
+		return fmt.Sprintf("store: data directory %s is in use by another process (pid %d), such as another rewind serve: stop it, or use another data directory", e.Dir, e.PID)
+	}
+	return fmt.Sprintf("store: data directory %s is in use by another process, such as another rewind serve: stop it, or use another data directory", e.Dir)
+}
+
+// Is makes a LockedError an ErrLocked.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
 // Config configures Open. The zero value of each field selects its default.
 type Config struct {
@@ -80,6 +112,9 @@ func Open(cfg Config) (*pebble.DB, error) {
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
+		if l := lockedError(cfg, err); l != nil {
+			return nil, l
+		}
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
 	}
 	if err := checkFormat(db); err != nil {
@@ -87,6 +122,29 @@ func Open(cfg Config) (*pebble.DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// lockedError returns a *LockedError when err is Pebble failing to lock
+// the directory, nil for any other failure. Pebble's lock is a POSIX
+// record lock on the LOCK file: another process holding it makes the
+// lock call fail with EAGAIN (or EACCES), which reaches us as a bare
+// errno, unlike a failure to create the file (an *fs.PathError); a store
+// of this process holding it is caught by Pebble before the system call.
+// The holder's pid comes from the system (F_GETLK), so nothing has to be
+// written, and nothing stale can be read.
+func lockedError(cfg Config, err error) *LockedError {
+	if strings.Contains(err.Error(), "lock held by current process") {
+		return &LockedError{Dir: cfg.Dir, ThisProcess: true}
+	}
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) || !(errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES)) {
+		return nil
+	}
+	l := &LockedError{Dir: cfg.Dir}
+	if cfg.FS == vfs.Default {
+		l.PID = lockHolder(cfg.FS.PathJoin(cfg.Dir, "LOCK"))
+	}
+	return l
 }
 
 func checkFormat(db *pebble.DB) error {
