@@ -2,7 +2,11 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"time"
+
+	"connectrpc.com/connect"
 
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
@@ -59,6 +63,13 @@ type Result struct {
 // too busy) is retried with the same request (see WithPublishRetry): give
 // messages idempotency keys and a retry never stores a record twice within
 // the topic's dedupe window; the result then says Duplicate.
+// The event times a record can carry: those of an int64 of Unix
+// nanoseconds, about 1677-09-21 to 2262-04-11.
+var (
+	minEventTime = time.Unix(0, math.MinInt64)
+	maxEventTime = time.Unix(0, math.MaxInt64)
+)
+
 func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]Result, error) {
 	req := &rewindv1.PublishRequest{Topic: topic, Records: make([]*rewindv1.PublishRecord, len(msgs)), Partial: true}
 	slab := make([]rewindv1.PublishRecord, len(msgs))
@@ -67,6 +78,11 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]
 		r := &slab[i]
 		r.Key, r.Value, r.IdempotencyKey, r.Partition = m.Key, m.Value, m.IdempotencyKey, m.Partition
 		if !m.EventTime.IsZero() {
+			if m.EventTime.Before(minEventTime) || m.EventTime.After(maxEventTime) {
+				// UnixNano would wrap: refuse rather than store a wrong time.
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client: message %d: event time %s is outside %s to %s (Unix nanoseconds)",
+					i, m.EventTime.UTC().Format(time.RFC3339), minEventTime.UTC().Format(time.RFC3339), maxEventTime.UTC().Format(time.RFC3339)))
+			}
 			r.EventTimeUnixNanos = m.EventTime.UnixNano()
 		}
 		if len(m.Headers) > 0 {
