@@ -303,7 +303,7 @@ func TestKeyedRecordsStayInTheirPartitionInOrder(t *testing.T) {
 
 // TestKeylessRecordsStickToAPartitionPerRun: records without key,
 // idempotency key or partition stay together in one partition per request
-// (in runs of stickyRun), and each run takes the next partition in turn.
+// (in runs of stickyBytes), and each run takes the next partition in turn.
 func TestKeylessRecordsStickToAPartitionPerRun(t *testing.T) {
 	b := open(t, vfs.NewMem())
 	defer b.Close()
@@ -327,11 +327,13 @@ func TestKeylessRecordsStickToAPartitionPerRun(t *testing.T) {
 	if firsts[0] == firsts[1] || firsts[1] == firsts[2] || firsts[0] == firsts[2] {
 		t.Fatalf("three requests went to partitions %v, want three different", firsts)
 	}
-	// A request longer than a run spreads run by run; keyed records still
-	// go by their key.
-	vals := make([]string, 2*stickyRun+1)
+	// A request of 1,000 records of 100 bytes (about 100 KiB) spreads run
+	// by run: each run but the last holds at least stickyBytes and less
+	// than stickyBytes more than one record; keyed records still go by
+	// their key. (Runs of 1,024 records kept it all in one partition.)
+	vals := make([]string, 1000)
 	for i := range vals {
-		vals[i] = fmt.Sprint(i)
+		vals[i] = fmt.Sprintf("%0100d", i)
 	}
 	recs := pub(vals...)
 	recs = append(recs, PublishRecord{Record: record.Record{Key: []byte("k"), Value: []byte("keyed")}})
@@ -339,13 +341,34 @@ func TestKeylessRecordsStickToAPartitionPerRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range vals {
-		if run := i / stickyRun; res[i].Partition != res[run*stickyRun].Partition {
-			t.Fatalf("record %d in partition %d, its run began in %d", i, res[i].Partition, res[run*stickyRun].Partition)
+	var runs [][2]int // [first, end) of each run
+	start := 0
+	for i := 1; i <= len(vals); i++ {
+		if i == len(vals) || res[i].Partition != res[start].Partition {
+			runs = append(runs, [2]int{start, i})
+			start = i
 		}
 	}
-	if res[0].Partition == res[stickyRun].Partition || res[stickyRun].Partition == res[2*stickyRun].Partition {
-		t.Fatalf("runs went to partitions %d, %d, %d", res[0].Partition, res[stickyRun].Partition, res[2*stickyRun].Partition)
+	if len(runs) < 3 {
+		t.Fatalf("1,000 records of 100 bytes went in %d run(s); want them spread", len(runs))
+	}
+	for k, run := range runs {
+		size := 0
+		for i := run[0]; i < run[1]; i++ {
+			size += recs[i].EncodedSize()
+		}
+		last := recs[run[1]-1].EncodedSize()
+		if k < len(runs)-1 && (size < stickyBytes || size-last >= stickyBytes) {
+			t.Fatalf("run %d (records %d to %d) holds %d bytes; want at least %d, and under it without its last record", k, run[0], run[1]-1, size, stickyBytes)
+		}
+		if k > 0 && res[run[0]].Partition != (res[runs[k-1][0]].Partition+1)%3 {
+			t.Fatalf("run %d in partition %d after partition %d; want the next", k, res[run[0]].Partition, res[runs[k-1][0]].Partition)
+		}
+		for i := run[0] + 1; i < run[1]; i++ {
+			if res[i].Offset != res[i-1].Offset+1 {
+				t.Fatalf("run %d: record %d at offset %d after %d", k, i, res[i].Offset, res[i-1].Offset)
+			}
+		}
 	}
 	if got, want := res[len(res)-1].Partition, PartitionForKey([]byte("k"), 3); got != want {
 		t.Fatalf("keyed record in partition %d, want %d", got, want)

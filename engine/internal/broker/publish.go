@@ -21,7 +21,7 @@ import (
 type PublishRecord struct {
 	record.Record
 	// Partition is used when HasPartition is set; otherwise the key (or
-	// idempotency key) hash or the sticky round-robin (stickyRun) decides.
+	// idempotency key) hash or the sticky round-robin (stickyBytes) decides.
 	Partition    uint32
 	HasPartition bool
 }
@@ -86,14 +86,18 @@ func (e *RecordTooLargeError) Is(target error) bool { return target == ErrInvali
 
 type roundRobin struct{ n atomic.Uint64 }
 
-// stickyRun is how many consecutive records without key, idempotency key
-// or partition a request puts in one partition before the next: each such
-// run takes the next partition in turn, so requests spread over the
-// partitions while the records of one request stay together in as few
-// partitions (appends, raft entries, forwards to leaders) as possible, as
-// Kafka's sticky partitioner does. Per-record round-robin made a request
-// of 100 records touch every partition and wait for the slowest.
-const stickyRun = 1024
+// stickyBytes is how much a run of consecutive records without key,
+// idempotency key or partition puts in one partition before the next run
+// begins (the record that reaches it ends its run): each run takes the
+// next partition in turn, so requests spread over the partitions while
+// the records of one request stay together in as few partitions (appends,
+// raft entries, forwards to leaders) as possible. This is Kafka's sticky
+// partitioner with its 16 KiB batch.size: a run is a size, not a count, so
+// a large request of small records still spreads (runs of 1,024 records
+// kept 100 KB requests in one partition) while a small one stays in one.
+// Per-record round-robin made a request of 100 records touch every
+// partition and wait for the slowest.
+const stickyBytes = 16 << 10
 
 // PartitionForKey is the partition a key maps to: FNV-1a (32-bit) of the key
 // modulo the partition count.
@@ -138,16 +142,23 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 	n := lt.meta.Partitions
 	dest := make([]uint32, len(recs))
 	var seenKeys map[string]int
-	// Keyless records are placed in runs of stickyRun, each run on the
-	// next partition of the topic's turn.
-	var free, freeRun, runBase uint64
+	// Keyless records are placed in runs of stickyBytes, each run on the
+	// next partition of the topic's turn: first each one's run (in dest),
+	// then, once the runs have their partitions, the partition.
+	var runs, runBase uint64
+	acc := 0
 	for i := range recs {
 		if r := &recs[i]; !r.HasPartition && len(r.Key) == 0 && len(r.IdempotencyKey) == 0 {
-			free++
+			if acc == 0 {
+				runs++
+			}
+			dest[i] = uint32(runs - 1)
+			if acc += r.EncodedSize(); acc >= stickyBytes {
+				acc = 0
+			}
 		}
 	}
-	if free > 0 {
-		runs := (free + stickyRun - 1) / stickyRun
+	if runs > 0 {
 		runBase = lt.rr.n.Add(runs) - runs
 	}
 	for i := range recs {
@@ -186,8 +197,7 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 			// partition, which needs no binding (idempotency.go).
 			dest[i] = PartitionForKey(r.IdempotencyKey, n)
 		default:
-			dest[i] = uint32((runBase + freeRun/stickyRun) % uint64(n))
-			freeRun++
+			dest[i] = uint32((runBase + uint64(dest[i])) % uint64(n))
 		}
 	}
 	ctx, cancel := b.publishContext(ctx)
