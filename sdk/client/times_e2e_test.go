@@ -94,7 +94,7 @@ func TestTimesOutsideNanosecondRange(t *testing.T) {
 	}
 
 	// A group reset to a time after every record plans the end offsets.
-	plan, err := c.ResetGroup(ctx, "g", "t", pos("@9999-12-31T00:00:00Z"), nil, true)
+	plan, err := c.ResetGroup(ctx, "g", "t", pos("@9999-12-31T00:00:00Z"), nil, true, client.CreateGroup())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestTimesOutsideNanosecondRange(t *testing.T) {
 			t.Errorf("reset to @9999: partition %d plans offset %d, want the end %d", r.Partition, r.New, end)
 		}
 	}
-	plan, err = c.ResetGroup(ctx, "g", "t", pos("@1600-01-01T00:00:00Z"), nil, true)
+	plan, err = c.ResetGroup(ctx, "g", "t", pos("@1600-01-01T00:00:00Z"), nil, true, client.CreateGroup())
 	if err != nil {
 		t.Fatal(err)
 	}
