@@ -11,12 +11,29 @@
 //
 // A Client is safe for concurrent use; a Subscription is not.
 //
-// Given several members of a cluster (New("a,b,c")), a client moves
-// publishes and new subscriptions to the next member when one cannot be
-// reached. An open stream whose server stops, restarts, dies or becomes
-// unavailable goes on (on the next member, if given several) from its last
-// resume token, or for a group member by joining again, for up to a window
-// (ReconnectWithin); Next says so with Disconnected and Reconnected events.
+// Given several members of a cluster (New("a,b,c")), a client uses one at
+// a time and leaves it for the next when it cannot be reached, gives no
+// answer in time, or answers Unavailable — a node that is down, paused,
+// cut off or broken:
+//
+//  1. A publish attempt is bounded (2 s, WithPublishRetry); after an
+//     attempt that failed so, the next goes to another node, or to the
+//     partition's leader when the refusal names it. The request is re-sent
+//     unchanged: records with idempotency keys are stored once; a record
+//     without one may be stored twice when an attempt's outcome was
+//     unknown (WithGeneratedIdempotencyKeys gives each such record a key).
+//  2. The node that failed is skipped for a few seconds (WithNodePenalty)
+//     by every call that picks a node.
+//  3. A new stream that sends no first event in time (WithStreamOpenTimeout)
+//     or is unavailable is opened on the next node. An open stream whose
+//     server stops, restarts, dies, stops answering (the connection's
+//     health check, WithHealthCheck) or becomes unavailable goes on (on
+//     the next node, if given several) from its last resume token, or for
+//     a group member by joining again, for up to a window
+//     (ReconnectWithin); Next says so with Disconnected and Reconnected
+//     events.
+//
+// Other calls (topics, groups, plugins, cluster) go to the first node.
 //
 // A group member with AutoCommit that is stopped — its context cancelled,
 // then Close — commits what it handed to the application before it leaves

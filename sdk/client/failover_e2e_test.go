@@ -29,14 +29,14 @@ import (
 // Gate modes.
 const (
 	gatePass        = iota // forward both ways
-	gatePaused             // accept, forward nothing, answer nothing: a SIGSTOPped node
+	gatePaused             // accept, hold what comes in, answer nothing: a SIGSTOPped node
 	gateLoseAnswers        // forward requests, drop the answers: the node acts, the client never hears
 )
 
 // gate is a TCP proxy in front of a node that can be switched to behave
 // like a paused node (connections are accepted, as the kernel of a stopped
-// process does, but nothing comes back) without pausing the node for its
-// other clients.
+// process does, but nothing moves until it resumes) without pausing the
+// node for its other clients.
 type gate struct {
 	t      testing.TB
 	ln     net.Listener
@@ -47,6 +47,8 @@ type gate struct {
 		sync.Mutex
 		conns  []net.Conn
 		closed bool
+		// resumed is closed when the mode changes.
+		resumed chan struct{}
 	}
 	wg sync.WaitGroup
 }
@@ -58,13 +60,36 @@ func startGate(t testing.TB, target string) *gate {
 		t.Fatal(err)
 	}
 	g := &gate{t: t, ln: ln, target: strings.TrimPrefix(target, "http://"), addr: "http://" + ln.Addr().String()}
+	g.mu.resumed = make(chan struct{})
 	g.wg.Add(1)
 	go g.accept()
 	t.Cleanup(g.close)
 	return g
 }
 
-func (g *gate) set(mode int32) { g.mode.Store(mode) }
+func (g *gate) set(mode int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mode.Store(mode)
+	close(g.mu.resumed)
+	g.mu.resumed = make(chan struct{})
+}
+
+// hold waits while the gate is paused; false once it is closed.
+func (g *gate) hold() bool {
+	for {
+		g.mu.Lock()
+		m, ch, closed := g.mode.Load(), g.mu.resumed, g.mu.closed
+		g.mu.Unlock()
+		if closed {
+			return false
+		}
+		if m != gatePaused {
+			return true
+		}
+		<-ch
+	}
+}
 
 func (g *gate) accept() {
 	defer g.wg.Done()
@@ -93,26 +118,26 @@ func (g *gate) accept() {
 	}
 }
 
-// pipe copies src to dst while the mode lets that direction through, and
-// reads and drops what it does not.
+// pipe copies src to dst; while the gate is paused it holds what it read,
+// and with gateLoseAnswers it drops the answers.
 func (g *gate) pipe(dst, src net.Conn, answers bool) {
 	defer g.wg.Done()
 	buf := make([]byte, 64<<10)
-	for {
+	for g.hold() {
 		n, err := src.Read(buf)
 		if n > 0 {
-			m := g.mode.Load()
-			if m == gatePass || (m == gateLoseAnswers && !answers) {
+			if !g.hold() {
+				return
+			}
+			if !(answers && g.mode.Load() == gateLoseAnswers) {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}
 			}
 		}
 		if err != nil {
-			if errors.Is(err, io.EOF) && g.mode.Load() == gatePass {
-				if tc, ok := dst.(*net.TCPConn); ok {
-					tc.CloseWrite()
-				}
+			if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
+				tc.CloseWrite()
 			}
 			return
 		}
@@ -123,6 +148,8 @@ func (g *gate) close() {
 	g.ln.Close()
 	g.mu.Lock()
 	g.mu.closed = true
+	close(g.mu.resumed)
+	g.mu.resumed = make(chan struct{})
 	for _, c := range g.mu.conns {
 		c.Close()
 	}
