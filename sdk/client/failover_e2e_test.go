@@ -336,6 +336,32 @@ func TestSubscribeMovesOnFromAPausedOrUnavailableNode(t *testing.T) {
 	})
 }
 
+// TestGroupMemberJoinsThroughTheNextNode: a group member whose first node
+// is paused joins through the next one and is given every partition.
+func TestGroupMemberJoinsThroughTheNextNode(t *testing.T) {
+	s := startServer(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), noHang)
+	defer cancel()
+	direct := client.New(s.addr)
+	if _, err := direct.CreateTopic(ctx, "t", client.WithPartitions(2)); err != nil {
+		t.Fatal(err)
+	}
+	publishTo(t, direct, "t", 0, "a", 2)
+	publishTo(t, direct, "t", 1, "a", 2)
+	g := startGate(t, s.addr)
+	g.set(gatePaused)
+	c := client.New(g.addr+","+s.addr, client.WithStreamOpenTimeout(500*time.Millisecond))
+	sub, err := c.Subscribe(ctx, "t", client.Group("g"), client.From(client.Earliest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	r := &streamReader{t: t, sub: sub, seen: map[string]int{}}
+	if got := sortedCopy(r.records(4)); !slices.Equal(got, []string{"0:a-0", "0:a-1", "1:a-0", "1:a-1"}) {
+		t.Fatalf("member read %v", got)
+	}
+}
+
 // TestLiveStreamMovesOnFromAPausedNode: a live stream whose node stops
 // answering notices (the connection's health check goes unanswered) and
 // goes on through the next node from its resume token: the records

@@ -102,6 +102,9 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]
 // window. Off by default: a key costs the server a dedupe lookup and two
 // rows per record (a single partition appends about 6x fewer records per
 // second with keys, docs/design.md §11), and consumers receive the key.
+// Keys are generated per Publish call and cover the client's own retries:
+// a caller that publishes the same Message again after an error gets new
+// keys, so give keys of your own to make such retries safe.
 func WithGeneratedIdempotencyKeys() Option { return func(o *options) { o.genKeys = true } }
 
 // generatedKey returns a random idempotency key (128 bits).
