@@ -36,3 +36,20 @@ func TestNodePenalty(t *testing.T) {
 	n.prefer("c")
 	step("a hint names c, penalised", "c")
 }
+
+// TestAttemptBoundGrowsWithTheRequest: a large publish is not cut off by
+// the attempt deadline while it is still being sent.
+func TestAttemptBoundGrowsWithTheRequest(t *testing.T) {
+	r := retryPolicy{attemptTime: 2 * time.Second}
+	for _, c := range []struct {
+		size int
+		want time.Duration
+	}{{0, 2 * time.Second}, {4<<20 - 1, 2 * time.Second}, {4 << 20, 3 * time.Second}, {64 << 20, 18 * time.Second}} {
+		if got := r.attemptBound(c.size); got != c.want {
+			t.Errorf("bound for %d bytes: %s, want %s", c.size, got, c.want)
+		}
+	}
+	if got := (retryPolicy{}).attemptBound(64 << 20); got != 0 {
+		t.Errorf("no attempt deadline became %s", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
@@ -31,8 +32,8 @@ var defaultRetry = retryPolicy{attempts: 4, backoff: 50 * time.Millisecond, atte
 // ResourceExhausted, Aborted, a broken connection): attempts in total (1:
 // never retry; default 4), waiting backoff before the first retry and
 // twice as long before each next one (default 50 ms), each attempt bounded
-// by attemptTimeout (default DefaultAttemptTimeout; 0: only by the
-// caller's context). After an attempt that could not reach its node, got
+// by attemptTimeout (default DefaultAttemptTimeout, plus a second per 4 MiB
+// of request; 0: only by the caller's context). After an attempt that could not reach its node, got
 // no answer within attemptTimeout or was answered Unavailable, the next
 // attempt goes to another node (or to the leader the answer named).
 // Retries resend the same request, so records with idempotency keys are
@@ -42,6 +43,16 @@ func WithPublishRetry(attempts int, backoff, attemptTimeout time.Duration) Optio
 	return func(o *options) {
 		o.retry = retryPolicy{attempts: max(1, attempts), backoff: backoff, attemptTime: attemptTimeout}
 	}
+}
+
+// attemptBound is the deadline of one attempt to send size bytes: the
+// policy's, plus a second per 4 MiB, so a large request on a slow link
+// (32 Mbit/s and up) is not cut off while it is still being sent.
+func (r retryPolicy) attemptBound(size int) time.Duration {
+	if r.attemptTime <= 0 {
+		return 0
+	}
+	return r.attemptTime + time.Duration(size>>22)*time.Second
 }
 
 func retryable(err error) bool {
@@ -57,17 +68,18 @@ func retryable(err error) bool {
 func (c *Client) publish(ctx context.Context, req *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
 	r := c.retry
 	wait := r.backoff
+	bound := r.attemptBound(proto.Size(req))
 	for attempt := 1; ; attempt++ {
 		cl := c.pick()
 		actx, cancel := ctx, context.CancelFunc(func() {})
-		if r.attemptTime > 0 {
-			actx, cancel = context.WithTimeoutCause(ctx, r.attemptTime, errNoAnswer)
+		if bound > 0 {
+			actx, cancel = context.WithTimeoutCause(ctx, bound, errNoAnswer)
 		}
 		resp, err := cl.pub.Publish(actx, req)
 		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errNoAnswer) {
 			// The attempt's deadline, not the caller's: the node did not
 			// answer in time.
-			err = connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%w %s within %s: %w", errNoAnswer, cl.addr, r.attemptTime, err))
+			err = connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%w %s within %s: %w", errNoAnswer, cl.addr, bound, err))
 		}
 		cancel()
 		if err == nil || ctx.Err() != nil {
