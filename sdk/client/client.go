@@ -11,12 +11,29 @@
 //
 // A Client is safe for concurrent use; a Subscription is not.
 //
-// Given several members of a cluster (New("a,b,c")), a client moves
-// publishes and new subscriptions to the next member when one cannot be
-// reached. An open stream whose server stops, restarts, dies or becomes
-// unavailable goes on (on the next member, if given several) from its last
-// resume token, or for a group member by joining again, for up to a window
-// (ReconnectWithin); Next says so with Disconnected and Reconnected events.
+// Given several members of a cluster (New("a,b,c")), a client uses one at
+// a time and leaves it for the next when it cannot be reached, gives no
+// answer in time, or answers Unavailable — a node that is down, paused,
+// cut off or broken:
+//
+//  1. A publish attempt is bounded (2 s, WithPublishRetry); after an
+//     attempt that failed so, the next goes to another node, or to the
+//     partition's leader when the refusal names it. The request is re-sent
+//     unchanged: records with idempotency keys are stored once; a record
+//     without one may be stored twice when an attempt's outcome was
+//     unknown (WithGeneratedIdempotencyKeys gives each such record a key).
+//  2. The node that failed is skipped for a few seconds (WithNodePenalty)
+//     by every call that picks a node.
+//  3. A new stream that sends no first event in time (WithStreamOpenTimeout)
+//     or is unavailable is opened on the next node. An open stream whose
+//     server stops, restarts, dies, stops answering (the connection's
+//     health check, WithHealthCheck) or becomes unavailable goes on (on
+//     the next node, if given several) from its last resume token, or for
+//     a group member by joining again, for up to a window
+//     (ReconnectWithin); Next says so with Disconnected and Reconnected
+//     events.
+//
+// Other calls (topics, groups, plugins, cluster) go to the first node.
 //
 // A group member with AutoCommit that is stopped — its context cancelled,
 // then Close — commits what it handed to the application before it leaves
@@ -29,9 +46,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,7 +57,7 @@ import (
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
-// Client talks to one Rewind server.
+// Client talks to one Rewind server, or to the members of a cluster.
 type Client struct {
 	topics  rewindv1connect.TopicServiceClient
 	pub     rewindv1connect.PublishServiceClient
@@ -49,37 +66,29 @@ type Client struct {
 	plugins rewindv1connect.PluginServiceClient
 	cluster rewindv1connect.ClusterServiceClient
 	retry   retryPolicy
+	// addr is the node's base URL ("http://host:port").
+	addr string
+	// openTimeout bounds opening a stream (WithStreamOpenTimeout); genKeys
+	// gives records without an idempotency key one
+	// (WithGeneratedIdempotencyKeys).
+	openTimeout time.Duration
+	genKeys     bool
 
 	// opts made this client; peers are clients of other nodes it was
-	// redirected to (subscriber groups live on their coordinator) or fails
-	// over to.
+	// redirected to (subscriber groups live on their coordinator) or moves
+	// on to.
 	opts  []Option
 	peers struct {
 		sync.Mutex
 		m map[string]*Client
 	}
-	// endpoints are the nodes given to New; cur indexes the one in use.
-	endpoints []string
-	cur       atomic.Int32
-}
-
-// current returns the client of the endpoint in use.
-func (c *Client) current() *Client {
-	i := int(c.cur.Load())
-	if i == 0 || i >= len(c.endpoints) {
-		return c
+	// nodes are the nodes calls go to (nodes.go); members maps the
+	// cluster's node ids to base URLs, learnt to follow leader hints.
+	nodes   *nodes
+	members struct {
+		sync.Mutex
+		m map[uint64]string
 	}
-	return c.peer(c.endpoints[i])
-}
-
-// failover moves to the next endpoint after from failed to connect (if no
-// other call moved already).
-func (c *Client) failover(from *Client) {
-	if len(c.endpoints) < 2 || c.current() != from {
-		return
-	}
-	i := c.cur.Load()
-	c.cur.CompareAndSwap(i, (i+1)%int32(len(c.endpoints)))
 }
 
 // unreachable reports whether err means the node could not be reached or
@@ -90,10 +99,14 @@ func unreachable(err error) bool {
 	}
 	var op *net.OpError
 	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		// A connection whose health check went unanswered (WithHealthCheck);
+		// net/http's error has no type, and Connect reports it as Internal
+		// when it breaks a stream.
+		strings.Contains(err.Error(), "http2: client connection lost")
 }
 
-// peer returns a client like c for another node.
+// peer returns a client like c for another node (addr normalised).
 func (c *Client) peer(addr string) *Client {
 	c.peers.Lock()
 	defer c.peers.Unlock()
@@ -148,6 +161,13 @@ type options struct {
 	connectOpts []connect.ClientOption
 	gzip        bool
 	retry       retryPolicy
+	penalty     time.Duration
+	now         func() time.Time
+	openTimeout time.Duration
+	// healthIdle and healthTimeout configure the default transport's
+	// HTTP/2 health checks (WithHealthCheck).
+	healthIdle, healthTimeout time.Duration
+	genKeys                   bool
 }
 
 // Option configures a Client.
@@ -175,34 +195,27 @@ const MaxMessageBytes = 64 << 20
 
 // New returns a client for the server at addr, e.g. "http://127.0.0.1:7070".
 // It does not connect until the first call. addr may list several nodes of
-// a cluster, comma-separated: publishes and new subscriptions then move to
-// the next node when the one in use cannot be reached (any node serves any
-// request).
+// a cluster, comma-separated (any node serves any request): publishes and
+// new streams go to one of them, and move to the next when it cannot be
+// reached, does not answer in time or answers Unavailable (see the package
+// documentation).
 func New(addr string, opts ...Option) *Client {
-	if strings.Contains(addr, ",") {
-		var eps []string
-		for _, a := range strings.Split(addr, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				eps = append(eps, a)
-			}
+	var eps []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			eps = append(eps, normalize(a))
 		}
-		if len(eps) > 1 {
-			c := New(eps[0], opts...)
-			c.endpoints = eps
-			return c
-		}
-		addr = strings.Join(eps, "")
 	}
-	o := options{retry: defaultRetry}
+	if len(eps) == 0 {
+		eps = []string{normalize(addr)}
+	}
+	o := options{retry: defaultRetry, penalty: DefaultNodePenalty, now: time.Now, openTimeout: DefaultStreamOpenTimeout,
+		healthIdle: DefaultHealthCheckIdle, healthTimeout: DefaultHealthCheckTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	addr = strings.TrimRight(addr, "/")
 	if o.httpClient == nil {
-		o.httpClient = defaultHTTPClient()
+		o.httpClient = defaultHTTPClient(o.healthIdle, o.healthTimeout)
 	}
 	copts := []connect.ClientOption{connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes)}
 	if !o.gzip {
@@ -220,19 +233,51 @@ func New(addr string, opts ...Option) *Client {
 		copts = append(copts, connect.WithGRPCWeb())
 	}
 	copts = append(copts, o.connectOpts...)
+	a := eps[0]
 	return &Client{
-		topics:  rewindv1connect.NewTopicServiceClient(o.httpClient, addr, copts...),
-		pub:     rewindv1connect.NewPublishServiceClient(o.httpClient, addr, copts...),
-		sub:     rewindv1connect.NewSubscribeServiceClient(o.httpClient, addr, copts...),
-		groups:  rewindv1connect.NewGroupServiceClient(o.httpClient, addr, copts...),
-		plugins: rewindv1connect.NewPluginServiceClient(o.httpClient, addr, copts...),
-		cluster: rewindv1connect.NewClusterServiceClient(o.httpClient, addr, copts...),
-		retry:   o.retry,
-		opts:    append([]Option{WithHTTPClient(o.httpClient)}, opts...),
+		topics:      rewindv1connect.NewTopicServiceClient(o.httpClient, a, copts...),
+		pub:         rewindv1connect.NewPublishServiceClient(o.httpClient, a, copts...),
+		sub:         rewindv1connect.NewSubscribeServiceClient(o.httpClient, a, copts...),
+		groups:      rewindv1connect.NewGroupServiceClient(o.httpClient, a, copts...),
+		plugins:     rewindv1connect.NewPluginServiceClient(o.httpClient, a, copts...),
+		cluster:     rewindv1connect.NewClusterServiceClient(o.httpClient, a, copts...),
+		retry:       o.retry,
+		addr:        a,
+		openTimeout: o.openTimeout,
+		genKeys:     o.genKeys,
+		opts:        append(slices.Clip(opts), WithHTTPClient(o.httpClient)),
+		nodes:       newNodes(eps, o.penalty, o.now),
 	}
 }
 
-func defaultHTTPClient() *http.Client {
+// normalize turns a node address into the base URL calls use.
+func normalize(addr string) string {
+	addr = strings.TrimSpace(addr)
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return strings.TrimRight(addr, "/")
+}
+
+// Health checks of the default transport: a connection that received
+// nothing for DefaultHealthCheckIdle is pinged, and closed if the ping is
+// not answered within DefaultHealthCheckTimeout — a paused or cut-off node
+// then fails the calls and streams on it, which move to another node.
+const (
+	DefaultHealthCheckIdle    = 2 * time.Second
+	DefaultHealthCheckTimeout = 2 * time.Second
+)
+
+// WithHealthCheck sets the default transport's HTTP/2 health checks: a
+// connection that received nothing for idle is pinged and closed when the
+// ping is not answered within timeout (defaults DefaultHealthCheckIdle and
+// DefaultHealthCheckTimeout; idle 0 turns them off). It has no effect
+// with WithHTTPClient: configure that client's transport instead.
+func WithHealthCheck(idle, timeout time.Duration) Option {
+	return func(o *options) { o.healthIdle, o.healthTimeout = idle, timeout }
+}
+
+func defaultHTTPClient(healthIdle, healthTimeout time.Duration) *http.Client {
 	p := new(http.Protocols)
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
@@ -251,6 +296,20 @@ func defaultHTTPClient() *http.Client {
 			// of up to this size, each a write and goroutine hand-offs on
 			// its side (16 KiB by default: 64 per 1 MiB event).
 			MaxReadFrameSize: 1 << 20,
+			SendPingTimeout:  healthIdle,
+			PingTimeout:      healthTimeout,
 		},
 	}}
 }
+
+// DefaultStreamOpenTimeout bounds opening a stream unless
+// WithStreamOpenTimeout says otherwise.
+const DefaultStreamOpenTimeout = 10 * time.Second
+
+// WithStreamOpenTimeout bounds how long a new stream (Subscribe, and each
+// reconnect of a broken one) waits for its first event: a node that sends
+// nothing within d is left for the next node (default
+// DefaultStreamOpenTimeout; 0: only the caller's context bounds it). The
+// server sends the first event once the stream is set up (a filter module
+// compiled, a group joined), so d must exceed that.
+func WithStreamOpenTimeout(d time.Duration) Option { return func(o *options) { o.openTimeout = d } }

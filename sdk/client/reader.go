@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -34,21 +36,47 @@ type reader struct {
 	quit   chan struct{}
 	once   sync.Once
 	wg     sync.WaitGroup
+	// noAnswer is the error of a stream the open timeout ended;
+	// stopTimer stops that timeout.
+	noAnswer  error
+	stopTimer func()
+	// first: 0 until the first event or the open timeout, then 1 (an event
+	// came) or 2 (the timeout cancelled the stream).
+	first atomic.Int32
 }
 
-// open sends req and starts receiving.
+// open sends req and starts receiving. A stream whose first event does not
+// come within c.openTimeout (0: no bound) ends with errNoAnswer.
 func (c *Client) open(parent context.Context, req *rewindv1.SubscribeRequest, hold bool) (*reader, error) {
 	base := parent
 	if hold {
 		base = context.WithoutCancel(parent)
 	}
 	ctx, cancel := context.WithCancel(base)
+	r := &reader{cancel: cancel, events: make(chan *rewindv1.SubscribeResponse, 1), quit: make(chan struct{})}
+	if c.openTimeout > 0 {
+		// From before the request: sending it can wait on a connection to
+		// a node that does not answer.
+		t := time.AfterFunc(c.openTimeout, func() {
+			if r.first.CompareAndSwap(0, 2) {
+				cancel()
+			}
+		})
+		r.noAnswer = connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%w: %s sent no event within %s", errNoAnswer, c.addr, c.openTimeout))
+		r.stopTimer = func() { t.Stop() }
+	}
 	st, err := c.sub.Subscribe(ctx, req)
 	if err != nil {
+		if r.stopTimer != nil {
+			r.stopTimer()
+		}
 		cancel()
+		if r.first.Load() == 2 {
+			err = r.noAnswer
+		}
 		return nil, err
 	}
-	r := &reader{stream: st, cancel: cancel, events: make(chan *rewindv1.SubscribeResponse, 1), quit: make(chan struct{})}
+	r.stream = st
 	r.wg.Add(1)
 	go r.run(ctx)
 	if hold {
@@ -61,7 +89,14 @@ func (c *Client) open(parent context.Context, req *rewindv1.SubscribeRequest, ho
 func (r *reader) run(ctx context.Context) {
 	defer r.wg.Done()
 	defer close(r.events)
+	if r.stopTimer != nil {
+		defer r.stopTimer()
+	}
 	for r.stream.Receive() {
+		if r.first.Load() != 1 && !r.first.CompareAndSwap(0, 1) {
+			r.err = r.noAnswer // the timeout won the race
+			return
+		}
 		select {
 		case r.events <- r.stream.Msg():
 		case <-r.quit:
@@ -72,6 +107,9 @@ func (r *reader) run(ctx context.Context) {
 		}
 	}
 	r.err = r.stream.Err()
+	if r.first.Load() == 2 {
+		r.err = r.noAnswer
+	}
 }
 
 // release ends a held stream closeGrace after the caller's context ended,

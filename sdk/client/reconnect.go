@@ -75,10 +75,9 @@ var errClosed = connect.NewError(connect.CodeCanceled, errors.New("client: subsc
 
 // transient reports whether a stream or an attempt to open one failed for
 // a reason that may pass: the node could not be reached, the connection
-// broke, or the node was unavailable.
-func transient(err error) bool {
-	return unreachable(err) || connect.CodeOf(err) == connect.CodeUnavailable
-}
+// broke, the node sent nothing within the open timeout, or it was
+// unavailable.
+func transient(err error) bool { return badNode(err) }
 
 // reconnectable reports whether a stream that failed with err goes on: one
 // that started, while the caller still wants it, if the failure may pass.
@@ -105,8 +104,8 @@ func (s *Subscription) reconnect() (Event, error) {
 	}
 	wait := reconnectPause
 	for attempt := 1; ; attempt++ {
-		s.root.failover(s.node)
-		cl := s.root.current()
+		s.root.nodes.fail(s.node.addr)
+		cl := s.root.pick()
 		ns, err := followCoordinator(cl, func(c *Client) (*Subscription, error) { return c.subscribe(s.parent, s.topic, o) })
 		if err == nil {
 			s.rdMu.Lock()

@@ -279,7 +279,8 @@ type Subscription struct {
 // Subscribe opens a stream on topic. Errors in the request (unknown topic,
 // bad position) surface from Subscribe itself, with Connect codes.
 func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeOption) (*Subscription, error) {
-	// A node that cannot be reached is skipped: any node serves any
+	// A node that cannot be reached, sends nothing within the open
+	// timeout or is unavailable is left for the next: any node serves any
 	// stream (the same records in the same order, whichever replica
 	// serves them).
 	o := subOptions{reconnect: DefaultReconnectWindow}
@@ -290,15 +291,16 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("client: Group needs a name (an empty one was given)"))
 	}
 	for tries := 0; ; tries++ {
-		cl := c.current()
+		cl := c.pick()
 		s, err := followCoordinator(cl, func(c *Client) (*Subscription, error) { return c.subscribe(ctx, topic, o) })
-		if s != nil {
+		if err == nil {
 			s.root, s.node = c, cl
+			return s, nil
 		}
-		if !unreachable(err) || tries+1 >= len(c.endpoints) {
-			return s, err
+		if !badNode(err) || ctx.Err() != nil || tries+1 >= c.nodes.count() {
+			return nil, err
 		}
-		c.failover(cl)
+		c.moveOn(ctx, cl, err)
 	}
 }
 
