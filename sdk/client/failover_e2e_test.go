@@ -251,6 +251,7 @@ type hinting struct {
 	rewindv1connect.UnimplementedPublishServiceHandler
 	rewindv1connect.UnimplementedClusterServiceHandler
 	leader string // host:port
+	byAddr bool   // name the leader's address too, and know no members
 	asked  atomic.Int32
 }
 
@@ -258,11 +259,17 @@ func (h *hinting) Publish(context.Context, *rewindv1.PublishRequest) (*rewindv1.
 	h.asked.Add(1)
 	e := connect.NewError(connect.CodeUnavailable, errors.New("cannot reach the leader of partition 0"))
 	e.Meta().Set("Rewind-Leader", "7")
+	if h.byAddr {
+		e.Meta().Set("Rewind-Leader-Address", h.leader)
+	}
 	e.Meta().Set("Rewind-Not-Stored", "1")
 	return nil, e
 }
 
 func (h *hinting) GetClusterStatus(context.Context, *rewindv1.GetClusterStatusRequest) (*rewindv1.GetClusterStatusResponse, error) {
+	if h.byAddr {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("no member list here: the hint names the address"))
+	}
 	return &rewindv1.GetClusterStatusResponse{NodeId: 2, Nodes: []*rewindv1.NodeStatus{
 		{Id: 2, Address: "127.0.0.1:1", Self: true}, {Id: 7, Address: h.leader},
 	}}, nil
@@ -270,36 +277,41 @@ func (h *hinting) GetClusterStatus(context.Context, *rewindv1.GetClusterStatusRe
 
 // TestPublishFollowsTheLeaderHint: a node that refuses a publish and names
 // the partition's leader sends the client there, although the client was
-// given only the refusing node.
+// given only the refusing node: by its id (the address from the member
+// list) or by its address (Rewind-Leader-Address, no lookup).
 func TestPublishFollowsTheLeaderHint(t *testing.T) {
-	s := startServer(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), noHang)
-	defer cancel()
-	if _, err := client.New(s.addr).CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
-		t.Fatal(err)
-	}
-	h := &hinting{leader: strings.TrimPrefix(s.addr, "http://")}
-	mux := http.NewServeMux()
-	mux.Handle(rewindv1connect.NewPublishServiceHandler(h))
-	mux.Handle(rewindv1connect.NewClusterServiceHandler(h))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := engine.NewHTTPServer(mux)
-	go hs.Serve(ln)
-	defer hs.Close()
-	c := client.New("http://"+ln.Addr().String(), client.WithPublishRetry(3, time.Millisecond, 0))
-	for _, v := range []string{"a", "b"} {
-		if _, err := c.Publish(ctx, "t", client.Message{Value: []byte(v)}); err != nil {
-			t.Fatalf("publish %s: %v", v, err)
-		}
-	}
-	if n := h.asked.Load(); n != 1 {
-		t.Errorf("the hinting node was asked %d times; after its hint the client should use the leader", n)
-	}
-	if got := values(readAll(t, client.New(s.addr), "t", client.Until(client.End()))); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("the leader stored %v", got)
+	for _, byAddr := range []bool{false, true} {
+		t.Run(map[bool]string{false: "by id", true: "by address"}[byAddr], func(t *testing.T) {
+			s := startServer(t, "")
+			ctx, cancel := context.WithTimeout(context.Background(), noHang)
+			defer cancel()
+			if _, err := client.New(s.addr).CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
+				t.Fatal(err)
+			}
+			h := &hinting{leader: strings.TrimPrefix(s.addr, "http://"), byAddr: byAddr}
+			mux := http.NewServeMux()
+			mux.Handle(rewindv1connect.NewPublishServiceHandler(h))
+			mux.Handle(rewindv1connect.NewClusterServiceHandler(h))
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := engine.NewHTTPServer(mux)
+			go hs.Serve(ln)
+			defer hs.Close()
+			c := client.New("http://"+ln.Addr().String(), client.WithPublishRetry(3, time.Millisecond, 0))
+			for _, v := range []string{"a", "b"} {
+				if _, err := c.Publish(ctx, "t", client.Message{Value: []byte(v)}); err != nil {
+					t.Fatalf("publish %s: %v", v, err)
+				}
+			}
+			if n := h.asked.Load(); n != 1 {
+				t.Errorf("the hinting node was asked %d times; after its hint the client should use the leader", n)
+			}
+			if got := values(readAll(t, client.New(s.addr), "t", client.Until(client.End()))); !slices.Equal(got, []string{"a", "b"}) {
+				t.Fatalf("the leader stored %v", got)
+			}
+		})
 	}
 }
 

@@ -142,27 +142,51 @@ func badNode(err error) bool {
 }
 
 // leaderHint returns the node a refusal names as the partition's leader
-// (0: none).
-func leaderHint(err error) uint64 {
+// (0: none), and where clients reach it when the refusal says
+// (Rewind-Leader-Address; "" otherwise).
+func leaderHint(err error) (id uint64, addr string) {
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
-		return 0
+		return 0, ""
 	}
-	id, _ := strconv.ParseUint(ce.Meta().Get("Rewind-Leader"), 10, 64)
-	return id
+	id, _ = strconv.ParseUint(ce.Meta().Get("Rewind-Leader"), 10, 64)
+	return id, ce.Meta().Get("Rewind-Leader-Address")
 }
 
 // moveOn handles a call to from that failed with err (badNode): it follows
-// the leader hint err carries, if the member list of from names the
-// leader's address, else penalises from.
+// the leader hint err carries, if the hint or the member list of from
+// names the leader's address, else penalises from.
 func (c *Client) moveOn(ctx context.Context, from *Client, err error) {
-	if id := leaderHint(err); id != 0 {
-		if addr := c.memberAddr(ctx, from, id); addr != "" && addr != from.addr {
+	if id, addr := leaderHint(err); id != 0 {
+		if addr != "" {
+			addr = c.learnMember(from, id, addr)
+		} else {
+			addr = c.memberAddr(ctx, from, id)
+		}
+		if addr != "" && addr != from.addr {
 			c.nodes.prefer(addr)
 			return
 		}
 	}
 	c.nodes.fail(from.addr)
+}
+
+// learnMember records that cluster member id is reached at addr (as a
+// member reports it: host:port, in the scheme of from) and returns its
+// base URL.
+func (c *Client) learnMember(from *Client, id uint64, addr string) string {
+	if !strings.Contains(addr, "://") {
+		scheme, _, _ := strings.Cut(from.addr, "://")
+		addr = scheme + "://" + addr
+	}
+	addr = normalize(addr)
+	c.members.Lock()
+	defer c.members.Unlock()
+	if c.members.m == nil {
+		c.members.m = map[uint64]string{}
+	}
+	c.members.m[id] = addr
+	return addr
 }
 
 // memberAddr returns the base URL of cluster member id, asking from for
@@ -185,19 +209,13 @@ func (c *Client) memberAddr(ctx context.Context, from *Client, id uint64) string
 	if err != nil {
 		return ""
 	}
-	scheme, _, _ := strings.Cut(from.addr, "://")
-	c.members.Lock()
-	defer c.members.Unlock()
-	if c.members.m == nil {
-		c.members.m = map[uint64]string{}
-	}
+	found := ""
 	for _, n := range st.GetNodes() {
 		if a := n.GetAddress(); a != "" {
-			if !strings.Contains(a, "://") {
-				a = scheme + "://" + a
+			if a = c.learnMember(from, n.GetId(), a); n.GetId() == id {
+				found = a
 			}
-			c.members.m[n.GetId()] = normalize(a)
 		}
 	}
-	return c.members.m[id]
+	return found
 }
