@@ -125,6 +125,8 @@ func unary[T any](ctx context.Context, c *Client, k callKind, do func(context.Co
 		if bad {
 			c.moveOn(ctx, cl, err)
 		}
+		// A broken connection can surface as Canceled although the
+		// caller did not cancel: bad covers it.
 		again := notDone(err) || k.again && (bad || retryable(err))
 		if !again && bad && !k.again {
 			err = outcomeUnknown(err)
