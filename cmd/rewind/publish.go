@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/sdk/client"
@@ -30,7 +33,13 @@ func newPublish(g *globals) *cobra.Command {
 
 With --input json each input line is a JSON object with the fields
 "key", "value", "headers" (an object of strings) and "idempotency_key".
-Prints where each record was stored: partition, offset, message_id.`,
+Prints where each record was stored: partition, offset, message_id.
+
+When some partitions fail while others store their records, the stored
+records are printed as usual, each record not stored gets a line on
+standard error (its input line, partition, the error, and whether it was
+certainly not stored, so that sending it again cannot duplicate it), and
+the command exits 1 without sending the rest of the input.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -58,10 +67,7 @@ Prints where each record was stored: partition, offset, message_id.`,
 				m := base
 				m.Value = []byte(args[1])
 				res, err := c.Publish(cmd.Context(), topic, m)
-				if err != nil {
-					return err
-				}
-				return out.write(res[0])
+				return out.report(res, err, 0)
 			}
 			return publishLines(cmd, c, topic, base, input, os.Stdin, out)
 		},
@@ -145,6 +151,7 @@ func publishLines(cmd *cobra.Command, c *client.Client, topic string, base clien
 			m.Value = b
 		}
 		if err := q.add(m); err != nil {
+			q.notSent(true)
 			return err
 		}
 	}
@@ -152,7 +159,11 @@ func publishLines(cmd *cobra.Command, c *client.Client, topic string, base clien
 		q.wait()
 		return err
 	}
-	return q.wait()
+	err := q.wait()
+	if err != nil {
+		q.notSent(false)
+	}
+	return err
 }
 
 // interruptGrace bounds how long an interrupted publish waits for the
@@ -192,6 +203,7 @@ type lineSender struct {
 	mu    sync.Mutex
 	idle  *sync.Cond // signalled when the sender stops
 	queue []client.Message
+	taken int   // lines taken from the queue so far (the next is line taken+1)
 	busy  bool  // a goroutine is sending; Invariant: !busy => queue is empty or err != nil
 	err   error // the first failure
 }
@@ -221,16 +233,20 @@ func (q *lineSender) add(m client.Message) error {
 	return nil
 }
 
-func (q *lineSender) takeLocked() []client.Message {
+// takeLocked takes the next batch off the queue, with the line number of
+// its first message.
+func (q *lineSender) takeLocked() ([]client.Message, int) {
 	n := min(len(q.queue), maxLineBatch)
 	batch := slices.Clone(q.queue[:n])
 	q.queue = append(q.queue[:0], q.queue[n:]...)
-	return batch
+	first := q.taken + 1
+	q.taken += n
+	return batch, first
 }
 
-func (q *lineSender) send(batch []client.Message) {
+func (q *lineSender) send(batch []client.Message, first int) {
 	for {
-		err := q.publish(batch)
+		err := q.publish(batch, first)
 		q.mu.Lock()
 		if err != nil && q.err == nil {
 			q.err = err
@@ -241,23 +257,29 @@ func (q *lineSender) send(batch []client.Message) {
 			q.mu.Unlock()
 			return
 		}
-		batch = q.takeLocked()
+		batch, first = q.takeLocked()
 		q.idle.Broadcast() // room in the queue
 		q.mu.Unlock()
 	}
 }
 
-func (q *lineSender) publish(batch []client.Message) error {
+// publish sends batch, whose first message is input line first, and
+// prints the outcome.
+func (q *lineSender) publish(batch []client.Message, first int) error {
 	res, err := q.c.Publish(q.ctx, q.topic, batch...)
-	if err != nil {
-		return err
+	return q.out.report(res, err, first)
+}
+
+// notSent says, after a failure, from which line on the input was not
+// sent (if any was read), so that no line is left without an outcome.
+// more says that a line was read and not queued.
+func (q *lineSender) notSent(more bool) {
+	q.mu.Lock()
+	from, queued := q.taken+1, len(q.queue)
+	q.mu.Unlock()
+	if more || queued > 0 {
+		fmt.Fprintf(os.Stderr, "lines from %d on were not sent: publishing stops at the first failure\n", from)
 	}
-	for _, r := range res {
-		if err := q.out.write(r); err != nil {
-			return err
-		}
-	}
-	return q.out.flush()
 }
 
 // wait sends what is queued, waits until the sender stops, and returns the
@@ -282,6 +304,54 @@ type resultWriter struct {
 
 func newResultWriter(format string) *resultWriter {
 	return &resultWriter{w: bufio.NewWriter(os.Stdout), json: format == "json"}
+}
+
+// report prints the outcome of a publish: a result per stored record, and
+// when some partitions failed (a *client.PartialError), a line on stderr
+// per record not stored. first is the input line of the first record (0:
+// the record is the VALUE argument). It returns err, or a write error.
+func (rw *resultWriter) report(res []client.Result, err error, first int) error {
+	var partial *client.PartialError
+	if err != nil && !errors.As(err, &partial) {
+		return err
+	}
+	failed := map[int]client.FailedMessage{}
+	if partial != nil {
+		for _, f := range partial.Failed {
+			failed[f.Index] = f
+		}
+	}
+	for i, r := range res {
+		f, ok := failed[i]
+		if !ok {
+			if werr := rw.write(r); werr != nil {
+				return werr
+			}
+			continue
+		}
+		what := "the record"
+		if first > 0 {
+			what = "line " + strconv.Itoa(first+i)
+		}
+		outcome := "it may have been stored (sending it again without an idempotency key may store it twice)"
+		if f.NotStored {
+			outcome = "it was certainly not stored (safe to send again)"
+		}
+		fmt.Fprintf(os.Stderr, "%s: not acknowledged (partition %d: %s: %s); %s\n", what, f.Partition, connect.CodeOf(f.Err), connectMessage(f.Err), outcome)
+	}
+	if ferr := rw.flush(); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// connectMessage is the message of a Connect error, without its code.
+func connectMessage(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
 }
 
 func (rw *resultWriter) write(r client.Result) error {

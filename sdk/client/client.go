@@ -32,8 +32,18 @@
 //     a group member by joining again, for up to a window
 //     (ReconnectWithin); Next says so with Disconnected and Reconnected
 //     events.
-//
-// Other calls (topics, groups, plugins, cluster) go to the first node.
+//  4. Topic, group, plugin and cluster calls pick their node the same way.
+//     Those that may run twice — reads (list, describe, get, status, a
+//     reset's or rebalance's plan), AlterTopic and Commit, which set a
+//     value — are bounded and retried like a publish. The others (create,
+//     delete, upload, an executed reset, RemoveNode, Rebalance) have no
+//     attempt deadline and are sent again only when the first attempt
+//     certainly did nothing: its connection could not be made, or the
+//     node answered Unavailable with Rewind-Not-Stored. When their node
+//     fails otherwise, the error is ErrOutcomeUnknown (errors.Is): a
+//     repeat could say AlreadyExists or NotFound about the client's own
+//     change, or apply a relative reset twice. TransferLeader is for one
+//     node and goes to the first address only.
 //
 // A group member with AutoCommit that is stopped — its context cancelled,
 // then Close — commits what it handed to the application before it leaves
@@ -195,8 +205,8 @@ const MaxMessageBytes = 64 << 20
 
 // New returns a client for the server at addr, e.g. "http://127.0.0.1:7070".
 // It does not connect until the first call. addr may list several nodes of
-// a cluster, comma-separated (any node serves any request): publishes and
-// new streams go to one of them, and move to the next when it cannot be
+// a cluster, comma-separated (any node serves any request): calls and new
+// streams go to one of them, and move to the next when it cannot be
 // reached, does not answer in time or answers Unavailable (see the package
 // documentation).
 func New(addr string, opts ...Option) *Client {

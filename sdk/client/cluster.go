@@ -11,15 +11,20 @@ import (
 // replica's lag on the partition's leader.
 type ClusterStatus = rewindv1.GetClusterStatusResponse
 
-// ClusterStatus asks the server for its view of the cluster. Ask every
-// member to see every leader's view (rewind cluster status does).
+// ClusterStatus asks the node in use for its view of the cluster. Ask
+// every member (a client each) to see every leader's view (rewind cluster
+// status does).
 func (c *Client) ClusterStatus(ctx context.Context) (*ClusterStatus, error) {
-	return c.cluster.GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+	return unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*ClusterStatus, error) {
+		return cl.cluster.GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+	})
 }
 
 // TransferLeader asks the server, which must lead the partition, to hand
 // leadership to node (one of its replicas). It returns once asked; the
-// transfer completes within about an election timeout.
+// transfer completes within about an election timeout. It is meant for one
+// node, so it goes to the client's first address only and is not
+// repeated.
 func (c *Client) TransferLeader(ctx context.Context, topic string, partition uint32, node uint64) error {
 	_, err := c.cluster.TransferLeader(ctx, &rewindv1.TransferLeaderRequest{Topic: topic, Partition: partition, Node: node})
 	return err
@@ -29,9 +34,12 @@ func (c *Client) TransferLeader(ctx context.Context, topic string, partition uin
 // partition keeps one replica fewer) and removes it from the cluster. It
 // returns once nothing depends on the node, with how many partitions moved
 // and how many shrank; the node may then be stopped. Its id is never
-// reused.
+// reused. It is not repeated after an attempt whose node failed
+// (ErrOutcomeUnknown).
 func (c *Client) RemoveNode(ctx context.Context, node uint64) (moved, shrunk uint32, err error) {
-	resp, err := c.cluster.RemoveNode(ctx, &rewindv1.RemoveNodeRequest{Node: node})
+	resp, err := unary(ctx, c, once, func(ctx context.Context, cl *Client) (*rewindv1.RemoveNodeResponse, error) {
+		return cl.cluster.RemoveNode(ctx, &rewindv1.RemoveNodeRequest{Node: node})
+	})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -43,8 +51,16 @@ type ReplicaMove = rewindv1.ReplicaMove
 
 // Rebalance evens out the replicas per member (after nodes joined) and
 // returns the moves, once every moved partition's leader has its new
-// configuration; with dryRun it only plans.
+// configuration; with dryRun it only plans. Only the plan is repeated after
+// an attempt whose node failed: a repeated rebalance would find nothing
+// to move and say so (ErrOutcomeUnknown instead).
 func (c *Client) Rebalance(ctx context.Context, dryRun bool) ([]*ReplicaMove, error) {
-	resp, err := c.cluster.Rebalance(ctx, &rewindv1.RebalanceRequest{DryRun: dryRun})
+	k := once
+	if dryRun {
+		k = c.repeatable(0)
+	}
+	resp, err := unary(ctx, c, k, func(ctx context.Context, cl *Client) (*rewindv1.RebalanceResponse, error) {
+		return cl.cluster.Rebalance(ctx, &rewindv1.RebalanceRequest{DryRun: dryRun})
+	})
 	return resp.GetMoves(), err
 }

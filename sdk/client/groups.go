@@ -53,20 +53,23 @@ type GroupTopic struct {
 
 // Commit records a group's progress on topic: for each partition, the next
 // offset to read. generation must be the one of the member's current
-// assignment; an older one is rejected with FailedPrecondition.
+// assignment; an older one is rejected with FailedPrecondition. A commit
+// sets offsets, so it is repeated when its node fails.
 func (c *Client) Commit(ctx context.Context, group, topic string, generation uint64, offsets map[uint32]uint64) error {
 	req := &rewindv1.CommitRequest{Group: group, Topic: topic, Generation: generation}
 	for p, o := range offsets {
 		req.Offsets = append(req.Offsets, &rewindv1.PartitionOffset{Partition: p, Offset: o})
 	}
-	_, err := followCoordinator(c, func(c *Client) (*rewindv1.CommitResponse, error) { return c.groups.Commit(ctx, req) })
+	_, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.CommitResponse, error) {
+		return cl.groups.Commit(ctx, req)
+	})
 	return err
 }
 
 // ListGroups lists every group with committed offsets or live members.
 func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
-	resp, err := followCoordinator(c, func(c *Client) (*rewindv1.ListGroupsResponse, error) {
-		return c.groups.ListGroups(ctx, &rewindv1.ListGroupsRequest{})
+	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.ListGroupsResponse, error) {
+		return cl.groups.ListGroups(ctx, &rewindv1.ListGroupsRequest{})
 	})
 	if err != nil {
 		return nil, err
@@ -80,8 +83,8 @@ func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
 
 // DescribeGroup returns a group's state on every topic it reads.
 func (c *Client) DescribeGroup(ctx context.Context, group string) ([]GroupTopic, error) {
-	resp, err := followCoordinator(c, func(c *Client) (*rewindv1.DescribeGroupResponse, error) {
-		return c.groups.DescribeGroup(ctx, &rewindv1.DescribeGroupRequest{Group: group})
+	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.DescribeGroupResponse, error) {
+		return cl.groups.DescribeGroup(ctx, &rewindv1.DescribeGroupRequest{Group: group})
 	})
 	if err != nil {
 		return nil, err
@@ -112,10 +115,12 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) ([]GroupTopic,
 }
 
 // DeleteGroup deletes a group's committed offsets; force also ends the
-// streams of its live members.
+// streams of its live members. It is not repeated after an attempt whose
+// node failed (a repeat would answer NotFound): the error is then
+// ErrOutcomeUnknown.
 func (c *Client) DeleteGroup(ctx context.Context, group string, force bool) error {
-	_, err := followCoordinator(c, func(c *Client) (*rewindv1.DeleteGroupResponse, error) {
-		return c.groups.DeleteGroup(ctx, &rewindv1.DeleteGroupRequest{Group: group, Force: force})
+	_, err := unary(ctx, c, once, func(ctx context.Context, cl *Client) (*rewindv1.DeleteGroupResponse, error) {
+		return cl.groups.DeleteGroup(ctx, &rewindv1.DeleteGroupRequest{Group: group, Force: force})
 	})
 	return err
 }
@@ -153,6 +158,11 @@ func CreateGroup() ResetOption { return func(r *rewindv1.ResetGroupRequest) { r.
 // streams seek in place and say ReplayStarted. A group with no committed
 // offset and no member on topic is a NotFound error unless CreateGroup is
 // given.
+//
+// A plan (dryRun) is asked again, of another node, when its node fails;
+// an executed reset is not (ErrOutcomeUnknown): a relative target would
+// move the offsets twice, and live members would seek twice, delivering
+// again what they read in between.
 func (c *Client) ResetGroup(ctx context.Context, group, topic string, target Position, partitions []uint32, dryRun bool, opts ...ResetOption) (*ResetResult, error) {
 	rt := &rewindv1.ResetTarget{}
 	switch target.kind {
@@ -179,8 +189,12 @@ func (c *Client) ResetGroup(ctx context.Context, group, topic string, target Pos
 	for _, o := range opts {
 		o(req)
 	}
-	resp, err := followCoordinator(c, func(c *Client) (*rewindv1.ResetGroupResponse, error) {
-		return c.groups.ResetGroup(ctx, req)
+	k := once
+	if dryRun {
+		k = c.repeatable(0)
+	}
+	resp, err := unary(ctx, c, k, func(ctx context.Context, cl *Client) (*rewindv1.ResetGroupResponse, error) {
+		return cl.groups.ResetGroup(ctx, req)
 	})
 	if err != nil {
 		return nil, err

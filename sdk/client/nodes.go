@@ -175,11 +175,7 @@ func (c *Client) moveOn(ctx context.Context, from *Client, err error) {
 // member reports it: host:port, in the scheme of from) and returns its
 // base URL.
 func (c *Client) learnMember(from *Client, id uint64, addr string) string {
-	if !strings.Contains(addr, "://") {
-		scheme, _, _ := strings.Cut(from.addr, "://")
-		addr = scheme + "://" + addr
-	}
-	addr = normalize(addr)
+	addr = from.sibling(addr)
 	c.members.Lock()
 	defer c.members.Unlock()
 	if c.members.m == nil {
@@ -187,6 +183,16 @@ func (c *Client) learnMember(from *Client, id uint64, addr string) string {
 	}
 	c.members.m[id] = addr
 	return addr
+}
+
+// sibling returns the base URL of another node, named as members name
+// each other (host:port), in c's scheme.
+func (c *Client) sibling(addr string) string {
+	if !strings.Contains(addr, "://") {
+		scheme, _, _ := strings.Cut(c.addr, "://")
+		addr = scheme + "://" + addr
+	}
+	return normalize(addr)
 }
 
 // memberAddr returns the base URL of cluster member id, asking from for

@@ -57,9 +57,14 @@ var compileStates = map[rewindv1.CompileState]string{
 // the server compiles it in the background (Plugin.CompileState, see
 // GetPlugin). unchanged reports that the name's newest version already had these bytes
 // (nothing was added). A refused module is InvalidArgument with a
-// FilterError detail saying why.
+// FilterError detail saying why. It is not repeated after an attempt whose
+// node failed (a repeat would report the upload unchanged): the error is
+// then ErrOutcomeUnknown.
 func (c *Client) UploadPlugin(ctx context.Context, name string, module []byte, description string) (p Plugin, unchanged bool, err error) {
-	resp, err := c.plugins.UploadPlugin(ctx, &rewindv1.UploadPluginRequest{Name: name, Module: module, Description: description})
+	req := &rewindv1.UploadPluginRequest{Name: name, Module: module, Description: description}
+	resp, err := unary(ctx, c, once, func(ctx context.Context, cl *Client) (*rewindv1.UploadPluginResponse, error) {
+		return cl.plugins.UploadPlugin(ctx, req)
+	})
 	if err != nil {
 		return Plugin{}, false, err
 	}
@@ -68,7 +73,9 @@ func (c *Client) UploadPlugin(ctx context.Context, name string, module []byte, d
 
 // ListPlugins lists every registered version (of name, if not empty).
 func (c *Client) ListPlugins(ctx context.Context, name string) ([]Plugin, error) {
-	resp, err := c.plugins.ListPlugins(ctx, &rewindv1.ListPluginsRequest{Name: name})
+	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.ListPluginsResponse, error) {
+		return cl.plugins.ListPlugins(ctx, &rewindv1.ListPluginsRequest{Name: name})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -82,16 +89,26 @@ func (c *Client) ListPlugins(ctx context.Context, name string) ([]Plugin, error)
 // GetPlugin describes "NAME", "NAME@VERSION" or "sha256:HEX", with the
 // module's bytes when withModule is set.
 func (c *Client) GetPlugin(ctx context.Context, ref string, withModule bool) (Plugin, []byte, error) {
-	resp, err := c.plugins.GetPlugin(ctx, &rewindv1.GetPluginRequest{Plugin: ref, IncludeModule: withModule})
+	k := c.repeatable(0)
+	if withModule {
+		k = c.repeatable(MaxMessageBytes) // the answer may be that large
+	}
+	resp, err := unary(ctx, c, k, func(ctx context.Context, cl *Client) (*rewindv1.GetPluginResponse, error) {
+		return cl.plugins.GetPlugin(ctx, &rewindv1.GetPluginRequest{Plugin: ref, IncludeModule: withModule})
+	})
 	if err != nil {
 		return Plugin{}, nil, err
 	}
 	return pluginOf(resp.GetPlugin()), resp.GetModule(), nil
 }
 
-// DeletePlugin removes "NAME@VERSION", or every version of "NAME".
+// DeletePlugin removes "NAME@VERSION", or every version of "NAME". It is
+// not repeated after an attempt whose node failed (a repeat would answer
+// NotFound): the error is then ErrOutcomeUnknown.
 func (c *Client) DeletePlugin(ctx context.Context, ref string) ([]Plugin, error) {
-	resp, err := c.plugins.DeletePlugin(ctx, &rewindv1.DeletePluginRequest{Plugin: ref})
+	resp, err := unary(ctx, c, once, func(ctx context.Context, cl *Client) (*rewindv1.DeletePluginResponse, error) {
+		return cl.plugins.DeletePlugin(ctx, &rewindv1.DeletePluginRequest{Plugin: ref})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +180,12 @@ func (c *Client) TestPlugin(ctx context.Context, plugin string, module, config [
 		}
 		req.Input = &rewindv1.TestPluginRequest_Records{Records: rs}
 	}
-	resp, err := c.plugins.TestPlugin(ctx, req)
+	// It changes nothing, but its work (compiling the module, running it
+	// over up to 10,000 records) has no bound the client knows: no attempt
+	// deadline.
+	resp, err := unary(ctx, c, callKind{again: true}, func(ctx context.Context, cl *Client) (*rewindv1.TestPluginResponse, error) {
+		return cl.plugins.TestPlugin(ctx, req)
+	})
 	if err != nil {
 		return nil, err
 	}

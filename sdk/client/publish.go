@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
@@ -144,4 +145,12 @@ func generatedKey() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "gen-" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// publish sends req, again as the retry policy says (unary): records
+// with idempotency keys are stored once however often it is sent.
+func (c *Client) publish(ctx context.Context, req *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
+	return unary(ctx, c, c.repeatable(proto.Size(req)), func(ctx context.Context, cl *Client) (*rewindv1.PublishResponse, error) {
+		return cl.pub.Publish(ctx, req)
+	})
 }

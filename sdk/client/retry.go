@@ -4,21 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/proto"
-
-	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
-// DefaultAttemptTimeout bounds one publish attempt unless WithPublishRetry
-// says otherwise: well below a caller's deadline, so a node that does not
-// answer (paused, cut off) costs one attempt and the publish goes on
-// through another node.
+// DefaultAttemptTimeout bounds one attempt of a publish or of another call
+// that may be repeated, unless WithPublishRetry says otherwise: well below
+// a caller's deadline, so a node that does not answer (paused, cut off)
+// costs one attempt and the call goes on through another node.
 const DefaultAttemptTimeout = 2 * time.Second
 
-// retryPolicy retries publishes whose outcome is unknown.
+// retryPolicy retries calls whose outcome is unknown.
 type retryPolicy struct {
 	attempts    int           // total attempts, >= 1
 	backoff     time.Duration // before the first retry; doubles
@@ -39,6 +37,9 @@ var defaultRetry = retryPolicy{attempts: 4, backoff: 50 * time.Millisecond, atte
 // Retries resend the same request, so records with idempotency keys are
 // never stored twice; a record without one may be stored twice when an
 // attempt's outcome was unknown (see WithGeneratedIdempotencyKeys).
+//
+// Topic, group, plugin and cluster calls follow the same policy, as far as
+// each may be repeated (see the package documentation).
 func WithPublishRetry(attempts int, backoff, attemptTimeout time.Duration) Option {
 	return func(o *options) {
 		o.retry = retryPolicy{attempts: max(1, attempts), backoff: backoff, attemptTime: attemptTimeout}
@@ -63,44 +64,137 @@ func retryable(err error) bool {
 	return false
 }
 
-// publish sends req, retrying as the policy says, each attempt to the node
-// the client picks (nodes.go).
-func (c *Client) publish(ctx context.Context, req *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
+// callKind says how a unary call may be repeated.
+type callKind struct {
+	// again: running the call twice has the effect and the answer of
+	// running it once (a read; a write that sets a value), so an attempt
+	// whose outcome is unknown may be repeated, on another node. Without
+	// it only an attempt that certainly did nothing (notDone) is.
+	again bool
+	// bound is one attempt's deadline (0: only the caller's context). Only
+	// calls that may run again have one: a write cut off by it could not
+	// be repeated, and its work (waiting for leaders, moving replicas) has
+	// no bound the client knows. A node that stops answering such a call
+	// is noticed by the connection's health check (WithHealthCheck).
+	bound time.Duration
+}
+
+// repeatable is the kind of a call that may run again, moving up to size
+// bytes (the request or the answer).
+func (c *Client) repeatable(size int) callKind {
+	return callKind{again: true, bound: c.retry.attemptBound(size)}
+}
+
+// once is the kind of a write that must not run twice: a second run would
+// answer otherwise than the first (AlreadyExists after a create, NotFound
+// after a delete) or do it again (a relative reset).
+var once = callKind{}
+
+// maxRedirects bounds how often one call follows refusals that name the
+// node to ask (the coordinator of subscriber groups).
+const maxRedirects = 2
+
+// unary runs do, a unary call, on the node the client picks (nodes.go), and
+// again as the retry policy and k allow. After an attempt whose node could
+// not be reached, gave no answer within k.bound or answered Unavailable,
+// that node is penalised and the next attempt goes to another (or to the
+// leader the refusal named). A refusal naming the coordinator of
+// subscriber groups sends the call there at once: it was not served.
+func unary[T any](ctx context.Context, c *Client, k callKind, do func(context.Context, *Client) (T, error)) (T, error) {
 	r := c.retry
 	wait := r.backoff
-	bound := r.attemptBound(proto.Size(req))
+	var to *Client // where a refusal sent the next attempt
+	redirects := 0
 	for attempt := 1; ; attempt++ {
-		cl := c.pick()
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if bound > 0 {
-			actx, cancel = context.WithTimeoutCause(ctx, bound, errNoAnswer)
+		cl := to
+		if cl == nil {
+			cl = c.pick()
 		}
-		resp, err := cl.pub.Publish(actx, req)
-		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errNoAnswer) {
-			// The attempt's deadline, not the caller's: the node did not
-			// answer in time.
-			err = connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%w %s within %s: %w", errNoAnswer, cl.addr, bound, err))
-		}
-		cancel()
+		to = nil
+		v, err := try(ctx, cl, k.bound, do)
 		if err == nil || ctx.Err() != nil {
-			return resp, err
+			return v, err
+		}
+		if addr := coordinatorOf(err); addr != "" && redirects < maxRedirects {
+			redirects++
+			attempt--
+			to = c.at(cl.sibling(addr))
+			continue
 		}
 		bad := badNode(err)
 		if bad {
 			c.moveOn(ctx, cl, err)
 		}
 		// A broken connection can surface as Canceled although the
-		// caller did not cancel: that is retryable too.
-		if attempt >= r.attempts || !(bad || retryable(err)) {
-			return resp, err
+		// caller did not cancel: bad covers it.
+		again := notDone(err) || k.again && (bad || retryable(err))
+		if !again && bad && !k.again {
+			err = outcomeUnknown(err)
+		}
+		if attempt >= r.attempts || !again {
+			return v, err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return v, err
 		}
 		wait *= 2
 	}
+}
+
+// try makes one attempt of do on cl, bounded by bound (0: only by ctx).
+func try[T any](ctx context.Context, cl *Client, bound time.Duration, do func(context.Context, *Client) (T, error)) (T, error) {
+	if bound <= 0 {
+		return do(ctx, cl)
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, bound, errNoAnswer)
+	defer cancel()
+	v, err := do(actx, cl)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errNoAnswer) {
+		// The attempt's deadline, not the caller's: the node did not
+		// answer in time.
+		err = connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("%w %s within %s: %w", errNoAnswer, cl.addr, bound, err))
+	}
+	return v, err
+}
+
+// notDone reports whether err certainly did nothing, so any call may be
+// sent again: the request never left (the connection could not be made),
+// or the node said it stored nothing (Rewind-Not-Stored).
+func notDone(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var ce *connect.Error
+	return errors.As(err, &ce) && ce.Code() == connect.CodeUnavailable && ce.Meta().Get("Rewind-Not-Stored") != ""
+}
+
+// ErrOutcomeUnknown marks the error of a call that is not repeated by
+// itself (a create, delete, upload, executed reset, node removal or
+// rebalance) when its node failed while it was out: the call may have
+// taken effect. Check (describe, list) before trying again. Test it with
+// errors.Is; the error keeps its Connect code.
+var ErrOutcomeUnknown = errors.New("the call may have taken effect before its node failed")
+
+// unknownOutcome is ErrOutcomeUnknown with the error that caused it.
+type unknownOutcome struct{ err *connect.Error }
+
+func (u *unknownOutcome) Error() string {
+	return u.err.Message() + " (" + ErrOutcomeUnknown.Error() + ": check before trying again)"
+}
+func (u *unknownOutcome) Unwrap() error        { return u.err }
+func (u *unknownOutcome) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// outcomeUnknown marks err, from a node that failed during a call that
+// must not run twice, as ErrOutcomeUnknown, keeping its code.
+func outcomeUnknown(err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		ce = connect.NewError(connect.CodeUnknown, err)
+	}
+	return connect.NewError(ce.Code(), &unknownOutcome{ce})
 }

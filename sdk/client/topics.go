@@ -106,13 +106,17 @@ func retention(c *rewindv1.TopicConfig) *rewindv1.Retention {
 
 // AlterTopic replaces a topic's retention policy with the one opts build
 // (WithRetention, WithCleanup, WithDeleteRetention; other options are
-// ignored).
+// ignored). It sets the policy rather than changing it, so it is repeated
+// on another node when its node fails.
 func (c *Client) AlterTopic(ctx context.Context, name string, opts ...TopicOption) (*Topic, error) {
 	cfg := &rewindv1.TopicConfig{}
 	for _, o := range opts {
 		o(cfg)
 	}
-	resp, err := c.topics.AlterTopic(ctx, &rewindv1.AlterTopicRequest{Name: name, Retention: retention(cfg)})
+	req := &rewindv1.AlterTopicRequest{Name: name, Retention: retention(cfg)}
+	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.AlterTopicResponse, error) {
+		return cl.topics.AlterTopic(ctx, req)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +130,18 @@ func WithDedupeWindow(d time.Duration) TopicOption {
 }
 
 // CreateTopic creates a topic. Errors carry Connect codes: AlreadyExists,
-// InvalidArgument (see connect.CodeOf).
+// InvalidArgument (see connect.CodeOf). It is sent again, to another node,
+// only when the first attempt certainly did nothing; when its node failed
+// meanwhile, the error is ErrOutcomeUnknown (the topic may exist).
 func (c *Client) CreateTopic(ctx context.Context, name string, opts ...TopicOption) (*Topic, error) {
 	cfg := &rewindv1.TopicConfig{Partitions: 1}
 	for _, o := range opts {
 		o(cfg)
 	}
-	resp, err := c.topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: name, Config: cfg})
+	req := &rewindv1.CreateTopicRequest{Name: name, Config: cfg}
+	resp, err := unary(ctx, c, once, func(ctx context.Context, cl *Client) (*rewindv1.CreateTopicResponse, error) {
+		return cl.topics.CreateTopic(ctx, req)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +150,9 @@ func (c *Client) CreateTopic(ctx context.Context, name string, opts ...TopicOpti
 
 // ListTopics lists every topic by name.
 func (c *Client) ListTopics(ctx context.Context) ([]*Topic, error) {
-	resp, err := c.topics.ListTopics(ctx, &rewindv1.ListTopicsRequest{})
+	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.ListTopicsResponse, error) {
+		return cl.topics.ListTopics(ctx, &rewindv1.ListTopicsRequest{})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +165,9 @@ func (c *Client) ListTopics(ctx context.Context) ([]*Topic, error) {
 
 // DescribeTopic returns a topic and the state of each partition.
 func (c *Client) DescribeTopic(ctx context.Context, name string) (*Topic, []PartitionInfo, error) {
-	resp, err := c.topics.DescribeTopic(ctx, &rewindv1.DescribeTopicRequest{Name: name})
+	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.DescribeTopicResponse, error) {
+		return cl.topics.DescribeTopic(ctx, &rewindv1.DescribeTopicRequest{Name: name})
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -172,9 +185,13 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (*Topic, []Part
 	return topicOf(resp.GetTopic()), parts, nil
 }
 
-// DeleteTopic deletes a topic and all its records.
+// DeleteTopic deletes a topic and all its records. Like CreateTopic it is
+// not repeated after an attempt whose node failed (a repeat would answer
+// NotFound): the error is then ErrOutcomeUnknown.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
-	_, err := c.topics.DeleteTopic(ctx, &rewindv1.DeleteTopicRequest{Name: name})
+	_, err := unary(ctx, c, once, func(ctx context.Context, cl *Client) (*rewindv1.DeleteTopicResponse, error) {
+		return cl.topics.DeleteTopic(ctx, &rewindv1.DeleteTopicRequest{Name: name})
+	})
 	return err
 }
 
