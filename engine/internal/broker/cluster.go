@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/engine/internal/store"
 	"github.com/rewind-io/rewind/raftlog"
 )
 
@@ -85,7 +86,15 @@ func checkIdentity(db *pebble.DB, cfg Config) error {
 	v, closer, err := db.Get(keys.IdentityKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		data, _ := json.Marshal(want)
-		return db.Set(keys.IdentityKey, data, pebble.Sync)
+		b := db.NewBatch()
+		if err := b.Set(keys.IdentityKey, data, nil); err != nil {
+			b.Close()
+			return err
+		}
+		if err := store.Commit(b, pebble.Sync); err != nil {
+			return err // the batch is left to the collector: Pebble may hold it
+		}
+		return b.Close()
 	}
 	if err != nil {
 		return err
