@@ -118,6 +118,11 @@ type Config struct {
 	// (a publish, a key binding); one cut short fails with Unavailable and
 	// a leader hint, its outcome unknown. Default 5 s.
 	ForwardTimeout time.Duration
+	// NewLeaderWait bounds how long a forward cut short by an election
+	// waits for its winner, to name it in the leader hint instead of the
+	// old leader (likely dead or paused). Default half an election
+	// timeout.
+	NewLeaderWait time.Duration
 	// Reachable reports whether this node's raft stream to node is up (the
 	// transport's view); a request for a partition whose leader is not is
 	// refused at once with Unavailable and a leader hint. Default: always.
@@ -153,7 +158,7 @@ func (c *Config) Validate() error {
 	if c.TailCacheBytes < 0 || c.StoreCacheBytes < 0 {
 		errs = append(errs, errors.New("broker: negative cache size"))
 	}
-	if c.PublishTimeout < 0 || c.TickInterval < 0 || c.ForwardTimeout < 0 || c.ElectionTicks < 0 {
+	if c.PublishTimeout < 0 || c.TickInterval < 0 || c.ForwardTimeout < 0 || c.ElectionTicks < 0 || c.NewLeaderWait < 0 {
 		errs = append(errs, errors.New("broker: negative duration"))
 	}
 	if c.MaxInlineModuleBytes < 0 {
@@ -192,6 +197,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ElectionTicks == 0 {
 		c.ElectionTicks = 10 // raftlog's default
+	}
+	if c.NewLeaderWait == 0 {
+		c.NewLeaderWait = time.Duration(c.ElectionTicks) * c.TickInterval / 2
 	}
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = 30 * time.Second
