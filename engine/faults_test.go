@@ -172,7 +172,7 @@ type faultCluster struct {
 
 // startFaultCluster starts three members with a short raft tick, so
 // elections take a few hundred milliseconds.
-func startFaultCluster(t *testing.T, opts ...func(*engine.Config)) *faultCluster {
+func startFaultCluster(t testing.TB, opts ...func(*engine.Config)) *faultCluster {
 	t.Helper()
 	c := &faultCluster{
 		net:   &faultNet{cut: map[[2]uint64]bool{}, change: make(chan struct{}), addrs: map[string]uint64{}},
@@ -229,7 +229,7 @@ func (c *faultCluster) publisher(id uint64) rewindv1connect.PublishServiceClient
 // settle creates topic t with three partitions on every node and waits
 // until every node knows partition 1's leader and the leader has applied
 // its term; it returns that leader.
-func (c *faultCluster) settle(t *testing.T) uint64 {
+func (c *faultCluster) settle(t testing.TB) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -268,7 +268,7 @@ func (c *faultCluster) settle(t *testing.T) uint64 {
 }
 
 // leaderOf returns partition 1's leader if all nodes agree on it.
-func (c *faultCluster) leaderOf(ctx context.Context, t *testing.T) uint64 {
+func (c *faultCluster) leaderOf(ctx context.Context, t testing.TB) uint64 {
 	var seen uint64
 	for id := uint64(1); id <= 3; id++ {
 		cl := rewindv1connect.NewClusterServiceClient(http.DefaultClient, "http://"+c.addrs[id], connect.WithGRPC())

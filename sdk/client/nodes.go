@@ -155,7 +155,8 @@ func leaderHint(err error) (id uint64, addr string) {
 
 // moveOn handles a call to from that failed with err (badNode): it follows
 // the leader hint err carries, if the hint or the member list of from
-// names the leader's address, else penalises from.
+// names the leader's address (a hint naming from itself keeps the client
+// on from, unpenalised), else penalises from.
 func (c *Client) moveOn(ctx context.Context, from *Client, err error) {
 	if id, addr := leaderHint(err); id != 0 {
 		if addr != "" {
@@ -163,7 +164,12 @@ func (c *Client) moveOn(ctx context.Context, from *Client, err error) {
 		} else {
 			addr = c.memberAddr(ctx, from, id)
 		}
-		if addr != "" && addr != from.addr {
+		if addr == from.addr {
+			// The node asked leads now (it was elected while it
+			// forwarded): resend there, without a penalty.
+			return
+		}
+		if addr != "" {
 			c.nodes.prefer(addr)
 			return
 		}

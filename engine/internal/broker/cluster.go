@@ -406,7 +406,15 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 			addr, _ := b.Addr(leader)
 			err := b.forward(ctx, leader, changed, func(ctx context.Context) error { return remote(ctx, leader, addr) })
 			if err == nil || !errors.Is(err, ErrNotStored) {
-				if next := b.hintAfter(ctx, part, leader, err); next != 0 {
+				if next := b.hintAfter(ctx, part, leader, err); next == b.cfg.NodeID {
+					// Elected meanwhile: the client may resend here. The
+					// outcome of the forward is unknown, so this node
+					// does not resend on its own.
+					if addr, ok := b.Addr(next); ok {
+						return &LeaderHintError{Partition: p, Leader: next, Addr: addr, Err: err}
+					}
+					return err
+				} else if next != 0 {
 					return b.withHint(p, next, err)
 				}
 				return err
