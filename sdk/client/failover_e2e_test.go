@@ -509,3 +509,60 @@ func TestPublishRetriesANodeThatHintsItself(t *testing.T) {
 		t.Fatalf("the self-hinting node was asked %d times and the other node %d; want 3 and 0", n, m)
 	}
 }
+
+// refusing is a node that refuses every publish with Unavailable, naming
+// the leader at hint (by address) when hint is set.
+type refusing struct {
+	rewindv1connect.UnimplementedPublishServiceHandler
+	hint  string // host:port; "" for no hint
+	asked atomic.Int32
+}
+
+func (h *refusing) Publish(context.Context, *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
+	h.asked.Add(1)
+	e := connect.NewError(connect.CodeUnavailable, errors.New("cannot reach a leader"))
+	if h.hint != "" {
+		e.Meta().Set("Rewind-Leader", "3")
+		e.Meta().Set("Rewind-Leader-Address", h.hint)
+	}
+	return nil, e
+}
+
+func serveHandler(t *testing.T, h rewindv1connect.PublishServiceHandler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(rewindv1connect.NewPublishServiceHandler(h))
+	hs := engine.NewHTTPServer(mux)
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return ln.Addr().String()
+}
+
+// TestPublishTriesAThirdNodeAfterTwoRefusals: node A, cut off from a
+// leader, hints node C; C, cut off from another leader the publish needs,
+// refuses without a hint; the next attempt goes to B, not back to A (which
+// would refuse again, as in BenchmarkGrayLatencyCutLink's 5.6 s publishes:
+// each refusal costs its node's wait for a leader).
+func TestPublishTriesAThirdNodeAfterTwoRefusals(t *testing.T) {
+	cNode := &refusing{}
+	cAddr := serveHandler(t, cNode)
+	aNode := &refusing{hint: cAddr}
+	aAddr := serveHandler(t, aNode)
+	bNode := &electedMeanwhile{}
+	bNode.asked.Store(1) // stores every publish it gets
+	bAddr := serveHandler(t, bNode)
+
+	ctx, cancel := context.WithTimeout(context.Background(), noHang)
+	defer cancel()
+	c := client.New("http://"+aAddr+",http://"+bAddr+",http://"+cAddr, client.WithPublishRetry(3, time.Millisecond, 0))
+	if _, err := c.Publish(ctx, "t", client.Message{Value: []byte("v"), IdempotencyKey: "v"}); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if a, b, cc := aNode.asked.Load(), bNode.asked.Load()-1, cNode.asked.Load(); a != 1 || b != 1 || cc != 1 {
+		t.Fatalf("nodes asked: A %d, B %d, C %d; want 1 each", a, b, cc)
+	}
+}

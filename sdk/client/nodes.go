@@ -85,6 +85,28 @@ func (n *nodes) use() string {
 	return n.mu.addrs[best]
 }
 
+// useUntried is use, but prefers a node not in tried (the nodes that
+// already refused the call being retried) when one is not penalised:
+// after a refusal without a hint, going back to a node that refused
+// before mostly meets the same refusal (two members cut from each other,
+// each hinting the other).
+func (n *nodes) useUntried(tried map[string]bool) string {
+	n.mu.Lock()
+	now := n.now()
+	for k := range n.mu.addrs {
+		i := (n.mu.cur + k) % len(n.mu.addrs)
+		a := n.mu.addrs[i]
+		if end, ok := n.mu.until[a]; tried[a] || (ok && now.Before(end)) {
+			continue
+		}
+		n.mu.cur = i
+		n.mu.Unlock()
+		return a
+	}
+	n.mu.Unlock()
+	return n.use()
+}
+
 // fail penalises addr; if it is the node in use, the next call picks
 // another.
 func (n *nodes) fail(addr string) {

@@ -69,8 +69,15 @@ func (c *Client) publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 	r := c.retry
 	wait := r.backoff
 	bound := r.attemptBound(proto.Size(req))
+	// tried holds the nodes that refused this call; after a refusal that
+	// named no leader, the next attempt prefers another node.
+	tried := map[string]bool{}
+	avoid := false
 	for attempt := 1; ; attempt++ {
 		cl := c.pick()
+		if avoid {
+			cl = c.at(c.nodes.useUntried(tried))
+		}
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if bound > 0 {
 			actx, cancel = context.WithTimeoutCause(ctx, bound, errNoAnswer)
@@ -87,6 +94,9 @@ func (c *Client) publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 		}
 		bad := badNode(err)
 		if bad {
+			tried[cl.addr] = true
+			id, _ := leaderHint(err)
+			avoid = id == 0
 			c.moveOn(ctx, cl, err)
 		}
 		// A broken connection can surface as Canceled although the
