@@ -88,6 +88,11 @@ type Config struct {
 	// LeaderBalanceInterval is how often leaders hand partitions back to
 	// their preferred replica. Default 5 s; negative: never.
 	LeaderBalanceInterval time.Duration
+	// NewLeaderWait bounds how long a node whose forward to a partition's
+	// leader was cut short by an election waits for the winner, so that
+	// its Unavailable answer names the new leader rather than the old one.
+	// Default half an election timeout; tests set it long.
+	NewLeaderWait time.Duration
 	// Join adds the node to a running cluster through any of these members
 	// (host:port), as Advertise (the address peers and clients dial).
 	// Asking again after a restart is fine: a member that asks again with
@@ -185,6 +190,7 @@ func Open(cfg Config) (*Node, error) {
 		MinFreeBytes: cfg.MinFreeBytes, Sandbox: cfg.Filters, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes,
 		Peers: cfg.InitialCluster, ClusterID: cfg.ClusterID, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, LeaderBalanceInterval: cfg.LeaderBalanceInterval,
+		NewLeaderWait: cfg.NewLeaderWait,
 		FollowerReads: cfg.FollowerReads, Replay: sched.Config{Share: cfg.ReplayShare},
 	}
 	if len(cfg.Join) > 0 {

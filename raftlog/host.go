@@ -302,6 +302,9 @@ type Host struct {
 	// order lists the running groups by id, so every pass visits them in
 	// the same order (deterministic tests, reproducible message order).
 	order []uint64
+	// opErr is a store failure an operation met (RemoveGroup's commit):
+	// it stops the host like a failed pass.
+	opErr error
 }
 
 type group struct {
@@ -557,10 +560,18 @@ func (h *Host) RemoveGroup(id uint64) error {
 			}
 		}
 		start, end := groupSpan(id)
-		if err := h.db.DeleteRange(start, end, pebble.Sync); err != nil {
+		// Through commit, so that a failed WAL write stops the host, as in
+		// a pass, instead of panicking on the loop (the batch is left to
+		// the collector then: Pebble may still hold it).
+		b := h.db.NewBatch()
+		if err := b.DeleteRange(start, end, nil); err != nil {
 			return fmt.Errorf("raftlog: remove group %d: %w", id, err)
 		}
-		return nil
+		if err := commit(b, pebble.Sync); err != nil {
+			h.opErr = fmt.Errorf("raftlog: remove group %d: %w", id, err)
+			return h.opErr
+		}
+		return b.Close()
 	})
 }
 
@@ -605,6 +616,9 @@ func (h *Host) tick() {
 func (h *Host) iterate() error {
 	for {
 		h.runOps()
+		if h.opErr != nil {
+			return h.opErr
+		}
 		h.stepInbox()
 		h.takeProposals()
 		more, err := h.pass()

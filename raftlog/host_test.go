@@ -521,3 +521,37 @@ func TestHostStopsAndReportsAFailedWALWrite(t *testing.T) {
 		t.Fatal("Close did not return the fatal error")
 	}
 }
+
+// TestHostStopsWhenRemovingAGroupFailsToWrite fills the disk, then removes
+// a group: its deletion's WAL write fails, RemoveGroup returns the disk
+// error and the host stops with it, as when a pass's write fails. Before,
+// Pebble's fatal logger panicked on the host's loop, outside any guard,
+// and killed the process with a stack trace.
+func TestHostStopsWhenRemovingAGroupFailsToWrite(t *testing.T) {
+	var full atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasSuffix(op.Path, ".log") {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	}))
+	db := openDB(t, fs)
+	h := startHost(t, db)
+	sm := newCountingSM(t, db, 1)
+	if err := h.AddGroup(GroupConfig{ID: 1, Voters: []uint64{1}, SM: sm}); err != nil {
+		t.Fatal(err)
+	}
+	sm.propose(h, "before")
+	sm.waitDurable(t, 1)
+	full.Store(true)
+	if err := h.RemoveGroup(1); err == nil || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
+		t.Fatalf("RemoveGroup on a full disk: %v, want an error naming %q", err, syscall.ENOSPC)
+	}
+	<-h.Done()
+	if err := h.Err(); err == nil || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
+		t.Fatalf("Err after a failed removal: %v, want one naming %q", err, syscall.ENOSPC)
+	}
+	if err := h.Close(); err == nil {
+		t.Fatal("Close did not return the fatal error")
+	}
+}

@@ -448,3 +448,121 @@ func TestGeneratedIdempotencyKeys(t *testing.T) {
 		}
 	}
 }
+
+// electedMeanwhile is a node that answers its first publish with
+// Unavailable naming itself as the leader (by address), and stores the
+// rest: a node whose forward to a paused leader was cut short by an
+// election that it won.
+type electedMeanwhile struct {
+	rewindv1connect.UnimplementedPublishServiceHandler
+	self  string // host:port
+	asked atomic.Int32
+}
+
+func (h *electedMeanwhile) Publish(context.Context, *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
+	if h.asked.Add(1) == 1 {
+		e := connect.NewError(connect.CodeUnavailable, errors.New("forward to node 2 cut short: publish outcome unknown"))
+		e.Meta().Set("Rewind-Leader", "1")
+		e.Meta().Set("Rewind-Leader-Address", h.self)
+		return nil, e
+	}
+	return &rewindv1.PublishResponse{Results: []*rewindv1.PublishResult{{}}}, nil
+}
+
+// TestPublishRetriesANodeThatHintsItself: a node that answers Unavailable
+// naming itself as the leader (elected while it forwarded) gets the retry,
+// with no penalty. Before, the client penalised it and moved on to the
+// next node: in BenchmarkClusterGrayLatency that was the paused old
+// leader, and the publish waited its whole 2 s attempt there.
+func TestPublishRetriesANodeThatHintsItself(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &electedMeanwhile{self: ln.Addr().String()}
+	mux := http.NewServeMux()
+	mux.Handle(rewindv1connect.NewPublishServiceHandler(h))
+	hs := engine.NewHTTPServer(mux)
+	go hs.Serve(ln)
+	defer hs.Close()
+	other := &electedMeanwhile{}
+	other.asked.Store(1) // stores every publish it gets
+	omux := http.NewServeMux()
+	omux.Handle(rewindv1connect.NewPublishServiceHandler(other))
+	oln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ohs := engine.NewHTTPServer(omux)
+	go ohs.Serve(oln)
+	defer ohs.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), noHang)
+	defer cancel()
+	c := client.New("http://"+ln.Addr().String()+",http://"+oln.Addr().String(), client.WithPublishRetry(3, time.Millisecond, 0))
+	for _, v := range []string{"a", "b"} {
+		if _, err := c.Publish(ctx, "t", client.Message{Value: []byte(v), IdempotencyKey: v}); err != nil {
+			t.Fatalf("publish %s: %v", v, err)
+		}
+	}
+	if n, m := h.asked.Load(), other.asked.Load()-1; n != 3 || m != 0 {
+		t.Fatalf("the self-hinting node was asked %d times and the other node %d; want 3 and 0", n, m)
+	}
+}
+
+// publishRefuser is a node that refuses every publish with Unavailable, naming
+// the leader at hint (by address) when hint is set.
+type publishRefuser struct {
+	rewindv1connect.UnimplementedPublishServiceHandler
+	hint  string // host:port; "" for no hint
+	asked atomic.Int32
+}
+
+func (h *publishRefuser) Publish(context.Context, *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
+	h.asked.Add(1)
+	e := connect.NewError(connect.CodeUnavailable, errors.New("cannot reach a leader"))
+	if h.hint != "" {
+		e.Meta().Set("Rewind-Leader", "3")
+		e.Meta().Set("Rewind-Leader-Address", h.hint)
+	}
+	return nil, e
+}
+
+func serveHandler(t *testing.T, h rewindv1connect.PublishServiceHandler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(rewindv1connect.NewPublishServiceHandler(h))
+	hs := engine.NewHTTPServer(mux)
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return ln.Addr().String()
+}
+
+// TestPublishTriesAThirdNodeAfterTwoRefusals: node A, cut off from a
+// leader, hints node C; C, cut off from another leader the publish needs,
+// refuses without a hint; the next attempt goes to B, not back to A (which
+// would refuse again, as in BenchmarkGrayLatencyCutLink's 5.6 s publishes:
+// each refusal costs its node's wait for a leader).
+func TestPublishTriesAThirdNodeAfterTwoRefusals(t *testing.T) {
+	cNode := &publishRefuser{}
+	cAddr := serveHandler(t, cNode)
+	aNode := &publishRefuser{hint: cAddr}
+	aAddr := serveHandler(t, aNode)
+	bNode := &electedMeanwhile{}
+	bNode.asked.Store(1) // stores every publish it gets
+	bAddr := serveHandler(t, bNode)
+
+	ctx, cancel := context.WithTimeout(context.Background(), noHang)
+	defer cancel()
+	c := client.New("http://"+aAddr+",http://"+bAddr+",http://"+cAddr, client.WithPublishRetry(3, time.Millisecond, 0))
+	if _, err := c.Publish(ctx, "t", client.Message{Value: []byte("v"), IdempotencyKey: "v"}); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if a, b, cc := aNode.asked.Load(), bNode.asked.Load()-1, cNode.asked.Load(); a != 1 || b != 1 || cc != 1 {
+		t.Fatalf("nodes asked: A %d, B %d, C %d; want 1 each", a, b, cc)
+	}
+}

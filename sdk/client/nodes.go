@@ -85,6 +85,28 @@ func (n *nodes) use() string {
 	return n.mu.addrs[best]
 }
 
+// useUntried is use, but prefers a node not in tried (the nodes that
+// already refused the call being retried) when one is not penalised:
+// after a refusal without a hint, going back to a node that refused
+// before mostly meets the same refusal (two members cut from each other,
+// each hinting the other).
+func (n *nodes) useUntried(tried map[string]bool) string {
+	n.mu.Lock()
+	now := n.now()
+	for k := range n.mu.addrs {
+		i := (n.mu.cur + k) % len(n.mu.addrs)
+		a := n.mu.addrs[i]
+		if end, ok := n.mu.until[a]; tried[a] || (ok && now.Before(end)) {
+			continue
+		}
+		n.mu.cur = i
+		n.mu.Unlock()
+		return a
+	}
+	n.mu.Unlock()
+	return n.use()
+}
+
 // fail penalises addr; if it is the node in use, the next call picks
 // another.
 func (n *nodes) fail(addr string) {
@@ -155,7 +177,8 @@ func leaderHint(err error) (id uint64, addr string) {
 
 // moveOn handles a call to from that failed with err (badNode): it follows
 // the leader hint err carries, if the hint or the member list of from
-// names the leader's address, else penalises from.
+// names the leader's address (a hint naming from itself keeps the client
+// on from, unpenalised), else penalises from.
 func (c *Client) moveOn(ctx context.Context, from *Client, err error) {
 	if id, addr := leaderHint(err); id != 0 {
 		if addr != "" {
@@ -163,7 +186,12 @@ func (c *Client) moveOn(ctx context.Context, from *Client, err error) {
 		} else {
 			addr = c.memberAddr(ctx, from, id)
 		}
-		if addr != "" && addr != from.addr {
+		if addr == from.addr {
+			// The node asked leads now (it was elected while it
+			// forwarded): resend there, without a penalty.
+			return
+		}
+		if addr != "" {
 			c.nodes.prefer(addr)
 			return
 		}

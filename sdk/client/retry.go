@@ -105,10 +105,17 @@ func unary[T any](ctx context.Context, c *Client, k callKind, do func(context.Co
 	wait := r.backoff
 	var to *Client // where a refusal sent the next attempt
 	redirects := 0
+	// tried holds the nodes that refused this call; after a refusal that
+	// named no leader, the next attempt prefers another node.
+	tried := map[string]bool{}
+	avoid := false
 	for attempt := 1; ; attempt++ {
 		cl := to
 		if cl == nil {
 			cl = c.pick()
+			if avoid {
+				cl = c.at(c.nodes.useUntried(tried))
+			}
 		}
 		to = nil
 		v, err := try(ctx, cl, k.bound, do)
@@ -123,6 +130,9 @@ func unary[T any](ctx context.Context, c *Client, k callKind, do func(context.Co
 		}
 		bad := badNode(err)
 		if bad {
+			tried[cl.addr] = true
+			id, _ := leaderHint(err)
+			avoid = id == 0
 			c.moveOn(ctx, cl, err)
 		}
 		// A broken connection can surface as Canceled although the

@@ -118,6 +118,11 @@ type Config struct {
 	// (a publish, a key binding); one cut short fails with Unavailable and
 	// a leader hint, its outcome unknown. Default 5 s.
 	ForwardTimeout time.Duration
+	// NewLeaderWait bounds how long a forward cut short by an election
+	// waits for its winner, to name it in the leader hint instead of the
+	// old leader (likely dead or paused). Default half an election
+	// timeout.
+	NewLeaderWait time.Duration
 	// Reachable reports whether this node's raft stream to node is up (the
 	// transport's view); a request for a partition whose leader is not is
 	// refused at once with Unavailable and a leader hint. Default: always.
@@ -153,7 +158,7 @@ func (c *Config) Validate() error {
 	if c.TailCacheBytes < 0 || c.StoreCacheBytes < 0 {
 		errs = append(errs, errors.New("broker: negative cache size"))
 	}
-	if c.PublishTimeout < 0 || c.TickInterval < 0 || c.ForwardTimeout < 0 || c.ElectionTicks < 0 {
+	if c.PublishTimeout < 0 || c.TickInterval < 0 || c.ForwardTimeout < 0 || c.ElectionTicks < 0 || c.NewLeaderWait < 0 {
 		errs = append(errs, errors.New("broker: negative duration"))
 	}
 	if c.MaxInlineModuleBytes < 0 {
@@ -192,6 +197,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ElectionTicks == 0 {
 		c.ElectionTicks = 10 // raftlog's default
+	}
+	if c.NewLeaderWait == 0 {
+		c.NewLeaderWait = time.Duration(c.ElectionTicks) * c.TickInterval / 2
 	}
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = 30 * time.Second
@@ -274,6 +282,13 @@ type Broker struct {
 	// failed is closed when the raft host stopped on a storage error
 	// (watchHost); watched ends with the watcher.
 	failed, watched chan struct{}
+	// fatal is closed when the store reported a fatal failure (a MANIFEST
+	// write of a background flush, a failed commit: store.Config.OnFatal);
+	// fatalErr, set before, says which. The goroutine that met it is
+	// blocked for good, maybe holding Pebble's locks: nothing may use or
+	// close the store after it.
+	fatal    chan struct{}
+	fatalErr atomic.Pointer[error]
 }
 
 // liveTopic is a topic whose partitions run on this node.
@@ -300,6 +315,7 @@ func Open(cfg Config) (*Broker, error) {
 		stop:      make(chan struct{}),
 		failed:    make(chan struct{}),
 		watched:   make(chan struct{}),
+		fatal:     make(chan struct{}),
 		fetchGate: make(chan struct{}, maxServingFetches),
 	}
 	var err error
@@ -308,7 +324,8 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.draining, b.drain = context.WithCancel(context.Background())
 	b.mu.topics = make(map[uint64]*liveTopic)
-	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.StoreCacheBytes, Logger: cfg.Logger})
+	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.StoreCacheBytes, Logger: cfg.Logger,
+		OnFatal: b.storeFailed})
 	if err != nil {
 		return nil, err
 	}
@@ -409,9 +426,16 @@ func (b *Broker) Drain() {
 
 // Close drains the node, waits (up to 10 s) for streams to let go of the
 // store, stops the raft host (failing publishes in flight) and closes the
-// store.
+// store. After a fatal store failure it only drains and returns that
+// failure: the goroutine Pebble failed on may hold the locks that closing
+// the host or the store would wait for, for ever, and the owner is about
+// to exit anyway (every acknowledged write was synced before it was
+// acknowledged).
 func (b *Broker) Close() error {
 	b.Drain()
+	if err := b.storeFatal(); err != nil {
+		return err
+	}
 	b.closeOnce.Do(func() {
 		close(b.stop)
 		b.wg.Wait()
@@ -437,11 +461,31 @@ func (b *Broker) Close() error {
 // never does (docs/design.md, "Failure behaviour").
 func (b *Broker) watchHost() {
 	defer close(b.watched)
-	<-b.host.Done()
-	if err := b.host.Err(); err != nil {
+	select {
+	case <-b.host.Done():
+	case <-b.fatal:
+	}
+	if err := b.Err(); err != nil {
 		b.log.Error("storage failed: this node stops serving and must be restarted", "error", err)
 		close(b.failed)
 	}
+}
+
+// storeFailed is the store's OnFatal: Pebble failed in a way it cannot go
+// on from (it would have panicked, killing the process with a stack trace
+// instead of the reason), so the node fails the way it does when a WAL
+// write fails.
+func (b *Broker) storeFailed(err error) {
+	b.fatalErr.Store(&err)
+	close(b.fatal)
+}
+
+// storeFatal returns the store's fatal failure, or nil.
+func (b *Broker) storeFatal() error {
+	if p := b.fatalErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Failed is closed when the node's store failed and its raft groups
@@ -450,7 +494,12 @@ func (b *Broker) watchHost() {
 func (b *Broker) Failed() <-chan struct{} { return b.failed }
 
 // Err returns the storage error that stopped the node, or nil.
-func (b *Broker) Err() error { return b.host.Err() }
+func (b *Broker) Err() error {
+	if err := b.storeFatal(); err != nil {
+		return err
+	}
+	return b.host.Err()
+}
 
 // Draining is closed once the node starts shutting down.
 func (b *Broker) Draining() <-chan struct{} { return b.draining.Done() }
@@ -462,7 +511,7 @@ var ErrNotReady = errors.New("node not ready")
 // Ready returns nil while the node serves, else why not (an ErrNotReady):
 // its store failed, or it is shutting down. Health checks report it.
 func (b *Broker) Ready() error {
-	if err := b.host.Err(); err != nil {
+	if err := b.Err(); err != nil {
 		return fmt.Errorf("%w: storage failed: %w", ErrNotReady, err)
 	}
 	if err := b.open(); err != nil {
@@ -651,7 +700,7 @@ func (b *Broker) deleteGroup(g uint64) error {
 	if err := batch.Delete(keys.DeletionKey(g), nil); err != nil {
 		return err
 	}
-	return batch.Commit(pebble.Sync)
+	return store.Commit(batch, pebble.Sync)
 }
 
 // finishDeletions completes deletions a crash interrupted.

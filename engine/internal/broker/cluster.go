@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/engine/internal/store"
 	"github.com/rewind-io/rewind/raftlog"
 )
 
@@ -85,7 +86,15 @@ func checkIdentity(db *pebble.DB, cfg Config) error {
 	v, closer, err := db.Get(keys.IdentityKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		data, _ := json.Marshal(want)
-		return db.Set(keys.IdentityKey, data, pebble.Sync)
+		b := db.NewBatch()
+		if err := b.Set(keys.IdentityKey, data, nil); err != nil {
+			b.Close()
+			return err
+		}
+		if err := store.Commit(b, pebble.Sync); err != nil {
+			return err // the batch is left to the collector: Pebble may hold it
+		}
+		return b.Close()
 	}
 	if err != nil {
 		return err
@@ -397,7 +406,15 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 			addr, _ := b.Addr(leader)
 			err := b.forward(ctx, leader, changed, func(ctx context.Context) error { return remote(ctx, leader, addr) })
 			if err == nil || !errors.Is(err, ErrNotStored) {
-				if next := b.hintAfter(part, leader, err); next != 0 {
+				if next := b.hintAfter(ctx, part, leader, err); next == b.cfg.NodeID {
+					// Elected meanwhile: the client may resend here. The
+					// outcome of the forward is unknown, so this node
+					// does not resend on its own.
+					if addr, ok := b.Addr(next); ok {
+						return &LeaderHintError{Partition: p, Leader: next, Addr: addr, Err: err}
+					}
+					return err
+				} else if next != 0 {
 					return b.withHint(p, next, err)
 				}
 				return err
@@ -461,7 +478,17 @@ func (b *Broker) forward(ctx context.Context, leader uint64, changed <-chan stru
 // short, raft moved on meanwhile, or the transport lost the leader: the
 // leader raft knows now, or leader itself when this replica knows none
 // (it lost contact). A failure the leader answered needs no hint.
-func (b *Broker) hintAfter(part *partition.Partition, leader uint64, err error) uint64 {
+//
+// A forward cut short because raft stopped seeing leader as the leader
+// mostly means an election is under way (a vote request reached this
+// replica, or it stopped hearing from the leader and campaigns), and its
+// winner is known a round trip later: hintAfter waits for it up to
+// Config.NewLeaderWait, since hinting the old leader would send the client to a
+// node that is likely dead or paused, for a whole attempt (2 s in the Go
+// client; BenchmarkClusterGrayLatency measured 3.2 s publishes before).
+// No winner by then (this replica alone lost the leader, whom PreVote
+// keeps leading the others): the old leader after all.
+func (b *Broker) hintAfter(ctx context.Context, part *partition.Partition, leader uint64, err error) uint64 {
 	if err == nil || !errors.Is(err, ErrUnavailable) {
 		return 0
 	}
@@ -469,12 +496,30 @@ func (b *Broker) hintAfter(part *partition.Partition, leader uint64, err error) 
 	if !errors.Is(err, errCutShort) && !moved && b.reachable(leader) {
 		return 0
 	}
-	if part != nil {
+	if part == nil {
+		return leader
+	}
+	if !errors.Is(err, errLeaderMoved) {
 		if now := part.Leader(); now != 0 {
 			return now
 		}
+		return leader
 	}
-	return leader
+	wait := time.NewTimer(b.cfg.NewLeaderWait)
+	defer wait.Stop()
+	for {
+		now, changed := part.LeaderWatch()
+		if now != 0 {
+			return now
+		}
+		select {
+		case <-changed:
+		case <-wait.C:
+			return leader
+		case <-ctx.Done():
+			return leader
+		}
+	}
 }
 
 // notStored says a publish was given up before anything was stored,

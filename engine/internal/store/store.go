@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -70,7 +72,21 @@ type Config struct {
 	// MemTableBytes sizes each memtable. Default 64 MiB.
 	MemTableBytes uint64
 	Logger        hclog.Logger
+	// OnFatal, if set, is called (once) with the error when Pebble meets
+	// a failure it cannot go on from after Open returned: a MANIFEST
+	// write or sync (a flush or compaction in the background), a failed
+	// commit (WAL write or fsync), corruption. Pebble requires that its
+	// fatal logger never return, so the goroutine that met the failure
+	// then blocks for good and the store must not be used or closed
+	// again: the owner stops serving and exits. Unset, such a failure
+	// panics (the process dies unless the caller recovers), as during
+	// Open, where it is returned as Open's error instead.
+	OnFatal func(error)
 }
+
+// ErrFatal marks the error passed to Config.OnFatal, or returned by Open
+// for a fatal failure while opening.
+var ErrFatal = errors.New("store: fatal storage failure")
 
 // Open opens (or creates) the store in cfg.Dir.
 func Open(cfg Config) (*pebble.DB, error) {
@@ -89,6 +105,7 @@ func Open(cfg Config) (*pebble.DB, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	logger := &pebbleLogger{l: cfg.Logger.Named("pebble"), onFatal: cfg.OnFatal}
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
 	opts := &pebble.Options{
@@ -103,14 +120,14 @@ func Open(cfg Config) (*pebble.DB, error) {
 		// Two cores: one compaction at a time leaves a core for the broker.
 		CompactionConcurrencyRange: func() (int, int) { return 1, 1 },
 		BytesPerSync:               1 << 20,
-		Logger:                     pebbleLogger{cfg.Logger.Named("pebble")},
+		Logger:                     logger,
 	}
 	// Bloom filters make point lookups of absent keys cheap (the dedupe
 	// index is mostly asked about new keys).
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	db, err := pebble.Open(cfg.Dir, opts)
+	db, err := openPebble(cfg.Dir, opts)
 	if err != nil {
 		if l := lockedError(cfg, err); l != nil {
 			return nil, l
@@ -121,7 +138,23 @@ func Open(cfg Config) (*pebble.DB, error) {
 		db.Close()
 		return nil, err
 	}
+	logger.opened.Store(true)
 	return db, nil
+}
+
+// openPebble is pebble.Open, with a fatal failure while opening (the
+// logger's panic, on this goroutine) returned as an error.
+func openPebble(dir string, opts *pebble.Options) (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatalPanic)
+			if !ok {
+				panic(r)
+			}
+			db, err = nil, f.err
+		}
+	}()
+	return pebble.Open(dir, opts)
 }
 
 // lockedError returns a *LockedError when err is Pebble failing to lock
@@ -174,17 +207,65 @@ func checkFormat(db *pebble.DB) error {
 }
 
 // pebbleLogger adapts hclog to Pebble's Logger. Pebble's Fatalf must not
-// return; it panics, which stops the process with Pebble's reason.
-type pebbleLogger struct{ l hclog.Logger }
+// return. Before Open returns it panics (a fatalPanic, which Open turns
+// into its error). After, with onFatal set, it reports the failure first;
+// then a failed commit (WAL write or fsync) panics on the committing
+// goroutine, which Commit, the raft host's guard and net/http turn into an
+// error, so a commit failure stops the raft host cleanly; any other
+// failure (a MANIFEST write of a background flush or compaction,
+// corruption) happened on a goroutine of Pebble's that nobody can recover,
+// so it blocks that goroutine for good, leaving Pebble's state as the
+// failure found it while the owner exits (Config.OnFatal).
+type pebbleLogger struct {
+	l       hclog.Logger
+	onFatal func(error)
+	opened  atomic.Bool
+	once    sync.Once
+}
 
-func (p pebbleLogger) Infof(format string, args ...any) {
+// fatalCommitFormat is the format of Pebble's Fatalf for a failed commit
+// (pebble.DB.Apply), which it calls on the committing goroutine.
+// TestFailedFsyncStopsAcknowledgingAndLosesNothing (broker) catches a
+// Pebble upgrade that changes it.
+const fatalCommitFormat = "pebble: fatal commit error: %v"
+
+// fatalPanic is what Fatalf panics with.
+type fatalPanic struct{ err error }
+
+func (f fatalPanic) String() string { return f.err.Error() }
+
+func (p *pebbleLogger) Infof(format string, args ...any) {
 	if p.l.IsDebug() {
 		p.l.Debug(fmt.Sprintf(format, args...))
 	}
 }
-func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Error(fmt.Sprintf(format, args...)) }
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error("pebble fatal error", "error", msg)
-	panic("pebble: " + msg)
+func (p *pebbleLogger) Errorf(format string, args ...any) { p.l.Error(fmt.Sprintf(format, args...)) }
+func (p *pebbleLogger) Fatalf(format string, args ...any) {
+	err := fmt.Errorf("%w: %s", ErrFatal, fmt.Sprintf(format, args...))
+	p.l.Error("pebble fatal error", "error", err)
+	if p.onFatal == nil || !p.opened.Load() {
+		panic(fatalPanic{err})
+	}
+	p.once.Do(func() { p.onFatal(err) })
+	if format == fatalCommitFormat {
+		panic(fatalPanic{err})
+	}
+	select {} // Pebble must not go on; the owner exits
+}
+
+// Commit commits b like b.Commit(opts), and returns a fatal failure of the
+// commit (Pebble's fatal logger panicking on this goroutine) as an error
+// (an ErrFatal) instead of panicking: the store is unusable after it, and
+// Config.OnFatal has been told.
+func Commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatalPanic)
+			if !ok {
+				panic(r)
+			}
+			err = f.err
+		}
+	}()
+	return b.Commit(opts)
 }

@@ -34,7 +34,7 @@ func TestOpenMarksAndChecksFormat(t *testing.T) {
 
 func TestOpenRefusesForeignStore(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := pebble.Open("d", &pebble.Options{FS: fs, Logger: pebbleLogger{hclog.NewNullLogger()}})
+	db, err := pebble.Open("d", &pebble.Options{FS: fs, Logger: &pebbleLogger{l: hclog.NewNullLogger()}})
 	if err == nil {
 		db.Set([]byte("someone else's"), nil, pebble.Sync)
 		db.Close()
