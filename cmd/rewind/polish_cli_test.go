@@ -246,7 +246,7 @@ func TestGroupResetOfAMissingGroup(t *testing.T) {
 	srv.ok(t, nil, "topic", "create", "orders", "--partitions", "2")
 	srv.ok(t, nil, "topic", "create", "other")
 	srv.ok(t, nil, "publish", "orders", "v", "--key", "k")
-	srv.fails(t, "not_found", "group", "reset", "billing", "--topic", "orders", "--to", "latest", "--execute")
+	srv.fails(t, "not_found: no such group", "group", "reset", "billing", "--topic", "orders", "--to", "latest", "--execute")
 	srv.fails(t, `"billing"`, "group", "reset", "billing", "--topic", "orders", "--to", "latest")
 	srv.fails(t, "not_found", "group", "describe", "billing") // nothing was created
 

@@ -38,7 +38,8 @@ POS is one of:
 
 Without --follow or --to the replay stops at the end as of its start. --to
 takes N, @time, -duration, id:<message-id> or end; the stop itself is not
-printed. --follow keeps reading live records after the history. -n stops
+printed. A --to time still to come waits for new records until then (one
+after 2262 never comes: that replay follows until stopped). --follow keeps reading live records after the history. -n stops
 after N records.
 
 If the server stops or restarts meanwhile, the replay waits for it (up to

@@ -353,7 +353,7 @@ func unavailableUnlessTyped(err error) error {
 		return err
 	}
 	for _, e := range []error{ErrTopicDeleted, partition.ErrBusy, partition.ErrDiskFull, partition.ErrStalePlan, partition.ErrOutcomeUnknown, partition.ErrFenced,
-		groups.ErrUnknownGeneration, groups.ErrHasMembers, cursor.ErrInvalid, ErrInvalid} {
+		groups.ErrUnknownGeneration, groups.ErrHasMembers, groups.ErrNoGroup, cursor.ErrInvalid, ErrInvalid} {
 		if errorsIs(err, e) {
 			return err
 		}

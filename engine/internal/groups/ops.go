@@ -139,7 +139,7 @@ func (c *Coordinator) Reset(ctx context.Context, name string, t Topic, target Ta
 			return Plan{}, err
 		}
 		if !exists {
-			return Plan{}, fmt.Errorf("%w: %q has no committed offsets and no members on topic %q (create it with a reset that asks to)", ErrNoGroup, name, t.Name)
+			return Plan{}, fmt.Errorf("%w: %q has no committed offsets and no members on topic %q (a reset creates it only when asked to: rewind group reset --create)", ErrNoGroup, name, t.Name)
 		}
 	}
 	rows, err := c.plan(g, target, parts)
