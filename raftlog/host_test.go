@@ -478,18 +478,24 @@ type truncatingSM struct {
 
 func (s *truncatingSM) TruncateLog() uint64 { return s.floor.Load() }
 
+// fillableFS is an in-memory filesystem whose WAL writes fail with ENOSPC
+// once full is set: a disk that filled up.
+func fillableFS() (vfs.FS, *atomic.Bool) {
+	full := new(atomic.Bool)
+	return errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasSuffix(op.Path, ".log") {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})), full
+}
+
 // TestHostStopsAndReportsAFailedWALWrite fills the disk under the store
 // (every WAL write fails with ENOSPC): the host stops at once, Done is
 // closed, Err names the disk error, and no group's status says it still
 // leads (callers waiting for leadership to move must not wait on it).
 func TestHostStopsAndReportsAFailedWALWrite(t *testing.T) {
-	var full atomic.Bool
-	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if full.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasSuffix(op.Path, ".log") {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	}))
+	fs, full := fillableFS()
 	db := openDB(t, fs)
 	h := startHost(t, db)
 	sm := newCountingSM(t, db, 1)
@@ -528,13 +534,7 @@ func TestHostStopsAndReportsAFailedWALWrite(t *testing.T) {
 // Pebble's fatal logger panicked on the host's loop, outside any guard,
 // and killed the process with a stack trace.
 func TestHostStopsWhenRemovingAGroupFailsToWrite(t *testing.T) {
-	var full atomic.Bool
-	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if full.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasSuffix(op.Path, ".log") {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	}))
+	fs, full := fillableFS()
 	db := openDB(t, fs)
 	h := startHost(t, db)
 	sm := newCountingSM(t, db, 1)
