@@ -78,14 +78,19 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// describe renders an error for a human: Connect errors by code and
-// message, without the Go wrapping.
+// describe renders an error for a human, as errText, with a hint when the
+// server could not be reached.
 func describe(err error) string {
+	if connect.CodeOf(err) == connect.CodeUnavailable {
+		return errText(err) + " (is `rewind serve` running at this address?)"
+	}
+	return errText(err)
+}
+
+// errText is an error's text: a Connect error's code and message once.
+func errText(err error) string {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		if ce.Code() == connect.CodeUnavailable {
-			return fmt.Sprintf("%s: %s (is `rewind serve` running at this address?)", ce.Code(), ce.Message())
-		}
 		return fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
 	}
 	return err.Error()

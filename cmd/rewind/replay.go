@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/sdk/client"
@@ -232,15 +231,6 @@ func streamErr(err error) error {
 			re.Window, plural(re.Attempts, "attempt"), errText(re.Err))
 	}
 	return err
-}
-
-// errText is an error's text: a Connect error's code and message once.
-func errText(err error) string {
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
-	}
-	return err.Error()
 }
 
 // readFromOptions turns --read-from into subscribe options.
