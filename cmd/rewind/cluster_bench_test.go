@@ -413,6 +413,58 @@ type attempt struct {
 	err      error
 }
 
+// probes publishes single records to partition 0 of a topic, back to back,
+// through each of a set of nodes (a client that does not retry), and keeps
+// every attempt: what the failover benchmarks read their figures from.
+type probes struct {
+	mu       sync.Mutex
+	attempts []attempt
+	wg       sync.WaitGroup
+}
+
+// startProbes starts a probe through each node in via until ctx ends; each
+// publish is bounded by timeout and carries the idempotency key key(via,
+// n) ("" for none).
+func startProbes(ctx context.Context, addrs []string, via []uint64, topic string, timeout time.Duration, key func(via uint64, n int) string) *probes {
+	p := &probes{}
+	p0 := uint32(0)
+	for _, v := range via {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			cl := noRetry(addrs[v-1])
+			for n := 0; ctx.Err() == nil; n++ {
+				a := attempt{via: v, sent: time.Now()}
+				pctx, pcancel := context.WithTimeout(ctx, timeout)
+				_, a.err = cl.Publish(pctx, topic, client.Message{Value: []byte("probe"), Partition: &p0, IdempotencyKey: key(v, n)})
+				pcancel()
+				a.at = time.Now()
+				if ctx.Err() != nil {
+					return
+				}
+				p.mu.Lock()
+				p.attempts = append(p.attempts, a)
+				p.mu.Unlock()
+			}
+		}()
+	}
+	return p
+}
+
+// firstAckSince returns when the first publish sent at or after t was
+// acknowledged (zero: none yet).
+func (p *probes) firstAckSince(t time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first time.Time
+	for _, a := range p.attempts {
+		if a.err == nil && !a.sent.Before(t) && (first.IsZero() || a.at.Before(first)) {
+			first = a.at
+		}
+	}
+	return first
+}
+
 // failoverRun is what one kill of a leader showed.
 type failoverRun struct {
 	failover  time.Duration // kill to the first acknowledgement of a publish sent after it
@@ -520,32 +572,8 @@ func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var (
-		mu       sync.Mutex
-		attempts []attempt
-		wg       sync.WaitGroup
-	)
-	p0 := uint32(0)
-	for _, via := range survivors {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl := noRetry(c.addrs[via-1])
-			for ctx.Err() == nil {
-				a := attempt{via: via, sent: time.Now()}
-				pctx, pcancel := context.WithTimeout(ctx, failoverTimeout)
-				_, a.err = cl.Publish(pctx, "fo", client.Message{Value: []byte("probe"), Partition: &p0})
-				pcancel()
-				a.at = time.Now()
-				if ctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				attempts = append(attempts, a)
-				mu.Unlock()
-			}
-		}()
-	}
+	pr := startProbes(ctx, c.addrs, survivors, "fo", failoverTimeout, func(uint64, int) string { return "" })
+	var wg sync.WaitGroup // the status watcher
 	// A new leader, as the survivors' status says.
 	var newLeaderAt atomic.Int64
 	dead := make(chan struct{})
@@ -575,13 +603,7 @@ func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 	deadAt := time.Now() // the process has been reaped: no later send reaches it
 	var first time.Time
 	waitUntil(b, 30*time.Second, "a publish to partition 0 acknowledged after the kill", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, a := range attempts {
-			if a.err == nil && !a.sent.Before(deadAt) && (first.IsZero() || a.at.Before(first)) {
-				first = a.at
-			}
-		}
+		first = pr.firstAckSince(deadAt)
 		return !first.IsZero()
 	})
 	time.Sleep(500 * time.Millisecond) // publishing goes on under the new leader
@@ -621,6 +643,7 @@ func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 	}
 	cancel()
 	wg.Wait()
+	pr.wg.Wait()
 
 	run := failoverRun{failover: first.Sub(killAt), back: backAt.Sub(restartAt), errs: map[string]int{}}
 	for _, v := range views {
@@ -632,7 +655,7 @@ func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 	if at := newLeaderAt.Load(); at != 0 {
 		run.newLeader = time.Unix(0, at).Sub(killAt)
 	}
-	for _, a := range attempts {
+	for _, a := range pr.attempts {
 		phase := ""
 		switch {
 		case a.at.Before(killAt):

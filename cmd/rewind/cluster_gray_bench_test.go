@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -79,40 +78,17 @@ func tryPauseLeader(b *testing.B, c *cluster) (recovery, held time.Duration, err
 	victim := settle(b, c.addrs, "gp", 3)[0]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var (
-		mu       sync.Mutex
-		attempts []attempt
-		wg       sync.WaitGroup
-	)
-	p0 := uint32(0)
+	var others []uint64
 	for via := uint64(1); via <= uint64(len(c.addrs)); via++ {
-		if via == victim {
-			continue
+		if via != victim {
+			others = append(others, via)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl := noRetry(c.addrs[via-1])
-			for n := 0; ctx.Err() == nil; n++ {
-				a := attempt{via: via, sent: time.Now()}
-				pctx, pcancel := context.WithTimeout(ctx, pauseTimeout)
-				_, a.err = cl.Publish(pctx, "gp", client.Message{Value: []byte("probe"), Partition: &p0,
-					IdempotencyKey: fmt.Sprintf("%d-%d-%d", victim, via, n)})
-				pcancel()
-				a.at = time.Now()
-				if ctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				attempts = append(attempts, a)
-				mu.Unlock()
-			}
-		}()
 	}
+	pr := startProbes(ctx, c.addrs, others, "gp", pauseTimeout, func(via uint64, n int) string { return fmt.Sprintf("%d-%d-%d", victim, via, n) })
 	time.Sleep(time.Second) // steady publishing before the pause
 	if ps := statusOf(ctx, client.New(c.addrs[victim-1]), "gp", 0); ps == nil || ps.GetLeader() != victim {
 		cancel()
-		wg.Wait()
+		pr.wg.Wait()
 		return 0, 0, nil, false
 	}
 	proc := c.nodes[victim-1].cmd.Process
@@ -122,23 +98,17 @@ func tryPauseLeader(b *testing.B, c *cluster) (recovery, held time.Duration, err
 	}
 	var first time.Time
 	waitUntil(b, 60*time.Second, "a publish to partition 0 acknowledged after the pause", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, a := range attempts {
-			if a.err == nil && !a.sent.Before(pausedAt) && (first.IsZero() || a.at.Before(first)) {
-				first = a.at
-			}
-		}
+		first = pr.firstAckSince(pausedAt)
 		return !first.IsZero()
 	})
 	time.Sleep(time.Second) // publishing goes on under the new leader
 	cancel()
-	wg.Wait()
+	pr.wg.Wait()
 	if err := proc.Signal(syscall.SIGCONT); err != nil {
 		b.Fatal(err)
 	}
 	errs = map[string]int{}
-	for _, a := range attempts {
+	for _, a := range pr.attempts {
 		if a.at.Before(pausedAt) {
 			continue
 		}
