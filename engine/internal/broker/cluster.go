@@ -673,7 +673,7 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 		}
 		return false
 	}
-	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last && lb.mayHand(group, time.Now()) {
+	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last && lb.mayHand(group, st.Term, time.Now()) {
 		b.log.Debug("handing leadership to the preferred leader", "group", group, "to", preferred)
 		_ = b.host.TransferLeader(group, preferred)
 	}
@@ -705,35 +705,45 @@ func handOffTarget(st raftlog.Status, preferred, self uint64) uint64 {
 // preferred leader after the group came straight back from it.
 const balanceHoldOff = time.Minute
 
-// leaderBalance remembers, for the maintain loop that owns it, when this
-// node last handed each group to its preferred leader. A group that is led
-// here again by the next balance round came straight back: the preferred
-// leader refuses to lead (its disk is low) or could not take it. Handing
-// it over at every round would cost two leader changes each time (each a
-// short pause of the partition's publishes), so balancing that group
-// holds off for balanceHoldOff.
+// leaderBalance remembers, for the maintain loop that owns it, when (and
+// at which raft term) this node last handed each group to its preferred
+// leader. A group that is led here again by the next balance round at a
+// later term came straight back: the preferred leader took it and refuses
+// to lead (its disk is low). Handing it over at every round would cost two
+// leader changes each time (each a short pause of the partition's
+// publishes), so balancing that group holds off for balanceHoldOff. A
+// group still led here at the same term was never taken (the transfer
+// timed out: the preferred leader is still catching up, say after a
+// restart) and is handed again at once.
 type leaderBalance struct {
 	interval time.Duration
-	handed   map[uint64]time.Time
+	handed   map[uint64]handOff
 	holdOff  map[uint64]time.Time
 }
 
-func newLeaderBalance(interval time.Duration) *leaderBalance {
-	return &leaderBalance{interval: interval, handed: map[uint64]time.Time{}, holdOff: map[uint64]time.Time{}}
+// handOff is when a group was handed away, and at which term.
+type handOff struct {
+	at   time.Time
+	term uint64
 }
 
-// mayHand reports whether group (led here, its preferred leader caught up)
-// may be handed to its preferred leader now, and records it if so.
-func (lb *leaderBalance) mayHand(group uint64, now time.Time) bool {
+func newLeaderBalance(interval time.Duration) *leaderBalance {
+	return &leaderBalance{interval: interval, handed: map[uint64]handOff{}, holdOff: map[uint64]time.Time{}}
+}
+
+// mayHand reports whether group (led here at term, its preferred leader
+// caught up) may be handed to its preferred leader now, and records it if
+// so.
+func (lb *leaderBalance) mayHand(group, term uint64, now time.Time) bool {
 	if now.Before(lb.holdOff[group]) {
 		return false
 	}
-	if t, ok := lb.handed[group]; ok && now.Sub(t) <= 2*lb.interval {
+	if h, ok := lb.handed[group]; ok && now.Sub(h.at) <= 2*lb.interval && term > h.term {
 		delete(lb.handed, group)
 		lb.holdOff[group] = now.Add(balanceHoldOff)
 		return false
 	}
-	lb.handed[group] = now
+	lb.handed[group] = handOff{at: now, term: term}
 	return true
 }
 
