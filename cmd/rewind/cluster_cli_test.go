@@ -145,7 +145,13 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 	clients := make([]*client.Client, len(c.addrs))
 	for i := range c.addrs {
 		clients[i] = client.New(strings.Join(append(slices.Clone(c.addrs[i:]), c.addrs[:i]...), ","),
-			client.WithPublishRetry(3, 10*time.Millisecond, 10*time.Second))
+			// Eight attempts, 10 ms doubling: about 1.3 s of waits,
+			// which outlasts an election however fast each attempt
+			// fails. With three, an election, a cut-short forward and
+			// a "stored already, retry to learn its offset" answer
+			// could use them all up on a busy machine (seen once in
+			// CI): an outcome that depended on the machine's speed.
+			client.WithPublishRetry(8, 10*time.Millisecond, 10*time.Second))
 	}
 	for w := range 3 {
 		wg.Add(1)
