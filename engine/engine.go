@@ -251,7 +251,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		bc.Transport, bc.Reachable = tr, tr.Reachable
 		bc.Forward = api.NewForwarder(cfg.NodeID, peerClient(cfg.PeerDialer))
-		peers := api.NewPeerReader(cfg.ClusterID, peerClient(cfg.PeerDialer))
+		peers := api.NewPeerReader(cfg.ClusterID, cfg.NodeID, peerClient(cfg.PeerDialer))
 		bc.Fetch, bc.Bind = peers, peers
 	}
 	b, err := broker.Open(bc)

@@ -23,6 +23,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/engine/internal/broker"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
@@ -308,15 +309,16 @@ func others(leader uint64) (a, b uint64) {
 	return 1, 2
 }
 
-// A node cut off from a partition's leader, in a cluster that keeps that
-// leader (the third node still reaches it), answers a publish to the
-// partition with Unavailable and the leader's address, which the client
-// can reach, instead of holding the request until the client gives up.
+// A node cut off from every other member answers a publish to a partition
+// it does not lead with Unavailable and the leader's address, which the
+// client may still reach, instead of holding the request until the client
+// gives up.
 func TestForwardToAnUnreachableLeaderFailsWithAHint(t *testing.T) {
 	c := startFaultCluster(t)
 	leader := c.settle(t)
-	cutOff, _ := others(leader)
+	cutOff, third := others(leader)
 	c.net.setCut(cutOff, leader, true)
+	c.net.setCut(cutOff, third, true)
 
 	// Several publishes: the first ones race the cut being noticed
 	// (the forwarding node still believes it reaches the leader).
@@ -340,6 +342,62 @@ func TestForwardToAnUnreachableLeaderFailsWithAHint(t *testing.T) {
 	defer cancel()
 	if _, err := publishP1(ctx, c.publisher(leader), "direct", ""); err != nil {
 		t.Fatalf("publish on the hinted leader: %v", err)
+	}
+}
+
+// A node cut off from a partition's leader alone (raft keeps the leader
+// leading the third node) relays publishes and idempotency-key bindings
+// through the third node: they are stored, exactly once, without the
+// client going elsewhere. Before, each publish waited up to three
+// election timeouts and then failed with a hint; with a publish needing
+// partitions led at both ends of the cut the client's retries took up to
+// 4 s (BenchmarkGrayLatencyCutLink).
+func TestPublishThroughANodeCutOffFromTheLeaderIsRelayed(t *testing.T) {
+	c := startFaultCluster(t)
+	leader := c.settle(t)
+	cutOff, _ := others(leader)
+	c.net.setCut(cutOff, leader, true)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The first publishes may race the cut being noticed: the node
+	// forwards over the cut link until raft or the transport sees it,
+	// then answers Unavailable with a hint.
+	for i := 0; ; i++ {
+		_, err := publishP1(ctx, c.publisher(cutOff), fmt.Sprint("warm-", i), "")
+		if err == nil {
+			break
+		}
+		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+			t.Fatalf("publish %d through node %d, cut off from leader %d: %v, want Unavailable until the relay is used", i, cutOff, leader, err)
+		}
+	}
+	for i := range 5 {
+		if _, err := publishP1(ctx, c.publisher(cutOff), fmt.Sprint("relayed-", i), ""); err != nil {
+			t.Fatalf("publish %d through node %d, cut off from leader %d: %v, want it relayed", i, cutOff, leader, err)
+		}
+	}
+	// A key whose home is partition 1 (led across the cut), published to
+	// partition 0: the binding is relayed too, and a resend is a duplicate.
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("key-", i); broker.PartitionForKey([]byte(k), 3) == 1 {
+			key = k
+		}
+	}
+	p0 := uint32(0)
+	req := &rewindv1.PublishRequest{Topic: "t", Records: []*rewindv1.PublishRecord{{Value: []byte("keyed"), Partition: &p0, IdempotencyKey: key}}}
+	first, err := c.publisher(cutOff).Publish(ctx, req)
+	if err != nil {
+		t.Fatalf("keyed publish through node %d (its key's home led by %d across the cut): %v", cutOff, leader, err)
+	}
+	again, err := c.publisher(cutOff).Publish(ctx, req)
+	if err != nil {
+		t.Fatalf("keyed resend: %v", err)
+	}
+	r0, r1 := first.GetResults()[0], again.GetResults()[0]
+	if r0.GetDuplicate() || !r1.GetDuplicate() || r0.GetPartition() != 0 || r1.GetOffset() != r0.GetOffset() {
+		t.Fatalf("keyed publish then resend: %v then %v, want stored once in partition 0, then a duplicate of it", r0, r1)
 	}
 }
 

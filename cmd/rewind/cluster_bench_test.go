@@ -544,7 +544,7 @@ func BenchmarkClusterFailover(b *testing.B) {
 			"(leadership %s; slowest ack %s, sent %s from then)",
 			i, r.failover.Round(time.Millisecond), r.newLeader.Round(time.Millisecond), r.failedOutage, r.failedAfter, r.failedRejoin,
 			back, r.rejoinMax.Round(time.Millisecond), r.rejoinMaxSent.Round(time.Millisecond))
-		if r.failedRejoin > 0 {
+		if r.failedRejoin > 0 || r.back < 0 {
 			b.Logf("kill %d: rejoin timeline (from the restart): %s", i, strings.Join(r.timeline, "; "))
 		}
 		failedAfter += r.failedAfter

@@ -242,7 +242,7 @@ func NewForwarder(self uint64, client *http.Client) *Forwarder {
 func (f *Forwarder) conn(addr string) rewindv1connect.PublishServiceClient { return f.conns.get(addr) }
 
 // Publish implements broker.Forwarder.
-func (f *Forwarder) Publish(ctx context.Context, node uint64, addr, topic string, p uint32, recs []record.Record) ([]broker.PublishResult, error) {
+func (f *Forwarder) Publish(ctx context.Context, node uint64, addr, topic string, p uint32, recs []record.Record, relay bool) ([]broker.PublishResult, error) {
 	if addr == "" {
 		return nil, fmt.Errorf("%w: %w: no address for node %d", broker.ErrUnavailable, broker.ErrNotStored, node)
 	}
@@ -257,9 +257,7 @@ func (f *Forwarder) Publish(ctx context.Context, node uint64, addr, topic string
 		}
 		req.Records[i] = pr
 	}
-	ctx, ci := connect.NewClientContext(ctx)
-	ci.RequestHeader().Set(ForwardedHeader, strconv.FormatUint(f.self, 10))
-	resp, err := f.conn(addr).Publish(ctx, req)
+	resp, err := f.conn(addr).Publish(setHop(ctx, f.self, relay), req)
 	if err != nil {
 		return nil, forwardError(node, topic, p, err)
 	}

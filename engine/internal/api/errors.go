@@ -78,7 +78,38 @@ const (
 	// ForwardedHeader marks a publish forwarded by another node (its id):
 	// the receiver serves it only if it leads the partition.
 	ForwardedHeader = "Rewind-Forwarded-By"
+	// RelayedHeader marks a publish or binding relayed by another node
+	// (its id) that cannot reach the partition's leader: a receiver that
+	// does not lead the partition forwards it once to the leader.
+	RelayedHeader = "Rewind-Relayed-By"
 )
+
+// hopContext marks ctx with how another node sent the request the handler
+// serves (forwarded or relayed), from the request's headers.
+func hopContext(ctx context.Context) context.Context {
+	ci, ok := connect.CallInfoForHandlerContext(ctx)
+	switch {
+	case !ok:
+		return ctx
+	case ci.RequestHeader().Get(RelayedHeader) != "":
+		return broker.WithRelayed(ctx)
+	case ci.RequestHeader().Get(ForwardedHeader) != "":
+		return broker.WithForwarded(ctx)
+	}
+	return ctx
+}
+
+// setHop marks an outgoing peer call from node self as forwarded, or
+// relayed when relay is set.
+func setHop(ctx context.Context, self uint64, relay bool) context.Context {
+	ctx, ci := connect.NewClientContext(ctx)
+	h := ForwardedHeader
+	if relay {
+		h = RelayedHeader
+	}
+	ci.RequestHeader().Set(h, strconv.FormatUint(self, 10))
+	return ctx
+}
 
 // toConnect maps err to a Connect error with details. Errors not in the
 // table become Internal with a generic message; the real one is logged.

@@ -115,7 +115,7 @@ func (p *PeerReads) Bind(ctx context.Context, req *peerv1.BindRequest) (*peerv1.
 	for i, b := range in {
 		bs[i] = partition.Binding{Key: []byte(b.GetIdempotencyKey()), Target: b.GetTarget(), Hash: b.GetHash()}
 	}
-	out, err := p.s.b.ServeBind(ctx, ref.GetTopicId(), ref.GetPartition(), bs)
+	out, err := p.s.b.ServeBind(hopContext(ctx), ref.GetTopicId(), ref.GetPartition(), bs)
 	if err != nil {
 		return nil, toConnect(p.s.log, err)
 	}
@@ -130,13 +130,14 @@ func (p *PeerReads) Bind(ctx context.Context, req *peerv1.BindRequest) (*peerv1.
 // PartitionService. It implements broker.Fetcher.
 type PeerReader struct {
 	clusterID uint64
+	self      uint64
 	conns     *peerClients[peerv1connect.PartitionServiceClient]
 }
 
-// NewPeerReader returns a reader for a member of cluster clusterID using
-// client (HTTP/2).
-func NewPeerReader(clusterID uint64, client *http.Client) *PeerReader {
-	return &PeerReader{clusterID: clusterID, conns: newPeerClients(func(addr string) peerv1connect.PartitionServiceClient {
+// NewPeerReader returns a reader for member self of cluster clusterID
+// using client (HTTP/2).
+func NewPeerReader(clusterID, self uint64, client *http.Client) *PeerReader {
+	return &PeerReader{clusterID: clusterID, self: self, conns: newPeerClients(func(addr string) peerv1connect.PartitionServiceClient {
 		return peerv1connect.NewPartitionServiceClient(client, "http://"+addr,
 			PeerClientOptions(connect.WithReadMaxBytes(MaxFetchBytes+(4<<20)))...)
 	})}
@@ -228,13 +229,16 @@ func (r *PeerReader) Locate(ctx context.Context, node uint64, addr string, topic
 }
 
 // Bind implements broker.Binder.
-func (r *PeerReader) Bind(ctx context.Context, node uint64, addr string, topicID uint64, home uint32, bs []partition.Binding) ([]partition.Bound, error) {
+func (r *PeerReader) Bind(ctx context.Context, node uint64, addr string, topicID uint64, home uint32, bs []partition.Binding, relay bool) ([]partition.Bound, error) {
 	if addr == "" {
 		return nil, fmt.Errorf("%w: %w: no address for node %d", broker.ErrUnavailable, broker.ErrNotStored, node)
 	}
 	req := &peerv1.BindRequest{Partition: r.ref(topicID, home), Bindings: make([]*peerv1.Binding, len(bs))}
 	for i, b := range bs {
 		req.Bindings[i] = &peerv1.Binding{IdempotencyKey: string(b.Key), Target: b.Target, Hash: b.Hash}
+	}
+	if relay {
+		ctx = setHop(ctx, r.self, true)
 	}
 	resp, err := r.conn(addr).Bind(ctx, req)
 	if err != nil {

@@ -36,9 +36,7 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 			pr.Partition, pr.HasPartition = r.GetPartition(), true
 		}
 	}
-	if ci, ok := connect.CallInfoForHandlerContext(ctx); ok && ci.RequestHeader().Get(ForwardedHeader) != "" {
-		ctx = broker.WithForwarded(ctx)
-	}
+	ctx = hopContext(ctx)
 	publish := s.b.Publish
 	if req.GetPartial() {
 		publish = s.b.PublishPartial

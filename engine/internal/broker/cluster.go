@@ -50,27 +50,55 @@ func (e *NotLeaderError) Is(target error) bool {
 // Forwarder sends one partition's records to another node, which publishes
 // them only if it leads the partition. An error that is ErrNotStored is
 // safe to retry (a *NotLeaderError says who leads, as far as that node
-// knows); any other error leaves the outcome unknown.
+// knows); any other error leaves the outcome unknown. With relay set the
+// node asked, if it does not lead the partition, forwards the records
+// once to the leader it reaches (see onLeader).
 type Forwarder interface {
-	Publish(ctx context.Context, node uint64, addr, topic string, partition uint32, recs []record.Record) ([]PublishResult, error)
+	Publish(ctx context.Context, node uint64, addr, topic string, partition uint32, recs []record.Record, relay bool) ([]PublishResult, error)
 }
 
-type forwardedKey struct{}
+// hopKey marks a context with how a request reached this node.
+type hopKey struct{}
 
-// WithForwarded marks ctx as carrying a publish another node forwarded:
-// it is served only by the partition's leader, never forwarded again, and
-// its idempotency keys were bound by the forwarding node (idempotency.go).
+// A request's hop: from a client, forwarded by another node (to be served
+// here or refused), or relayed by another node that cannot reach the
+// partition's leader itself (to be served here or forwarded once more).
+const (
+	hopClient = iota
+	hopForwarded
+	hopRelayed
+)
+
+// WithForwarded marks ctx as carrying a publish or binding another node
+// forwarded: it is served only by the partition's leader, never forwarded
+// again, and its idempotency keys were bound by the forwarding node
+// (idempotency.go).
 func WithForwarded(ctx context.Context) context.Context {
-	return context.WithValue(ctx, forwardedKey{}, true)
+	return context.WithValue(ctx, hopKey{}, hopForwarded)
+}
+
+// WithRelayed marks ctx as carrying a publish or binding that another node
+// relayed because it cannot reach the partition's leader: like a forwarded
+// one, except that a node that does not lead the partition forwards it
+// once to the leader it reaches, at once, instead of refusing it.
+func WithRelayed(ctx context.Context) context.Context {
+	return context.WithValue(ctx, hopKey{}, hopRelayed)
 }
 
 // notForwarded clears WithForwarded's mark (a record moved to the partition
 // its key is bound to is sent on, once).
 func notForwarded(ctx context.Context) context.Context {
-	return context.WithValue(ctx, forwardedKey{}, false)
+	return context.WithValue(ctx, hopKey{}, hopClient)
 }
 
-func forwarded(ctx context.Context) bool { v, _ := ctx.Value(forwardedKey{}).(bool); return v }
+func hopOf(ctx context.Context) int { v, _ := ctx.Value(hopKey{}).(int); return v }
+
+// forwarded reports whether another node sent the request here (forwarded
+// or relayed): its keys are bound already.
+func forwarded(ctx context.Context) bool { return hopOf(ctx) != hopClient }
+
+// relayed reports whether another node relayed the request here.
+func relayed(ctx context.Context) bool { return hopOf(ctx) == hopRelayed }
 
 // identity is what a data directory records about its node.
 type identity struct {
@@ -255,10 +283,10 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 			a = ap // its conflict or dedupe outcome, or its offsets
 		}
 		return err
-	}, func(ctx context.Context, node uint64, addr string) error {
+	}, func(ctx context.Context, node uint64, addr string, relay bool) error {
 		a, res = nil, nil
 		var err error
-		res, err = b.cfg.Forward.Publish(ctx, node, addr, lt.meta.Name, p, recs)
+		res, err = b.cfg.Forward.Publish(ctx, node, addr, lt.meta.Name, p, recs, relay)
 		return err
 	})
 	return a, res, err
@@ -306,6 +334,32 @@ var (
 // as the transport knows.
 func (b *Broker) reachable(node uint64) bool {
 	return b.cfg.Reachable == nil || b.cfg.Reachable(node)
+}
+
+// relayVia picks the member to relay a request for partition p of lt
+// through when this node does not reach its leader (0 if unknown): a
+// replica of p other than this node and the leader whose raft stream is
+// up (it hears from the leader, if anyone does), else any such member; 0
+// if none.
+func (b *Broker) relayVia(lt *liveTopic, p uint32, leader uint64) uint64 {
+	ok := func(n uint64) bool {
+		if n == b.cfg.NodeID || n == leader || !b.reachable(n) {
+			return false
+		}
+		_, known := b.Addr(n)
+		return known
+	}
+	for _, n := range lt.meta.ReplicasOf(int(p)) {
+		if ok(n) {
+			return n
+		}
+	}
+	for _, n := range b.meta.Nodes() {
+		if ok(n.ID) {
+			return n.ID
+		}
+	}
+	return 0
 }
 
 // noLeaderWait is how long a partition may have no leader this node
@@ -372,10 +426,48 @@ func (s *stuckSince) clear(group uint64) {
 // for noLeaderWait, its requests fail at once. Those failures are
 // ErrUnavailable with a *LeaderHintError naming the leader (or the last
 // one), whom the client may still reach.
-func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(ctx context.Context, node uint64, addr string) error) error {
+//
+// Before it waits for a leader it cannot reach, a node relays the request
+// once through another member it reaches (remote with relay set), which
+// forwards it to the leader if it reaches it: a link cut between this node
+// and the leader alone (raft keeps the leader leading the others) then
+// costs one more hop, not a wait and a client retry elsewhere. A relayed
+// request is served, forwarded once, or refused at once, never waited on
+// nor relayed again.
+func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local func(*partition.Partition) error, remote func(ctx context.Context, node uint64, addr string, relay bool) error) error {
 	part := lt.parts[p]
 	var hint uint64
 	var last error
+	relayTried := false
+	// stuck handles a partition whose leader this node does not reach
+	// (leader: the one it knows, 0 if none): a relayed request is refused,
+	// else it is relayed once; done says whether err is the outcome.
+	stuck := func(leader uint64) (done bool, err error) {
+		if relayed(ctx) {
+			return true, &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: leader}
+		}
+		if relayTried || b.cfg.Forward == nil || !b.clustered() {
+			return false, nil
+		}
+		relayTried = true
+		via := b.relayVia(lt, p, leader)
+		if via == 0 {
+			return false, nil
+		}
+		addr, _ := b.Addr(via)
+		err = b.forward(ctx, via, nil, func(ctx context.Context) error { return remote(ctx, via, addr, true) })
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, ErrNotStored) {
+			if leader == 0 && part != nil {
+				leader = part.LastLeader()
+			}
+			return true, b.withHint(p, leader, err)
+		}
+		b.log.Debug("relay refused", "partition", p, "via", via, "error", err)
+		return false, nil
+	}
 	backoff := 2 * time.Millisecond
 	for {
 		leader := hint
@@ -394,17 +486,23 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 				return err
 			}
 			last = err
-		case forwarded(ctx):
+		case forwarded(ctx) && !relayed(ctx):
 			return &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: leader}
 		case leader != 0 && b.cfg.Forward != nil && !b.reachable(leader):
 			last = fmt.Errorf("%w: %w: node %d cannot reach node %d, the leader of partition %d", ErrUnavailable, ErrNotStored, b.cfg.NodeID, leader, p)
+			if done, err := stuck(leader); done {
+				return err
+			}
 			if b.stuck.over(lt.meta.Groups[p], b.noLeaderWait()) {
 				return b.withHint(p, leader, last)
 			}
 		case leader != 0 && b.cfg.Forward != nil:
 			b.stuck.clear(lt.meta.Groups[p])
 			addr, _ := b.Addr(leader)
-			err := b.forward(ctx, leader, changed, func(ctx context.Context) error { return remote(ctx, leader, addr) })
+			err := b.forward(ctx, leader, changed, func(ctx context.Context) error { return remote(ctx, leader, addr, false) })
+			if relayed(ctx) {
+				return err // one hop, whatever came of it
+			}
 			if err == nil || !errors.Is(err, ErrNotStored) {
 				if next := b.hintAfter(ctx, part, leader, err); next == b.cfg.NodeID {
 					// Elected meanwhile: the client may resend here. The
@@ -428,6 +526,13 @@ func (b *Broker) onLeader(ctx context.Context, lt *liveTopic, p uint32, local fu
 			last = err
 		default:
 			last = fmt.Errorf("no leader known for partition %d", p)
+			// During an election the member relayed to knows no leader
+			// either and refuses at once; cut off from a leader that
+			// leads the others, this node is a pre-candidate whose peers
+			// still follow it.
+			if done, err := stuck(0); done {
+				return err
+			}
 			if part != nil && b.clustered() && b.stuck.over(lt.meta.Groups[p], b.noLeaderWait()) {
 				return b.withHint(p, part.LastLeader(), notStored(fmt.Errorf("node %d has known no leader of partition %d it can reach for %s: %w",
 					b.cfg.NodeID, p, b.noLeaderWait(), last)))
@@ -566,7 +671,7 @@ func (b *Broker) maintain() {
 	defer tick.Stop()
 	lastBalance := time.Now()
 	coordinating := false
-	lb := newLeaderBalance(b.cfg.LeaderBalanceInterval)
+	lb := newLeaderBalance(time.Duration(b.cfg.ElectionTicks)*b.cfg.TickInterval + maintainInterval)
 	for {
 		select {
 		case <-b.stop:
@@ -631,6 +736,9 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 	if !st.Leading {
 		return false
 	}
+	if lb != nil {
+		lb.leads(group, st.Term, time.Now())
+	}
 	if lb != nil && b.diskFull.Load() {
 		// A leader that refuses every publish for lack of disk would hold
 		// its partition unwritable although other replicas could take
@@ -673,7 +781,7 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 		}
 		return false
 	}
-	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last && lb.mayHand(group, st.Term, time.Now()) {
+	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last && lb.mayHand(group, time.Now()) {
 		b.log.Debug("handing leadership to the preferred leader", "group", group, "to", preferred)
 		_ = b.host.TransferLeader(group, preferred)
 	}
@@ -707,43 +815,61 @@ const balanceHoldOff = time.Minute
 
 // leaderBalance remembers, for the maintain loop that owns it, when (and
 // at which raft term) this node last handed each group to its preferred
-// leader. A group that is led here again by the next balance round at a
-// later term came straight back: the preferred leader took it and refuses
-// to lead (its disk is low). Handing it over at every round would cost two
-// leader changes each time (each a short pause of the partition's
-// publishes), so balancing that group holds off for balanceHoldOff. A
-// group still led here at the same term was never taken (the transfer
-// timed out: the preferred leader is still catching up, say after a
-// restart) and is handed again at once.
+// leader, and since when (and at which term) it leads each group.
+//
+// A group handed away that this node leads again at a later term, having
+// taken it back within backWithin of the hand-off, came straight back: the
+// preferred leader took it and refused to lead (its disk is low). Handing
+// it over at every round would cost two leader changes each time (each a
+// short pause of the partition's publishes), so balancing that group
+// holds off for balanceHoldOff.
+//
+// backWithin is one election timeout plus a maintain round: a group can
+// come back that fast only by a transfer, never by a failover, which first
+// waits an election timeout for the missing leader. A group that came
+// back later (the preferred leader led it, then failed: a kill soon after
+// a restart) is balanced as usual, and so is one still led here at the
+// same term (the transfer never happened: the preferred leader was still
+// catching up after a restart).
 type leaderBalance struct {
-	interval time.Duration
-	handed   map[uint64]handOff
-	holdOff  map[uint64]time.Time
+	backWithin time.Duration
+	handed     map[uint64]termAt // the last hand-off of each group
+	leading    map[uint64]termAt // since when this node leads each group
+	holdOff    map[uint64]time.Time
 }
 
-// handOff is when a group was handed away, and at which term.
-type handOff struct {
+// termAt is a moment and the raft term of a group then.
+type termAt struct {
 	at   time.Time
 	term uint64
 }
 
-func newLeaderBalance(interval time.Duration) *leaderBalance {
-	return &leaderBalance{interval: interval, handed: map[uint64]handOff{}, holdOff: map[uint64]time.Time{}}
+func newLeaderBalance(backWithin time.Duration) *leaderBalance {
+	return &leaderBalance{backWithin: backWithin, handed: map[uint64]termAt{}, leading: map[uint64]termAt{}, holdOff: map[uint64]time.Time{}}
 }
 
-// mayHand reports whether group (led here at term, its preferred leader
-// caught up) may be handed to its preferred leader now, and records it if
-// so.
-func (lb *leaderBalance) mayHand(group, term uint64, now time.Time) bool {
+// leads records that this node leads group at term, as seen at now (the
+// maintain loop calls it every round for every group it leads).
+func (lb *leaderBalance) leads(group, term uint64, now time.Time) {
+	if l, ok := lb.leading[group]; !ok || l.term != term {
+		lb.leading[group] = termAt{at: now, term: term}
+	}
+}
+
+// mayHand reports whether group (led here, its preferred leader caught up)
+// may be handed to its preferred leader now, and records it if so. leads
+// must have been called for the current term first.
+func (lb *leaderBalance) mayHand(group uint64, now time.Time) bool {
 	if now.Before(lb.holdOff[group]) {
 		return false
 	}
-	if h, ok := lb.handed[group]; ok && now.Sub(h.at) <= 2*lb.interval && term > h.term {
+	l := lb.leading[group]
+	if h, ok := lb.handed[group]; ok && l.term > h.term && l.at.Sub(h.at) <= lb.backWithin {
 		delete(lb.handed, group)
 		lb.holdOff[group] = now.Add(balanceHoldOff)
 		return false
 	}
-	lb.handed[group] = handOff{at: now, term: term}
+	lb.handed[group] = termAt{at: now, term: l.term}
 	return true
 }
 

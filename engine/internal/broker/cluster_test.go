@@ -32,37 +32,52 @@ func TestHandOffTargetPrefersTheCaughtUpPreferredLeader(t *testing.T) {
 }
 
 // TestLeaderBalanceHoldsOffAGroupThatCameStraightBack: a group handed to
-// its preferred leader that is led here again by the next balance round at
-// a later term (the preferred leader is low on disk and handed it back) is
-// not handed over again for balanceHoldOff; a group that stayed away is
-// handed again, and so is one still led here at the same term (the
-// transfer never happened: the preferred leader was still catching up
-// after a restart, and must not wait a minute for its leadership).
+// its preferred leader that this node took back at a later term within
+// backWithin (the preferred leader is low on disk and handed it back) is
+// not handed over again for balanceHoldOff. A group that came back later
+// (the preferred leader led it and then failed) is handed again at the
+// next round — before, a kill soon after a hand-back held the restarted
+// node off its partition for a minute — and so is one still led here at
+// the same term (the transfer never happened: the preferred leader was
+// still catching up after a restart).
 func TestLeaderBalanceHoldsOffAGroupThatCameStraightBack(t *testing.T) {
-	const interval = 5 * time.Second
-	lb := newLeaderBalance(interval)
+	const interval, backWithin = 5 * time.Second, 1200 * time.Millisecond
+	lb := newLeaderBalance(backWithin)
 	t0 := time.Unix(1000, 0)
-	if !lb.mayHand(7, 3, t0) {
+	hand := func(group, term uint64, at time.Time) bool {
+		lb.leads(group, term, at)
+		return lb.mayHand(group, at)
+	}
+	if !hand(7, 3, t0) {
 		t.Fatal("first hand-over refused")
 	}
-	if lb.mayHand(7, 5, t0.Add(interval)) {
+	lb.leads(7, 5, t0.Add(400*time.Millisecond)) // back at once
+	if hand(7, 5, t0.Add(interval)) {
 		t.Fatal("handed again right after it came back")
 	}
-	if lb.mayHand(7, 5, t0.Add(interval+balanceHoldOff-time.Second)) {
+	if hand(7, 5, t0.Add(interval+balanceHoldOff-time.Second)) {
 		t.Fatal("handed again within the hold-off")
 	}
-	if !lb.mayHand(7, 5, t0.Add(2*interval+balanceHoldOff)) {
+	if !hand(7, 5, t0.Add(2*interval+balanceHoldOff)) {
 		t.Fatal("not handed after the hold-off")
 	}
-	// Another group, led here again long after it was handed away (a
-	// failure moved it back): balanced as usual.
-	if !lb.mayHand(8, 3, t0) || !lb.mayHand(8, 9, t0.Add(time.Hour)) {
+	// Another group, led here again at a later term, but only after the
+	// preferred leader had led it for a while (a failover moved it back):
+	// balanced as usual, even at the very next round.
+	if !hand(8, 3, t0) {
+		t.Fatal("first hand-over refused")
+	}
+	lb.leads(8, 5, t0.Add(3*time.Second))
+	if !hand(8, 5, t0.Add(interval)) {
+		t.Fatal("a group that came back by a failover was held off")
+	}
+	if !hand(8, 9, t0.Add(time.Hour)) {
 		t.Fatal("a group that stayed away was held off")
 	}
 	// A transfer that did not happen (same term next round): handed
 	// again at every round.
 	for k := range 4 {
-		if !lb.mayHand(9, 3, t0.Add(time.Duration(k)*interval)) {
+		if !hand(9, 3, t0.Add(time.Duration(k)*interval)) {
 			t.Fatalf("round %d: a group whose transfer never happened was held off", k)
 		}
 	}

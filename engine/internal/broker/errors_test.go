@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/sandbox"
 )
 
@@ -31,6 +33,26 @@ func TestNotStoredNamesEachCauseOnce(t *testing.T) {
 			if !strings.Contains(err.Error(), strings.TrimPrefix(last.Error(), ErrUnavailable.Error()+": ")) {
 				t.Errorf("%q lost its cause %q", err, last)
 			}
+		}
+	}
+}
+
+// TestMetadataCommandRaftRefusedIsNotStored: a topic, plugin or member
+// command that raft dropped before appending it (no leader known) is
+// Unavailable and not stored, so that a client may send again even a call
+// it makes only once; one whose wait ended is Unavailable with its outcome
+// unknown (not marked).
+func TestMetadataCommandRaftRefusedIsNotStored(t *testing.T) {
+	dropped := fmt.Errorf("%w: raft dropped it: raft proposal dropped", meta.ErrNotProposed)
+	for _, err := range []error{unavailable(dropped), pluginError(dropped), unavailable(fmt.Errorf("%w: %w", meta.ErrNotProposed, meta.ErrStopped))} {
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrNotStored) {
+			t.Errorf("%v: want unavailable and not stored", err)
+		}
+	}
+	unknown := fmt.Errorf("%w: %w", meta.ErrOutcomeUnknown, context.DeadlineExceeded)
+	for _, err := range []error{unavailable(unknown), pluginError(unknown)} {
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrNotStored) {
+			t.Errorf("%v: want unavailable (or the deadline) and not marked not stored", err)
 		}
 	}
 }

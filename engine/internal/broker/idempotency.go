@@ -27,8 +27,10 @@ import (
 // Binder binds idempotency keys on the node that leads their home
 // partition. An error that is ErrNotStored bound nothing and is safe to
 // retry (a *NotLeaderError names the leader, as far as that node knows).
+// With relay set the node asked, if it does not lead home, forwards the
+// bindings once to the leader it reaches (see onLeader).
 type Binder interface {
-	Bind(ctx context.Context, node uint64, addr string, topicID uint64, home uint32, bs []partition.Binding) ([]partition.Bound, error)
+	Bind(ctx context.Context, node uint64, addr string, topicID uint64, home uint32, bs []partition.Binding, relay bool) ([]partition.Bound, error)
 }
 
 // bindKeys binds the keys of the records routed away from their keys' home
@@ -116,12 +118,12 @@ func (b *Broker) bindPartition(ctx context.Context, lt *liveTopic, home uint32, 
 		var err error
 		out, err = part.Bind(ctx, bs)
 		return err
-	}, func(ctx context.Context, node uint64, addr string) error {
+	}, func(ctx context.Context, node uint64, addr string, relay bool) error {
 		if b.cfg.Bind == nil {
 			return fmt.Errorf("%w: no binder to reach node %d", ErrUnavailable, node)
 		}
 		var err error
-		out, err = b.cfg.Bind.Bind(ctx, node, addr, lt.meta.ID, home, bs)
+		out, err = b.cfg.Bind.Bind(ctx, node, addr, lt.meta.ID, home, bs, relay)
 		return err
 	})
 	return out, err
@@ -143,35 +145,59 @@ func (b *Broker) storedOffset(lt *liveTopic, p uint32, key []byte) (offset uint6
 }
 
 // ServeBind binds keys in home partition p of topic topicID, which this
-// node must lead (another node's bindKeys).
+// node must lead (another node's bindKeys), unless ctx is relayed
+// (WithRelayed): then a node that does not lead p forwards the bindings
+// once to the leader.
 func (b *Broker) ServeBind(ctx context.Context, topicID uint64, p uint32, bs []partition.Binding) ([]partition.Bound, error) {
 	lt, part, err := b.ledTopicPartition(topicID, p)
+	var nl *NotLeaderError
+	if relayed(ctx) && errors.As(err, &nl) {
+		b.mu.Lock()
+		lt = b.mu.topics[topicID]
+		b.mu.Unlock()
+		if lt == nil {
+			return nil, err
+		}
+		if err := checkBindings(lt, p, bs); err != nil {
+			return nil, err
+		}
+		return b.bindPartition(ctx, lt, p, bs)
+	}
 	if err != nil {
 		return nil, err
 	}
-	n := uint32(len(lt.parts))
-	seen := make(map[string]bool, len(bs))
-	for i, bd := range bs {
-		switch {
-		case len(bd.Key) == 0 || len(bd.Key) > MaxIdempotencyKey:
-			return nil, fmt.Errorf("%w: binding %d: idempotency key of %d bytes", ErrInvalid, i, len(bd.Key))
-		case PartitionForKey(bd.Key, n) != p:
-			return nil, fmt.Errorf("%w: binding %d: partition %d is not the key's home", ErrInvalid, i, p)
-		case bd.Target >= n || bd.Target == p:
-			return nil, fmt.Errorf("%w: binding %d: target partition %d", ErrInvalid, i, bd.Target)
-		case seen[string(bd.Key)]:
-			return nil, fmt.Errorf("%w: binding %d: key bound twice", ErrInvalid, i)
-		}
-		seen[string(bd.Key)] = true
-	}
-	if lt.meta.DedupeWindowNanos <= 0 {
-		return nil, fmt.Errorf("%w: topic %q does not deduplicate", ErrInvalid, lt.meta.Name)
+	if err := checkBindings(lt, p, bs); err != nil {
+		return nil, err
 	}
 	out, err := part.Bind(ctx, bs)
 	if errors.Is(err, partition.ErrNotLeader) {
 		return nil, &NotLeaderError{Topic: lt.meta.Name, Partition: p, Node: b.cfg.NodeID, Leader: part.Leader()}
 	}
 	return out, err
+}
+
+// checkBindings checks bindings another node sent for home partition p of
+// lt.
+func checkBindings(lt *liveTopic, p uint32, bs []partition.Binding) error {
+	n := uint32(len(lt.parts))
+	seen := make(map[string]bool, len(bs))
+	for i, bd := range bs {
+		switch {
+		case len(bd.Key) == 0 || len(bd.Key) > MaxIdempotencyKey:
+			return fmt.Errorf("%w: binding %d: idempotency key of %d bytes", ErrInvalid, i, len(bd.Key))
+		case PartitionForKey(bd.Key, n) != p:
+			return fmt.Errorf("%w: binding %d: partition %d is not the key's home", ErrInvalid, i, p)
+		case bd.Target >= n || bd.Target == p:
+			return fmt.Errorf("%w: binding %d: target partition %d", ErrInvalid, i, bd.Target)
+		case seen[string(bd.Key)]:
+			return fmt.Errorf("%w: binding %d: key bound twice", ErrInvalid, i)
+		}
+		seen[string(bd.Key)] = true
+	}
+	if lt.meta.DedupeWindowNanos <= 0 {
+		return fmt.Errorf("%w: topic %q does not deduplicate", ErrInvalid, lt.meta.Name)
+	}
+	return nil
 }
 
 // moved is a record of a publish to be sent to the partition its key is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/stream"
 	"github.com/rewind-io/rewind/plugins"
 	"github.com/rewind-io/rewind/sandbox"
@@ -121,6 +122,9 @@ func pluginError(err error) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	case errors.Is(err, sandbox.ErrCompiling):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, meta.ErrNotProposed), errors.Is(err, meta.ErrOutcomeUnknown), errors.Is(err, meta.ErrStopped):
+		// The metadata group refused or did not answer in time.
+		return unavailable(err)
 	}
 	return err
 }

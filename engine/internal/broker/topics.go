@@ -145,6 +145,11 @@ func (b *Broker) DescribeTopic(name string) (*TopicInfo, []PartitionInfo, error)
 // unavailable marks infrastructure failures (a stopped group, a wait that
 // timed out) as retryable, keeping the cause.
 func unavailable(err error) error {
+	if errors.Is(err, meta.ErrNotProposed) && !errors.Is(err, ErrNotStored) {
+		// A metadata command raft refused: safe to send again, which a
+		// client may do even for a call it makes only once (Rewind-Not-Stored).
+		return notStored(err)
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
 		return err
 	}

@@ -38,6 +38,10 @@ var (
 	// ErrOutcomeUnknown is returned when a wait ended before the command's
 	// fate was known.
 	ErrOutcomeUnknown = errors.New("meta: outcome unknown")
+	// ErrNotProposed is returned when raft refused a command before
+	// appending it anywhere (no leader known: an election, or this node is
+	// cut off): it was certainly not applied, and may be sent again.
+	ErrNotProposed = errors.New("meta: not proposed")
 	// ErrNotEnoughNodes is the result of creating a topic with more
 	// replicas than the cluster has members.
 	ErrNotEnoughNodes = errors.New("meta: not enough nodes")
@@ -421,7 +425,7 @@ func (m *Meta) proposeResult(ctx context.Context, cmd command) (result, error) {
 	if m.mu.err != nil {
 		err := m.mu.err
 		m.mu.Unlock()
-		return result{}, err
+		return result{}, fmt.Errorf("%w: %w", ErrNotProposed, err)
 	}
 	m.mu.nextID++
 	cmd.ID = m.mu.nextID
@@ -459,7 +463,7 @@ func (m *Meta) Dropped(data [][]byte, err error) {
 	for _, d := range data {
 		var cmd command
 		if json.Unmarshal(d, &cmd) == nil {
-			m.answer(result{id: cmd.ID, err: fmt.Errorf("meta: proposal dropped: %w", err)})
+			m.answer(result{id: cmd.ID, err: fmt.Errorf("%w: raft dropped it: %w", ErrNotProposed, err)})
 		}
 	}
 }
