@@ -22,6 +22,8 @@
 //     unchanged: records with idempotency keys are stored once; a record
 //     without one may be stored twice when an attempt's outcome was
 //     unknown (WithGeneratedIdempotencyKeys gives each such record a key).
+//     By default a call is retried 4 times and for at least 5 s
+//     (WithRetryWindow), so refusals during an election are outlasted.
 //  2. The node that failed is skipped for a few seconds (WithNodePenalty)
 //     by every call that picks a node.
 //  3. A new stream that sends no first event in time (WithStreamOpenTimeout)

@@ -566,3 +566,72 @@ func TestPublishTriesAThirdNodeAfterTwoRefusals(t *testing.T) {
 		t.Fatalf("nodes asked: A %d, B %d, C %d; want 1 each", a, b, cc)
 	}
 }
+
+// electing refuses its first n publishes as a node in an election does
+// (Unavailable, nothing stored, no leader named), then forwards them to
+// the real node at to.
+type electing struct {
+	rewindv1connect.UnimplementedPublishServiceHandler
+	n     int32
+	asked atomic.Int32
+	to    rewindv1connect.PublishServiceClient
+}
+
+func (r *electing) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
+	if r.asked.Add(1) <= r.n {
+		e := connect.NewError(connect.CodeUnavailable, errors.New("no leader known for partition 0"))
+		e.Meta().Set("Rewind-Not-Stored", "1")
+		return nil, e
+	}
+	return r.to.Publish(ctx, req)
+}
+
+// TestPublishRetriesForTheRetryWindow: refusals that come quickly one after
+// the other (an election) are retried past the attempt count while the
+// retry window lasts, and the record is stored once; WithPublishRetry
+// alone makes the count exact. (Before the window, the default four
+// attempts ran out during an election on a busy machine.) The window is
+// set long here so that the outcome does not depend on the machine's
+// speed; the default one is pinned below.
+func TestPublishRetriesForTheRetryWindow(t *testing.T) {
+	s := startServer(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), noHang)
+	defer cancel()
+	if _, err := client.New(s.addr).CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	start := func(n int32) (*electing, string) {
+		r := &electing{n: n, to: rewindv1connect.NewPublishServiceClient(http.DefaultClient, s.addr)}
+		mux := http.NewServeMux()
+		mux.Handle(rewindv1connect.NewPublishServiceHandler(r))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := engine.NewHTTPServer(mux)
+		go hs.Serve(ln)
+		t.Cleanup(func() { hs.Close() })
+		return r, "http://" + ln.Addr().String()
+	}
+
+	r, addr := start(6)
+	c := client.New(addr, client.WithPublishRetry(3, time.Millisecond, 0), client.WithRetryWindow(time.Hour))
+	if _, err := c.Publish(ctx, "t", client.Message{Value: []byte("after the election")}); err != nil {
+		t.Fatalf("publish through 6 refusals with a window: %v", err)
+	}
+	if n := r.asked.Load(); n != 7 {
+		t.Errorf("asked %d times, want 7 (6 refusals, then stored)", n)
+	}
+
+	r, addr = start(6)
+	c = client.New(addr, client.WithPublishRetry(3, time.Millisecond, 0))
+	if _, err := c.Publish(ctx, "t", client.Message{Value: []byte("never")}); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("publish with 3 attempts and no window through 6 refusals: %v, want Unavailable", err)
+	}
+	if n := r.asked.Load(); n != 3 {
+		t.Errorf("asked %d times, want 3", n)
+	}
+	if got := values(readAll(t, client.New(s.addr), "t", client.Until(client.End()))); !slices.Equal(got, []string{"after the election"}) {
+		t.Fatalf("stored %v", got)
+	}
+}

@@ -16,14 +16,33 @@ import (
 // costs one attempt and the call goes on through another node.
 const DefaultAttemptTimeout = 2 * time.Second
 
+// DefaultRetryWindow is how long, from its first attempt, a call that may
+// be repeated goes on being retried by default even when its attempts are
+// used up: longer than a leader election (1–2 s with the server's
+// defaults) on a busy machine, whose refusals come quickly one after the
+// other. See WithRetryWindow.
+const DefaultRetryWindow = 5 * time.Second
+
+// maxBackoff caps the pause between retries.
+const maxBackoff = time.Second
+
 // retryPolicy retries calls whose outcome is unknown.
 type retryPolicy struct {
 	attempts    int           // total attempts, >= 1
-	backoff     time.Duration // before the first retry; doubles
+	backoff     time.Duration // before the first retry; doubles up to maxBackoff
 	attemptTime time.Duration // bound of one attempt; 0: none beyond ctx
+	// window: retries go on until the attempts are used up and window
+	// has passed since the first attempt (0: attempts only).
+	window time.Duration
 }
 
-var defaultRetry = retryPolicy{attempts: 4, backoff: 50 * time.Millisecond, attemptTime: DefaultAttemptTimeout}
+var defaultRetry = retryPolicy{attempts: 4, backoff: 50 * time.Millisecond, attemptTime: DefaultAttemptTimeout, window: DefaultRetryWindow}
+
+// more reports whether a call that made attempt attempts, the first at
+// start, may make another.
+func (r retryPolicy) more(attempt int, start, now time.Time) bool {
+	return attempt < r.attempts || now.Sub(start) < r.window
+}
 
 // WithPublishRetry sets how a publish is retried when its outcome is
 // unknown (Unavailable, no answer within attemptTimeout, DeadlineExceeded,
@@ -40,10 +59,26 @@ var defaultRetry = retryPolicy{attempts: 4, backoff: 50 * time.Millisecond, atte
 //
 // Topic, group, plugin and cluster calls follow the same policy, as far as
 // each may be repeated (see the package documentation).
+//
+// The default policy also retries for DefaultRetryWindow after the first
+// attempt, whatever the count; WithPublishRetry makes the count exact
+// (no window) unless WithRetryWindow follows it.
 func WithPublishRetry(attempts int, backoff, attemptTimeout time.Duration) Option {
 	return func(o *options) {
 		o.retry = retryPolicy{attempts: max(1, attempts), backoff: backoff, attemptTime: attemptTimeout}
 	}
+}
+
+// WithRetryWindow sets how long after its first attempt a call that may be
+// repeated is still retried once its attempts are used up (default
+// DefaultRetryWindow; 0: the attempts only). The pause between retries
+// doubles up to a second. Elections answer quickly with refusals that
+// store nothing ("no leader known"), and four attempts 50, 100 and 200 ms
+// apart ran out before a new leader was elected on a busy machine: the
+// window makes the default outlast an election whatever the machine's
+// speed.
+func WithRetryWindow(d time.Duration) Option {
+	return func(o *options) { o.retry.window = max(0, d) }
 }
 
 // attemptBound is the deadline of one attempt to send size bytes: the
@@ -109,6 +144,7 @@ func unary[T any](ctx context.Context, c *Client, k callKind, do func(context.Co
 	// named no leader, the next attempt prefers another node.
 	tried := map[string]bool{}
 	avoid := false
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		cl := to
 		if cl == nil {
@@ -141,7 +177,7 @@ func unary[T any](ctx context.Context, c *Client, k callKind, do func(context.Co
 		if !again && bad && !k.again {
 			err = outcomeUnknown(err)
 		}
-		if attempt >= r.attempts || !again {
+		if !again || !r.more(attempt, start, time.Now()) {
 			return v, err
 		}
 		t := time.NewTimer(wait)
@@ -151,7 +187,7 @@ func unary[T any](ctx context.Context, c *Client, k callKind, do func(context.Co
 			t.Stop()
 			return v, err
 		}
-		wait *= 2
+		wait = min(2*wait, maxBackoff)
 	}
 }
 
