@@ -29,6 +29,7 @@ func newServe() *cobra.Command {
 		filterMemMiB, inlineMiB              int
 		nodeID                               uint64
 		initialCluster, advertise, joinAddrs string
+		peerVia                              string
 		replicationFactor                    uint32
 		tick                                 time.Duration
 		electionTicks                        int
@@ -90,6 +91,10 @@ and shrink it with "rewind cluster remove-node N".`,
 			if err != nil {
 				return fmt.Errorf("--initial-cluster: %w", err)
 			}
+			via, err := parsePeerVia(peerVia, members)
+			if err != nil {
+				return fmt.Errorf("--peer-via: %w", err)
+			}
 			var joins []string
 			if joinAddrs != "" {
 				if members != nil {
@@ -126,6 +131,7 @@ and shrink it with "rewind cluster remove-node N".`,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare,
+				PeerDialer: via.dialer(),
 			})
 			if err != nil {
 				return err
@@ -165,6 +171,8 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.IntVar(&electionTicks, "election-ticks", 10, "raft election timeout, in ticks")
 	f.BoolVar(&followerReads, "follower-reads", false, "serve streams from this node's replicas (fetch from follower) unless a request asks for the leader; default: every partition is read from its leader")
 	f.StringVar(&heapTarget, "gc-heap-target", "512MiB", "let the heap grow to this before the garbage collector runs (fewer collections while replays allocate; never less often than Go's default of twice the live heap); 0: Go's default. Ignored when GOGC is set")
+	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
+	_ = f.MarkHidden("peer-via")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	return cmd
 }
@@ -197,6 +205,48 @@ func parseInitialCluster(s string) (map[uint64]string, error) {
 		out[n], addrs[addr] = addr, n
 	}
 	return out, nil
+}
+
+// peerVia maps a member's address to the address its peers dial instead.
+type peerVia map[string]string
+
+// parsePeerVia parses --peer-via: ID=HOST:PORT,... for members of the
+// initial cluster.
+func parsePeerVia(s string, members map[uint64]string) (peerVia, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	if members == nil {
+		return nil, errors.New("needs --initial-cluster")
+	}
+	m, err := parseInitialCluster(s)
+	if err != nil {
+		return nil, err
+	}
+	out := peerVia{}
+	for id, addr := range m {
+		real, ok := members[id]
+		if !ok {
+			return nil, fmt.Errorf("node %d is not in --initial-cluster", id)
+		}
+		out[real] = addr
+	}
+	return out, nil
+}
+
+// dialer dials the members through their --peer-via addresses (nil: the
+// engine's default dialer).
+func (v peerVia) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if v == nil {
+		return nil
+	}
+	d := net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second} // as the engine's
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if to, ok := v[addr]; ok {
+			addr = to
+		}
+		return d.DialContext(ctx, network, addr)
+	}
 }
 
 // withFilterMemory sets the filter memory limit from MiB (64 KiB pages).
