@@ -75,6 +75,9 @@ type Publish struct {
 	MessageID string
 	Duplicate bool   // the server reported it as a duplicate of an earlier attempt
 	Err       string // the last error, when not Acked
+	// Attempts is how many times it was sent (the same request each
+	// time); Failed means every attempt was refused with nothing stored.
+	Attempts int
 }
 
 // Record is a stored record as read back.

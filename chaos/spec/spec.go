@@ -30,6 +30,9 @@ type Scenario struct {
 	Bounds   Bounds
 	// Failpoints: the scenario needs a binary built with -tags failpoints.
 	Failpoints bool
+	// PowerLoss: the nodes run with the power-loss failpoint on, so that
+	// its kills drop unsynced writes.
+	PowerLoss bool
 }
 
 // Topic is a topic the scenario creates.
@@ -70,7 +73,7 @@ type Group struct {
 }
 
 // Actions a fault may take.
-var Actions = []string{"kill", "pause", "restart", "rolling-restart", "cut", "isolate", "split", "bridge", "failpoint"}
+var Actions = []string{"kill", "power-loss", "pause", "restart", "rolling-restart", "cut", "isolate", "split", "bridge", "failpoint"}
 
 // Fault is one entry of the fault schedule.
 type Fault struct {
@@ -292,8 +295,11 @@ func (v *validator) scenario(b *scenarioBlock) *Scenario {
 	s.Workload = v.workload(b.Workload)
 	for _, f := range b.Faults {
 		s.Faults = append(s.Faults, v.fault(f, s))
-		if s.Faults[len(s.Faults)-1].Action == "failpoint" {
+		switch s.Faults[len(s.Faults)-1].Action {
+		case "failpoint":
 			s.Failpoints = true
+		case "power-loss":
+			s.Failpoints, s.PowerLoss = true, true
 		}
 	}
 	if b.Bounds != nil {

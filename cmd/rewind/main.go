@@ -67,7 +67,7 @@ func newRoot() *cobra.Command {
 		server = defaultServer
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
-	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newVersion())
+	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.InitDefaultCompletionCmd()

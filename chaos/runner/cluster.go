@@ -1,0 +1,315 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rewind-io/rewind/chaos/faultnet"
+)
+
+// cluster is the scenario's `rewind serve` processes on loopback, with a
+// faultnet proxy on every directed link between two of them.
+type cluster struct {
+	binary  string
+	dir     string
+	env     []string
+	nodes   []*node // by id - 1
+	proxies map[[2]uint64]*faultnet.Proxy
+	initial string
+	logf    func(format string, args ...any)
+}
+
+// node is one member.
+type node struct {
+	id   uint64
+	addr string // host:port, clients' and peers' address
+	dir  string // data directory
+	log  string // its log file
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process exited
+	paused  bool
+	running bool
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// newCluster prepares n members under dir (not started).
+func newCluster(binary, dir string, n int, env []string, logf func(string, ...any)) (*cluster, error) {
+	c := &cluster{binary: binary, dir: dir, env: env, proxies: map[[2]uint64]*faultnet.Proxy{}, logf: logf}
+	var parts []string
+	for i := range n {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		id := uint64(i + 1)
+		nd := &node{id: id, addr: addr, dir: filepath.Join(dir, fmt.Sprintf("node-%d", id)), log: filepath.Join(dir, fmt.Sprintf("node-%d.log", id))}
+		c.nodes = append(c.nodes, nd)
+		parts = append(parts, fmt.Sprintf("%d=%s", id, addr))
+	}
+	c.initial = strings.Join(parts, ",")
+	if n > 1 {
+		for _, a := range c.nodes {
+			for _, b := range c.nodes {
+				if a == b {
+					continue
+				}
+				p, err := faultnet.Listen(b.addr)
+				if err != nil {
+					c.close()
+					return nil, err
+				}
+				c.proxies[[2]uint64{a.id, b.id}] = p
+			}
+		}
+	}
+	return c, nil
+}
+
+// addrs is every member's address, for a client: "http://a,http://b".
+func (c *cluster) addrs() string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, "http://"+n.addr)
+	}
+	return strings.Join(out, ",")
+}
+
+func (c *cluster) node(id uint64) *node { return c.nodes[id-1] }
+
+// start starts member id and waits until it answers /livez.
+func (c *cluster) start(ctx context.Context, id uint64) error {
+	n := c.node(id)
+	args := []string{"serve", "--listen", n.addr, "--data", n.dir, "--log-level", "info"}
+	if len(c.nodes) > 1 {
+		args = append(args, "--node-id", fmt.Sprint(id), "--initial-cluster", c.initial)
+		var via []string
+		for _, o := range c.nodes {
+			if o != n {
+				via = append(via, fmt.Sprintf("%d=%s", o.id, c.proxies[[2]uint64{id, o.id}].Addr()))
+			}
+		}
+		args = append(args, "--peer-via", strings.Join(via, ","))
+	}
+	logFile, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close() // the child has its own descriptor
+	fmt.Fprintf(logFile, "--- runner: starting node %d at %s\n", id, time.Now().UTC().Format(time.RFC3339Nano))
+	cmd := exec.Command(c.binary, args...)
+	cmd.Env = append(os.Environ(), c.env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a Ctrl-C of the runner is not sent to the nodes: the runner stops them
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start node %d: %w", id, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	n.mu.Lock()
+	n.cmd, n.done, n.paused, n.running = cmd, done, false, true
+	n.mu.Unlock()
+	return c.waitLive(ctx, n)
+}
+
+// waitLive waits until n answers /livez (its HTTP server runs).
+func (c *cluster) waitLive(ctx context.Context, n *node) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-n.done:
+			return fmt.Errorf("node %d exited while starting (see %s)", n.id, n.log)
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.addr+"/livez", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %d not live after 60s (see %s)", n.id, n.log)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
+
+// signal sends sig to member id's process.
+func (c *cluster) signal(id uint64, sig syscall.Signal) error {
+	n := c.node(id)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.running {
+		return fmt.Errorf("node %d is not running", id)
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		n.paused = true
+	case syscall.SIGCONT:
+		n.paused = false
+	}
+	return nil
+}
+
+// kill kill -9s member id and waits until it is gone.
+func (c *cluster) kill(id uint64) error {
+	n := c.node(id)
+	n.mu.Lock()
+	if !n.running {
+		n.mu.Unlock()
+		return nil
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	done := n.done
+	n.mu.Unlock()
+	<-done
+	n.mu.Lock()
+	n.running, n.paused = false, false
+	n.mu.Unlock()
+	return nil
+}
+
+// stop stops member id gracefully (SIGTERM; SIGKILL after timeout).
+func (c *cluster) stop(id uint64, timeout time.Duration) error {
+	n := c.node(id)
+	n.mu.Lock()
+	if !n.running {
+		n.mu.Unlock()
+		return nil
+	}
+	if n.paused {
+		_ = n.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	done := n.done
+	n.mu.Unlock()
+	var err error
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		err = fmt.Errorf("node %d did not stop within %s of SIGTERM: killed", id, timeout)
+		_ = c.kill(id)
+	}
+	n.mu.Lock()
+	n.running, n.paused = false, false
+	n.mu.Unlock()
+	return err
+}
+
+// exited reports whether member id was started and its process ended by
+// itself (not stopped by the runner).
+func (c *cluster) exited(id uint64) bool {
+	n := c.node(id)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.running {
+		return false
+	}
+	select {
+	case <-n.done:
+		n.running, n.paused = false, false
+		return true
+	default:
+		return false
+	}
+}
+
+// up reports whether member id runs and is not paused.
+func (c *cluster) up(id uint64) bool {
+	n := c.node(id)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.running && !n.paused
+}
+
+// cut cuts (or heals) the links between a and b, both ways.
+func (c *cluster) cut(a, b uint64, cut bool) {
+	for _, k := range [][2]uint64{{a, b}, {b, a}} {
+		if p := c.proxies[k]; p != nil {
+			p.SetCut(cut)
+		}
+	}
+}
+
+// healAll heals every link and resumes every paused node.
+func (c *cluster) healAll() {
+	for _, p := range c.proxies {
+		p.SetCut(false)
+	}
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		if n.running && n.paused {
+			_ = n.cmd.Process.Signal(syscall.SIGCONT)
+			n.paused = false
+		}
+		n.mu.Unlock()
+	}
+}
+
+// failpoint sets (value != "" or set) or clears a failpoint on member id
+// (a binary built with -tags failpoints).
+func (c *cluster) failpoint(ctx context.Context, id uint64, name, value string, set bool) error {
+	n := c.node(id)
+	var req *http.Request
+	if set {
+		body := url.Values{name: {value}}.Encode()
+		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.addr+"/debug/failpoints", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		req, _ = http.NewRequestWithContext(ctx, http.MethodDelete, "http://"+n.addr+"/debug/failpoints?name="+url.QueryEscape(name), nil)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("failpoint %s on node %d: %w", name, id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return errors.New("the binary has no failpoints: build it with `go build -tags failpoints ./cmd/rewind` and pass --binary")
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("failpoint %s on node %d: HTTP %d", name, id, resp.StatusCode)
+	}
+	return nil
+}
+
+// close stops every member and proxy.
+func (c *cluster) close() {
+	c.healAll()
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.stop(n.id, 15*time.Second) }()
+	}
+	wg.Wait()
+	for _, p := range c.proxies {
+		p.Close()
+	}
+}

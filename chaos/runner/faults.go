@@ -1,0 +1,288 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rewind-io/rewind/chaos/history"
+	"github.com/rewind-io/rewind/chaos/spec"
+	"github.com/rewind-io/rewind/sdk/client"
+)
+
+// faulter applies a scenario's fault schedule to the cluster.
+type faulter struct {
+	c     *cluster
+	rec   *recorder
+	topic string
+	logf  func(string, ...any)
+
+	mu  sync.Mutex // one fault changes the cluster at a time
+	rng *rand.Rand
+	// down counts, per node, the faults holding it down (killed or
+	// paused), so overlapping faults heal in the right order.
+	errs []error
+}
+
+// schedule runs every occurrence of f until ctx ends (the workload's
+// duration); an occurrence under way is healed at once then.
+func (fl *faulter) schedule(ctx context.Context, f spec.Fault) {
+	start := time.Now()
+	for k := 0; ; k++ {
+		at := start.Add(f.Start + time.Duration(k)*f.Every)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(at)):
+		}
+		fl.occur(ctx, f)
+		if f.Every == 0 {
+			return
+		}
+	}
+}
+
+// occur injects f once, holds it, and heals it.
+func (fl *faulter) occur(ctx context.Context, f spec.Fault) {
+	fl.mu.Lock()
+	targets, err := fl.targets(ctx, f)
+	if err != nil {
+		fl.mu.Unlock()
+		fl.logf("fault %s: %v", f.Name, err)
+		return
+	}
+	rec := history.Fault{Name: f.Name, Kind: f.Action, Targets: targets, Start: time.Now()}
+	heal, err := fl.inject(ctx, f, targets)
+	fl.mu.Unlock()
+	if err != nil {
+		fl.fail(fmt.Errorf("fault %s (%s on %v): %w", f.Name, f.Action, targets, err))
+		if heal == nil {
+			return
+		}
+	}
+	fl.logf("fault %s: %s %v", f.Name, f.Action, targets)
+	if f.Hold > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.Hold):
+		}
+	}
+	if heal != nil {
+		fl.mu.Lock()
+		if err := heal(context.WithoutCancel(ctx)); err != nil {
+			fl.fail(fmt.Errorf("heal %s: %w", f.Name, err))
+		}
+		fl.mu.Unlock()
+	}
+	rec.End = time.Now()
+	fl.rec.fault(rec)
+}
+
+func (fl *faulter) fail(err error) {
+	fl.logf("%v", err)
+	fl.errs = append(fl.errs, err)
+}
+
+// targets resolves a fault's target to nodes, now.
+func (fl *faulter) targets(ctx context.Context, f spec.Fault) ([]uint64, error) {
+	n := len(fl.c.nodes)
+	all := make([]uint64, n)
+	for i := range all {
+		all[i] = uint64(i + 1)
+	}
+	kind, arg, _ := strings.Cut(f.Target, ":")
+	switch kind {
+	case "node":
+		var id uint64
+		fmt.Sscanf(arg, "%d", &id)
+		return []uint64{id}, nil
+	case "all":
+		return all, nil
+	case "random":
+		return []uint64{all[fl.rng.IntN(n)]}, nil
+	case "minority":
+		k := max(1, (n-1)/2)
+		fl.rng.Shuffle(n, func(i, j int) { all[i], all[j] = all[j], all[i] })
+		out := slices.Clone(all[:k])
+		slices.Sort(out)
+		return out, nil
+	}
+	var p uint32
+	if arg != "" {
+		fmt.Sscanf(arg, "%d", &p)
+	}
+	l := fl.leaderOf(ctx, p)
+	if l == 0 {
+		return nil, fmt.Errorf("no leader of partition %d known: skipped", p)
+	}
+	return []uint64{l}, nil
+}
+
+// leaderOf asks the nodes that are up who leads partition p of the topic
+// (the view with the highest term).
+func (fl *faulter) leaderOf(ctx context.Context, p uint32) uint64 {
+	var best, term uint64
+	for _, nd := range fl.c.nodes {
+		if !fl.c.up(nd.id) {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := client.New("http://"+nd.addr, client.WithPublishRetry(1, 0, time.Second)).ClusterStatus(sctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, ps := range st.GetPartitions() {
+			if ps.GetTopic() == fl.topic && ps.GetPartition() == p && ps.GetLeader() != 0 && ps.GetTerm() >= term {
+				best, term = ps.GetLeader(), ps.GetTerm()
+			}
+		}
+	}
+	return best
+}
+
+// others are the nodes not in set.
+func (fl *faulter) others(set []uint64) []uint64 {
+	var out []uint64
+	for _, nd := range fl.c.nodes {
+		if !slices.Contains(set, nd.id) {
+			out = append(out, nd.id)
+		}
+	}
+	return out
+}
+
+// cutBetween cuts (or heals) every link between a and b.
+func (fl *faulter) cutBetween(a, b []uint64, cut bool) {
+	for _, x := range a {
+		for _, y := range b {
+			fl.c.cut(x, y, cut)
+		}
+	}
+}
+
+// inject applies f to targets and returns what heals it.
+func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (func(context.Context) error, error) {
+	c := fl.c
+	switch f.Action {
+	case "kill", "power-loss":
+		// With power-loss the nodes run with the power-loss failpoint
+		// (writes held in memory until synced), so kill -9 drops what a
+		// power cut would.
+		for _, t := range targets {
+			if err := c.kill(t); err != nil {
+				return nil, err
+			}
+		}
+		return func(ctx context.Context) error {
+			for _, t := range targets {
+				if err := c.start(ctx, t); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil
+	case "pause":
+		for _, t := range targets {
+			if err := c.signal(t, syscall.SIGSTOP); err != nil {
+				return nil, err
+			}
+		}
+		return func(context.Context) error {
+			for _, t := range targets {
+				if err := c.signal(t, syscall.SIGCONT); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil
+	case "restart":
+		for _, t := range targets {
+			if err := c.stop(t, 20*time.Second); err != nil {
+				return nil, err
+			}
+			if err := c.start(ctx, t); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	case "rolling-restart":
+		for _, t := range targets {
+			if err := c.stop(t, 20*time.Second); err != nil {
+				return nil, err
+			}
+			if err := c.start(ctx, t); err != nil {
+				return nil, err
+			}
+			time.Sleep(f.Hold) // let it catch up before the next one
+		}
+		return nil, nil
+	case "cut":
+		// The targets lose their link to one other node each.
+		var pairs [][2]uint64
+		for _, t := range targets {
+			o := fl.others([]uint64{t})
+			if len(o) == 0 {
+				continue
+			}
+			pairs = append(pairs, [2]uint64{t, o[fl.rng.IntN(len(o))]})
+		}
+		for _, p := range pairs {
+			c.cut(p[0], p[1], true)
+		}
+		return func(context.Context) error {
+			for _, p := range pairs {
+				c.cut(p[0], p[1], false)
+			}
+			return nil
+		}, nil
+	case "isolate", "split":
+		rest := fl.others(targets)
+		fl.cutBetween(targets, rest, true)
+		return func(context.Context) error { fl.cutBetween(targets, rest, false); return nil }, nil
+	case "bridge":
+		// Two sides that cannot reach each other, and one node that
+		// reaches both: the targets and half the rest on one side.
+		rest := fl.others(targets)
+		if len(rest) < 2 {
+			return nil, fmt.Errorf("a bridge needs at least 3 nodes")
+		}
+		fl.rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+		bridge := rest[0]
+		side := append(slices.Clone(targets), rest[1:1+(len(rest)-1)/2]...)
+		other := fl.others(append(slices.Clone(side), bridge))
+		fl.cutBetween(side, other, true)
+		return func(context.Context) error { fl.cutBetween(side, other, false); return nil }, nil
+	case "failpoint":
+		for _, t := range targets {
+			if err := c.failpoint(ctx, t, f.Failpoint, f.Value, true); err != nil {
+				return nil, err
+			}
+		}
+		return func(ctx context.Context) error {
+			for _, t := range targets {
+				if c.exited(t) {
+					// The fault stopped it (a failed store exits): it
+					// starts again without the failpoint.
+					if err := c.start(ctx, t); err != nil {
+						return err
+					}
+					continue
+				}
+				if !c.up(t) {
+					continue
+				}
+				if err := c.failpoint(ctx, t, f.Failpoint, "", false); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown action %q", f.Action)
+}

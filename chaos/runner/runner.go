@@ -1,0 +1,205 @@
+// Package runner runs a scenario: it starts real `rewind serve` processes
+// on loopback (a faultnet proxy on every peer link), drives the workload
+// with the Go client (sequential publishers with unique idempotency keys,
+// live followers, replays from random positions, subscriber groups with
+// churn and resets), applies the fault schedule, then heals everything,
+// waits until every replica caught up and reads each one back. What it
+// saw is a history.History for the checkers (chaos/check) and the report
+// (chaos/report).
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rewind-io/rewind/chaos/history"
+	"github.com/rewind-io/rewind/chaos/spec"
+	"github.com/rewind-io/rewind/sdk/client"
+)
+
+// Options are a run's settings.
+type Options struct {
+	// Binary is the rewind binary to run (`rewind serve`).
+	Binary string
+	// Dir holds the nodes' data directories and logs.
+	Dir string
+	// Seed decides the workload's and the faults' random choices.
+	Seed int64
+	// Duration overrides the scenario's (0: the scenario's, or its short
+	// one with Short).
+	Duration time.Duration
+	Short    bool
+	// Nodes overrides the scenario's node count (0: the scenario's).
+	Nodes int
+	// Log receives progress lines (nil: none).
+	Log io.Writer
+}
+
+// Run runs scenario s and returns its history. An error means the run
+// itself could not be carried out (the binary would not start, the
+// cluster never formed); what the checkers judge is in the history.
+func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, error) {
+	logf := func(format string, args ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+		}
+	}
+	n := s.Nodes
+	if o.Nodes > 0 {
+		n = o.Nodes
+	}
+	dur := s.Duration
+	if o.Short {
+		dur = s.Short
+	}
+	if o.Duration > 0 {
+		dur = o.Duration
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	var env []string
+	if s.PowerLoss {
+		env = append(env, "REWIND_FAILPOINTS=power-loss")
+	}
+	c, err := newCluster(o.Binary, o.Dir, n, env, logf)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	h := &history.History{Scenario: s.Name, Seed: o.Seed, Bounds: history.Bounds(s.Bounds)}
+	for _, nd := range c.nodes {
+		h.Nodes = append(h.Nodes, nd.id)
+	}
+	rec := &recorder{h: h}
+
+	logf("starting %d node(s) of %s", n, o.Binary)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.start(ctx, uint64(i+1)) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	cl := client.New(c.addrs())
+	for _, t := range s.Topics {
+		if err := createTopic(ctx, cl, t); err != nil {
+			return nil, fmt.Errorf("create topic %s: %w", t.Name, err)
+		}
+		h.Topics = append(h.Topics, history.Topic{Name: t.Name, Partitions: t.Partitions})
+	}
+	topic := s.Topics[0]
+	if err := waitLeaders(ctx, c, topic.Name, topic.Partitions, time.Minute); err != nil {
+		return nil, err
+	}
+
+	// The workload and the faults, for dur.
+	h.Start = time.Now()
+	logf("workload for %s (seed %d)", dur, o.Seed)
+	wctx, stopWork := context.WithTimeout(ctx, dur)
+	defer stopWork()
+	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x5eed))
+	var work sync.WaitGroup
+	spawn := func(f func()) { work.Add(1); go func() { defer work.Done(); f() }() }
+	for i := range s.Workload.Publishers {
+		pc := client.New(c.addrs(), client.WithPublishRetry(1, 0, 2*time.Second))
+		spawn(func() { publisher(wctx, pc, rec, topic.Name, i, s.Workload.Rate, 15*time.Second) })
+	}
+	for i := range s.Workload.Replays {
+		r := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
+		spawn(func() { replayer(wctx, client.New(c.addrs()), rec, topic.Name, topic.Partitions, fmt.Sprintf("replay-%d", i), r) })
+	}
+	for _, g := range s.Workload.Groups {
+		r := rand.New(rand.NewPCG(rng.Uint64(), 1))
+		spawn(func() { runGroup(wctx, client.New(c.addrs()), rec, g, topic.Name, r) })
+	}
+	// Followers and the leader watch run past the workload, until every
+	// replica caught up.
+	fctx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	var follow sync.WaitGroup
+	if s.Workload.Followers {
+		for p := range topic.Partitions {
+			follow.Add(1)
+			go func() {
+				defer follow.Done()
+				follower(fctx, client.New(c.addrs()), rec, topic.Name, p, fmt.Sprintf("follow-p%d", p), 7*time.Second)
+			}()
+		}
+	}
+	follow.Add(1)
+	go func() { defer follow.Done(); watchLeaders(fctx, c, rec, topic.Name) }()
+	fl := &faulter{c: c, rec: rec, topic: topic.Name, logf: logf, rng: rand.New(rand.NewPCG(rng.Uint64(), 2))}
+	for _, f := range s.Faults {
+		spawn(func() { fl.schedule(wctx, f) })
+	}
+	<-wctx.Done()
+	work.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	// Heal, converge, read every replica back.
+	logf("workload over: healing")
+	c.healAll()
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		running := nd.running
+		nd.mu.Unlock()
+		if !running {
+			if err := c.start(ctx, nd.id); err != nil {
+				return nil, fmt.Errorf("restart node %d after the run: %w", nd.id, err)
+			}
+		}
+	}
+	ends, err := converge(ctx, c, topic.Name, topic.Partitions, 2*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	waitFollowers(rec, ends, 10*time.Second)
+	stopFollow()
+	follow.Wait()
+	h.End = time.Now()
+	logf("reading every replica back")
+	for _, nd := range c.nodes {
+		for p := range topic.Partitions {
+			r, err := readReplica(ctx, nd, topic.Name, p)
+			if err != nil {
+				return nil, fmt.Errorf("read node %d's replica of partition %d: %w", nd.id, p, err)
+			}
+			h.Replicas = append(h.Replicas, r)
+		}
+	}
+	return h, errors.Join(fl.errs...)
+}
+
+// createTopic creates t, retrying while the cluster elects its first
+// leaders.
+func createTopic(ctx context.Context, c *client.Client, t spec.Topic) error {
+	opts := []client.TopicOption{client.WithPartitions(t.Partitions), client.WithReplicationFactor(t.Replication)}
+	if t.RetentionRecords > 0 {
+		opts = append(opts, client.WithRetention(0, 0, t.RetentionRecords))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.CreateTopic(cctx, t.Name, opts...)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond) // the cluster elects its leaders
+	}
+}
