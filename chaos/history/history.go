@@ -27,6 +27,9 @@ type History struct {
 	Groups   []GroupEvent
 	Leaders  []LeaderObs
 	Faults   []Fault
+	// Probes are the malformed requests of the gauntlet workload, each
+	// with the answer it got.
+	Probes []Probe
 	// Bounds are the scenario's liveness bounds, checked against the
 	// publishes around each fault.
 	Bounds Bounds
@@ -210,4 +213,16 @@ type Bounds struct {
 	// sent during each fault / in the window of the same length after it.
 	PublishP99During time.Duration
 	PublishP99After  time.Duration
+}
+
+// Probe is one malformed request sent to a node and the answer it got.
+type Probe struct {
+	Node  uint64
+	RPC   string // "rewind.v1.PublishService/Publish"
+	Input string // what was wrong with it, in a few words
+	// Code is the answer: "ok", a Connect code ("invalid_argument"), or
+	// "transport: ..." when no answer came (the node is down: a crash
+	// if no fault stopped it).
+	Code string
+	At   time.Time
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/rewind-io/rewind/chaos/history"
 	"github.com/rewind-io/rewind/chaos/spec"
 	"github.com/rewind-io/rewind/sdk/client"
@@ -59,14 +61,18 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 				ev(history.Delivered, gen, r.Partition, r.Offset)
 			}
 			next := e.Records[len(e.Records)-1].Offset + 1
+			sent := time.Now()
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(mctx), 3*time.Second)
 			err := sub.Commit(cctx, map[uint32]uint64{e.Partition: next})
 			ccancel()
-			if err == nil {
-				ev(history.Committed, gen, e.Partition, next)
-			} else {
-				ev(history.CommitRefused, gen, e.Partition, next)
+			kind := history.Committed
+			switch {
+			case connect.CodeOf(err) == connect.CodeFailedPrecondition:
+				kind = history.CommitRefused // fenced
+			case err != nil:
+				continue // its outcome is unknown: no event
 			}
+			rec.group(history.GroupEvent{Group: group, Member: name, Kind: kind, Generation: gen, Topic: topic, Partition: e.Partition, Offset: next, At: time.Now(), Sent: sent})
 		}
 	}
 	select {

@@ -15,6 +15,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +28,8 @@ import (
 type Options struct {
 	// Binary is the rewind binary to run (`rewind serve`).
 	Binary string
-	// Dir holds the nodes' data directories and logs.
+	// Dir holds the nodes' data directories and logs; what it held
+	// before is removed.
 	Dir string
 	// Seed decides the workload's and the faults' random choices.
 	Seed int64
@@ -39,6 +41,14 @@ type Options struct {
 	Nodes int
 	// Log receives progress lines (nil: none).
 	Log io.Writer
+	// Failpoints are set on every node from its start ("name=value;name"),
+	// in a binary built with -tags failpoints: the injected bugs that
+	// prove the checkers catch what they should.
+	Failpoints string
+	// SkipBounds leaves the scenario's liveness bounds unchecked: they
+	// depend on the machine's speed (the test suite, on a busy machine,
+	// checks safety only).
+	SkipBounds bool
 }
 
 // Run runs scenario s and returns its history. An error means the run
@@ -61,12 +71,24 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	if o.Duration > 0 {
 		dur = o.Duration
 	}
+	// Dir is the runner's own: a previous run's nodes would belong to
+	// another cluster.
+	if err := os.RemoveAll(o.Dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	var env []string
+	var fps []string
 	if s.PowerLoss {
-		env = append(env, "REWIND_FAILPOINTS=power-loss")
+		fps = append(fps, "power-loss")
+	}
+	if o.Failpoints != "" {
+		fps = append(fps, o.Failpoints)
+	}
+	var env []string
+	if len(fps) > 0 {
+		env = append(env, "REWIND_FAILPOINTS="+strings.Join(fps, ";"))
 	}
 	c, err := newCluster(o.Binary, o.Dir, n, env, logf)
 	if err != nil {
@@ -74,6 +96,9 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	}
 	defer c.close()
 	h := &history.History{Scenario: s.Name, Seed: o.Seed, Bounds: history.Bounds(s.Bounds)}
+	if o.SkipBounds {
+		h.Bounds = history.Bounds{}
+	}
 	for _, nd := range c.nodes {
 		h.Nodes = append(h.Nodes, nd.id)
 	}
@@ -101,6 +126,17 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	if err := waitLeaders(ctx, c, topic.Name, topic.Partitions, time.Minute); err != nil {
 		return nil, err
 	}
+	filtered := s.Workload.Filter != ""
+	if filtered {
+		if err := setupKeyPrefix(ctx, cl, o.Dir); err != nil {
+			return nil, err
+		}
+		h.Topics[0].Filters = map[string]func(history.Record) bool{}
+		for i := range s.Workload.Publishers {
+			name, _, keep := keyPrefixFilter(fmt.Sprintf("pub-%d", i))
+			h.Topics[0].Filters[name] = keep
+		}
+	}
 
 	// The workload and the faults, for dur.
 	h.Start = time.Now()
@@ -116,7 +152,13 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	}
 	for i := range s.Workload.Replays {
 		r := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
-		spawn(func() { replayer(wctx, client.New(c.addrs()), rec, topic.Name, topic.Partitions, fmt.Sprintf("replay-%d", i), r) })
+		spawn(func() {
+			replayer(wctx, client.New(c.addrs()), rec, topic.Name, topic.Partitions, fmt.Sprintf("replay-%d", i), r, filtered, s.Workload.Publishers)
+		})
+	}
+	if s.Workload.Gauntlet {
+		r := rand.New(rand.NewPCG(rng.Uint64(), 3))
+		spawn(func() { gauntlet(wctx, c, rec, r) })
 	}
 	for _, g := range s.Workload.Groups {
 		r := rand.New(rand.NewPCG(rng.Uint64(), 1))

@@ -89,6 +89,12 @@ func (r *recorder) leader(o history.LeaderObs) {
 	r.mu.Unlock()
 }
 
+func (r *recorder) probe(p history.Probe) {
+	r.mu.Lock()
+	r.h.Probes = append(r.h.Probes, p)
+	r.mu.Unlock()
+}
+
 func (r *recorder) fault(f history.Fault) {
 	r.mu.Lock()
 	r.h.Faults = append(r.h.Faults, f)
@@ -252,7 +258,7 @@ func followOnce(ctx context.Context, c *client.Client, rec *recorder, topic stri
 
 // replayer loops bounded replays of random partitions of topic from random
 // positions until ctx ends.
-func replayer(ctx context.Context, c *client.Client, rec *recorder, topic string, partitions uint32, name string, rng *rand.Rand) {
+func replayer(ctx context.Context, c *client.Client, rec *recorder, topic string, partitions uint32, name string, rng *rand.Rand, filtered bool, publishers int) {
 	for ctx.Err() == nil {
 		p := uint32(rng.IntN(int(partitions)))
 		rd := history.Read{Reader: name, Topic: topic, Partition: p, Start: time.Now()}
@@ -262,20 +268,33 @@ func replayer(ctx context.Context, c *client.Client, rec *recorder, topic string
 			continue
 		}
 		rd.EndAtStart = infos[p].EndOffset
-		from, ok := randomStart(rng, rec, p, infos[p], &rd)
+		from, first, ok := randomStart(rng, rec, p, infos[p], &rd)
 		if !ok {
 			time.Sleep(100 * time.Millisecond) // nothing acknowledged there yet
 			continue
 		}
 		until := client.End()
-		if rng.IntN(3) == 0 && rd.EndAtStart > 0 {
+		switch {
+		case rd.EndAtStart > first+maxReplayRecords:
+			// A long history: a bounded range keeps the run's record
+			// (and the checkers' work) small.
+			stop := first + 1 + uint64(rng.Int64N(maxReplayRecords))
+			rd.To = history.Position{Kind: history.AtOffset, Offset: stop}
+			until = client.Offset(stop)
+		case rng.IntN(3) == 0 && rd.EndAtStart > 0:
 			// A bounded range: stop before a random offset.
 			stop := uint64(rng.Int64N(int64(rd.EndAtStart) + 1))
 			rd.To = history.Position{Kind: history.AtOffset, Offset: stop}
 			until = client.Offset(stop)
 		}
+		opts := []client.SubscribeOption{client.Partitions(p), client.From(from), client.Until(until), client.ReconnectWithin(20 * time.Second)}
+		if filtered && publishers > 0 && rng.IntN(3) == 0 {
+			name, config, _ := keyPrefixFilter(fmt.Sprintf("pub-%d", rng.IntN(publishers)))
+			rd.Filter = name
+			opts = append(opts, client.Filter(keyPrefixPlugin, config))
+		}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		sub, err := c.Subscribe(rctx, topic, client.Partitions(p), client.From(from), client.Until(until), client.ReconnectWithin(20*time.Second))
+		sub, err := c.Subscribe(rctx, topic, opts...)
 		if err != nil {
 			cancel()
 			if ctx.Err() != nil {
@@ -300,39 +319,53 @@ func replayer(ctx context.Context, c *client.Client, rec *recorder, topic string
 		}
 		rd.End = time.Now()
 		rec.read(rd)
+		select { // the next replay, after a pause
+		case <-ctx.Done():
+		case <-time.After(replayPause):
+		}
 	}
 }
 
-// randomStart picks where a replay of partition p starts.
-func randomStart(rng *rand.Rand, rec *recorder, p uint32, info client.PartitionInfo, rd *history.Read) (client.Position, bool) {
+// A replay reads at most maxReplayRecords (a bounded range past that),
+// and replays follow each other replayPause apart: enough reads to cover
+// every kind of position many times, few enough to keep the history
+// small.
+const (
+	maxReplayRecords = 400
+	replayPause      = 200 * time.Millisecond
+)
+
+// randomStart picks where a replay of partition p starts, and the offset
+// that is (at most: a time seek may land earlier).
+func randomStart(rng *rand.Rand, rec *recorder, p uint32, info client.PartitionInfo, rd *history.Read) (client.Position, uint64, bool) {
 	switch rng.IntN(5) {
 	case 0:
 		rd.From = history.Position{Kind: history.Earliest}
-		return client.Earliest(), true
+		return client.Earliest(), info.LogStartOffset, true
 	case 1:
 		n := uint64(rng.IntN(50) + 1)
 		rd.From = history.Position{Kind: history.LastN, N: n}
-		return client.RecordsBack(n), true
+		return client.RecordsBack(n), info.EndOffset - min(n, info.EndOffset), true
 	case 2:
 		a, ok := rec.someAcked(rng, p)
 		if !ok {
-			return client.Position{}, false
+			return client.Position{}, 0, false
 		}
 		rd.From = history.Position{Kind: history.AtMessageID, ID: a.id, Offset: a.offset}
-		return client.MessageID(a.id), true
+		return client.MessageID(a.id), a.offset, true
 	case 3:
 		a, ok := rec.someAcked(rng, p)
 		if !ok || a.appendTime.IsZero() {
-			return client.Position{}, false
+			return client.Position{}, 0, false
 		}
 		rd.From = history.Position{Kind: history.AtTime, Time: a.appendTime}
-		return client.Time(a.appendTime), true
+		return client.Time(a.appendTime), a.offset, true
 	default:
 		off := info.LogStartOffset
 		if info.EndOffset > info.LogStartOffset {
 			off += uint64(rng.Int64N(int64(info.EndOffset - info.LogStartOffset)))
 		}
 		rd.From = history.Position{Kind: history.AtOffset, Offset: off}
-		return client.Offset(off), true
+		return client.Offset(off), off, true
 	}
 }

@@ -55,9 +55,13 @@ type Workload struct {
 	Followers bool
 	// Replays loop, each from a random position to a random stop.
 	Replays int
-	// Filter is an example module (by name) some replays run.
+	// Filter is an example module (by name) a third of the replays run:
+	// "key-prefix", the filter `rewind plugin new` writes, built from
+	// source (it needs the Go toolchain).
 	Filter string
 	Groups []Group
+	// Gauntlet sends malformed requests to every RPC of random nodes.
+	Gauntlet bool
 }
 
 // Group is a subscriber group of the scenario.
@@ -131,6 +135,7 @@ type workloadBlock struct {
 	Followers  bool         `hcl:"followers,optional"`
 	Replays    int          `hcl:"replays,optional"`
 	Filter     string       `hcl:"filter,optional"`
+	Gauntlet   bool         `hcl:"gauntlet,optional"`
 	Groups     []groupBlock `hcl:"group,block"`
 	DefRange   hcl.Range    `hcl:",def_range"`
 }
@@ -316,7 +321,7 @@ func (v *validator) workload(b *workloadBlock) Workload {
 	if b == nil {
 		return Workload{Publishers: 3, Followers: true, Replays: 1}
 	}
-	w := Workload{Publishers: b.Publishers, Rate: b.Rate, Followers: b.Followers, Replays: b.Replays, Filter: b.Filter}
+	w := Workload{Publishers: b.Publishers, Rate: b.Rate, Followers: b.Followers, Replays: b.Replays, Filter: b.Filter, Gauntlet: b.Gauntlet}
 	if w.Publishers < 0 || w.Publishers > 64 {
 		v.errorf(b.DefRange, "invalid publishers", "%d publishers: use 0 to 64", b.Publishers)
 	}
@@ -344,7 +349,7 @@ func (v *validator) workload(b *workloadBlock) Workload {
 }
 
 // Filters are the example filters a workload may name.
-var Filters = []string{"even-values"}
+var Filters = []string{"key-prefix"}
 
 func (v *validator) fault(b faultBlock, s *Scenario) Fault {
 	f := Fault{Name: b.Name, Action: v.str(b.Action, "action"), Target: v.str(b.Target, "target"),

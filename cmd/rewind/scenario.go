@@ -176,6 +176,8 @@ non-zero when a checker finds a violation.`,
 	f.StringVar(&reportDir, "report", "", "directory for the report, the nodes' data and logs (default: a temporary one)")
 	f.StringVar(&o.Binary, "binary", "", "the rewind binary to run as nodes (default: this one; build with -tags failpoints for storage faults)")
 	f.BoolVar(&keep, "keep", false, "keep the temporary directory")
+	f.StringVar(&o.Failpoints, "failpoints", "", "set these failpoints on every node from its start, as NAME=VALUE;NAME (a binary built with -tags failpoints; the injected bugs prove the checkers)")
+	f.BoolVar(&o.SkipBounds, "skip-bounds", false, "do not check the scenario's liveness bounds (they depend on the machine's speed)")
 	return cmd
 }
 
@@ -183,7 +185,7 @@ func writeHistory(path string, h *history.History) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(h, "", " ")
+	b, err := json.Marshal(h)
 	if err != nil {
 		return err
 	}
