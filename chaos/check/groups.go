@@ -156,11 +156,11 @@ func (g *groupChecker) delivered(gp groupPart, mp memberPart, ev history.GroupEv
 
 func (g *groupChecker) commit(gp groupPart, ev history.GroupEvent) {
 	if member, gen, ok := g.fencedBy(gp, ev); ok {
-		by := "a reset"
+		by := "a reset fenced the partition"
 		if member != "" {
-			by = "member " + quote(member)
+			by = "member " + quote(member) + " was assigned the partition"
 		}
-		g.b.addf(nil, nil, "group %q member %q's commit of offset %d of %s at generation %d was accepted, although %s had taken the partition at generation %d before it was sent",
+		g.b.addf(nil, nil, "group %q member %q's commit of offset %d of %s at generation %d was accepted, although %s at generation %d before the commit was sent",
 			ev.Group, ev.Member, ev.Offset, gp.part, ev.Generation, by, gen)
 	}
 	s := g.state(gp)
@@ -245,8 +245,8 @@ func (g *groupChecker) checkSpan(gp groupPart, s *partState, sp span, floor uint
 			end++
 		}
 		g.b.v.Stats["required"] += float64(end - off - 1)
-		g.b.addf(nil, nil, "group %q never delivered offsets %d to %d of %s, yet member %q committed %d at generation %d",
-			gp.group, off, end-1, gp.part, sp.commit.Member, sp.commit.Offset, sp.commit.Generation)
+		g.b.addf(nil, nil, "group %q never delivered %s of %s, yet member %q committed %d at generation %d",
+			gp.group, offsetRange(off, end-1), gp.part, sp.commit.Member, sp.commit.Offset, sp.commit.Generation)
 		off = end
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -15,13 +16,12 @@ import (
 // acknowledged offset. It only reads the history.
 type index struct {
 	h        *history.History
-	parts    []part                           // every partition with a replica, sorted
-	replicas map[part][]*history.Replica      // sorted by node
-	refs     map[part]*reference              // one per partition in parts
-	byValue  map[topicValue]int               // index in h.Publishes
-	acked    map[part]map[uint64]int          // Acked publishes by acknowledged offset
-	topics   map[string]*history.Topic        // by name
-	filters  map[string]map[string]filterFunc // topic → filter name → predicate
+	parts    []part                      // every partition with a replica, sorted
+	replicas map[part][]*history.Replica // sorted by node
+	refs     map[part]*reference         // one per partition in parts
+	byValue  map[topicValue]int          // index in h.Publishes
+	acked    map[part]map[uint64]int     // Acked publishes by acknowledged offset
+	topics   map[string]*history.Topic   // by name
 }
 
 type filterFunc = func(history.Record) bool
@@ -110,14 +110,28 @@ func (r *reference) at(off uint64) (history.Record, bool) {
 }
 
 // firstAtOrAfter is the first offset in [from, end) whose record's append
-// time is at or after t, or end when there is none.
+// time is at or after t, or end when there is none. It relies on append
+// times never decreasing (the Log checker reports a replica where they do).
 func (r *reference) firstAtOrAfter(from uint64, t time.Time) uint64 {
-	for off := max(from, r.start); off < r.end; off++ {
-		if !r.recs[off-r.start].AppendTime.Before(t) {
-			return off
-		}
+	lo := max(from, r.start)
+	if lo >= r.end {
+		return r.end
 	}
-	return r.end
+	recs := r.recs[lo-r.start:]
+	return lo + uint64(sort.Search(len(recs), func(i int) bool { return !recs[i].AppendTime.Before(t) }))
+}
+
+// recordAt finds a replica's record at an offset (its records are
+// expected dense and in order; the Log checker reports them otherwise).
+func recordAt(r *history.Replica, off uint64) (history.Record, bool) {
+	if off >= r.Start && off-r.Start < uint64(len(r.Records)) && r.Records[off-r.Start].Offset == off {
+		return r.Records[off-r.Start], true
+	}
+	i, ok := slices.BinarySearchFunc(r.Records, off, func(rec history.Record, off uint64) int { return cmp.Compare(rec.Offset, off) })
+	if !ok {
+		return history.Record{}, false
+	}
+	return r.Records[i], true
 }
 
 // publish returns the publish whose value a record carries.

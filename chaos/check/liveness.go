@@ -40,13 +40,12 @@ func Liveness(h *history.History) Verdict {
 			recs = append(recs, rec)
 			b.set(fmt.Sprintf("fault%d.recovery_s", i), rec.Seconds())
 			if bound := h.Bounds.RecoverWithin; bound > 0 && rec > bound {
-				b.addf(nil, nil, "fault %d (%s %s on %v): the first acknowledgement came %s after the fault ended, bound %s",
-					i, f.Kind, f.Name, f.Targets, rec, bound)
+				b.addf(nil, nil, "%s: the first acknowledgement came %s after the fault ended, bound %s", faultName(i, f), rec, bound)
 			}
 		} else {
 			b.inc("unrecovered")
 			if h.Bounds.RecoverWithin > 0 {
-				b.addf(nil, nil, "fault %d (%s %s on %v): no publish was acknowledged after the fault ended", i, f.Kind, f.Name, f.Targets)
+				b.addf(nil, nil, "%s: no publish was acknowledged after the fault ended", faultName(i, f))
 			}
 		}
 		length := f.End.Sub(f.Start)
@@ -100,8 +99,8 @@ func window(b *verdict, acked []history.Publish, f history.Fault, i int, name st
 	p99 := percentile(lat, 0.99)
 	b.set(fmt.Sprintf("fault%d.p99_%s_s", i, name), p99.Seconds())
 	if bound > 0 && p99 > bound {
-		b.addf(nil, nil, "fault %d (%s %s on %v): publish p99 %s the fault was %s over %d publishes, bound %s",
-			i, f.Kind, f.Name, f.Targets, name, p99, len(lat), bound)
+		b.addf(nil, nil, "%s: publish p99 %s the fault was %s over %d publishes, bound %s",
+			faultName(i, f), name, p99, len(lat), bound)
 	}
 }
 
@@ -115,4 +114,8 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	slices.Sort(s)
 	rank := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[min(max(rank, 0), len(s)-1)]
+}
+
+func faultName(i int, f history.Fault) string {
+	return fmt.Sprintf("fault %d %q (%s of nodes %v)", i, f.Name, f.Kind, f.Targets)
 }

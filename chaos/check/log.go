@@ -74,8 +74,8 @@ func checkDense(b *verdict, p part, r *history.Replica) {
 		}
 	}
 	if n := uint64(len(r.Records)); n != r.End-r.Start {
-		b.addf(nil, nil, "replica of %s on node %d holds %d records but claims [%d, %d): offsets %d to %d are missing",
-			p, r.Node, n, r.Start, r.End, r.Start+n, r.End-1)
+		b.addf(nil, nil, "replica of %s on node %d holds %d records but claims [%d, %d): missing %s",
+			p, r.Node, n, r.Start, r.End, offsetRange(r.Start+n, r.End-1))
 	}
 }
 
@@ -300,10 +300,8 @@ func placeOn(pb history.Publish, p part, r *history.Replica, locs map[topicValue
 		return fmt.Sprintf("node %d ends at %d", r.Node, r.End), ""
 	}
 	held := "nothing"
-	for _, rec := range r.Records {
-		if rec.Offset == pb.Offset {
-			held = fmt.Sprintf("value %q", rec.Value)
-		}
+	if rec, ok := recordAt(r, pb.Offset); ok {
+		held = fmt.Sprintf("value %q", rec.Value)
 	}
 	return fmt.Sprintf("node %d holds %s there", r.Node, held), ""
 }
@@ -341,4 +339,12 @@ func checkPublisherOrder(b *verdict, x *index) int {
 		}
 	}
 	return reordered
+}
+
+// offsetRange names the offsets from a to b.
+func offsetRange(a, b uint64) string {
+	if a == b {
+		return fmt.Sprintf("offset %d", a)
+	}
+	return fmt.Sprintf("offsets %d to %d", a, b)
 }

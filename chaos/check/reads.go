@@ -68,7 +68,7 @@ func judgeReads(b *verdict, x *index, filtered bool) Verdict {
 	case b.v.Stats["judged"] == 0 && len(missing) > 0:
 		return b.skip("no predicate in the history for filter " + strings.Join(missing, ", "))
 	case b.v.Stats["judged"] == 0:
-		return b.skip("no read could be judged: no replica of their partitions was recorded")
+		return b.skip("no read could be judged: no replica of their partitions was recorded, or their positions cannot start or stop a replay")
 	}
 	return b.done()
 }
@@ -152,7 +152,7 @@ func checkOrder(_ *verdict, _ *index, _ *reference, s stream) (string, []history
 		case rec.Offset < prev.Offset:
 			return fmt.Sprintf("offset %d came after offset %d", rec.Offset, prev.Offset), recs(prev, rec)
 		case s.pred == nil && rec.Offset > prev.Offset+1:
-			return fmt.Sprintf("skipped offsets %d to %d (offset %d came after %d)", prev.Offset+1, rec.Offset-1, rec.Offset, prev.Offset), recs(prev, rec)
+			return fmt.Sprintf("skipped %s (offset %d came after %d)", offsetRange(prev.Offset+1, rec.Offset-1), rec.Offset, prev.Offset), recs(prev, rec)
 		}
 	}
 	return "", nil
