@@ -163,3 +163,17 @@ func findRead(h *history.History, from, to history.PositionKind, filter string, 
 	}
 	return nil
 }
+
+// BenchmarkAll judges a history of 20,000 publishes (two partitions of
+// about 7,500 records, 160 replays, 4 followers).
+func BenchmarkAll(b *testing.B) {
+	h := generateN(1, 20000)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, v := range All(h) {
+			if !v.OK {
+				b.Fatalf("%s: %s", v.Checker, describe(v))
+			}
+		}
+	}
+}

@@ -58,8 +58,9 @@
 //     stamped before T.
 //   - From LastN N: offset max(log start, end − N), where end is the
 //     partition's end when the stream started: at least EndAtStart. A read
-//     to the end then holds exactly N records, or fewer when it began at
-//     the log start.
+//     to the end then holds at least N records, fewer only when it began
+//     at the log start (more when a publish landed between the broker's
+//     reading of the end for the start and for the stop).
 //
 // Stops are exclusive (half-open ranges), so one range's stop is the next
 // one's start:

@@ -30,14 +30,20 @@ type gen struct {
 	now   time.Time
 }
 
-func generate(seed int64) *history.History {
+func generate(seed int64) *history.History { return generateN(seed, 0) }
+
+// generateN generates a history of n publishes (0: 60 to 119).
+func generateN(seed int64, n int) *history.History {
 	g := &gen{
 		rng: rand.New(rand.NewPCG(uint64(seed), 15)),
 		h: &history.History{Scenario: "synthetic", Seed: seed, Start: t0, Nodes: []uint64{1, 2, 3},
 			Topics: []history.Topic{{Name: "t", Partitions: 2, Filters: map[string]func(history.Record) bool{"even": even}}}},
 		now: t0,
 	}
-	g.publishes(60 + g.rng.IntN(60))
+	if n == 0 {
+		n = 60 + g.rng.IntN(60)
+	}
+	g.publishes(n)
 	for p := range g.logs {
 		g.start[p] = uint64(g.rng.IntN(len(g.logs[p])/4 + 1))
 		g.replicas(uint32(p))
@@ -105,8 +111,8 @@ var (
 
 // reads: every start kind with every stop kind, unfiltered and filtered.
 // A read saw the log start ls (retention may have moved it since) and
-// EndAtStart; one to the end stopped at an end in [EndAtStart, the final
-// end] (publishes went on while it started).
+// EndAtStart; its start and its stop "to the end" resolved against ends in
+// [EndAtStart, the final end] (publishes went on while it started).
 func (g *gen) reads(p uint32) {
 	for _, filter := range []string{"", "even"} {
 		for _, fk := range fromKinds {
@@ -123,9 +129,11 @@ func (g *gen) read(p uint32, fk, tk history.PositionKind, filter string) {
 	ls := uint64(g.rng.IntN(int(g.start[p]) + 1))
 	endAtStart := max(ls, satSub(end, uint64(g.rng.IntN(3))))
 	streamEnd := endAtStart + uint64(g.rng.IntN(int(end-endAtStart)+1))
+	// The broker reads the end once for the start and again for the stop.
+	startEnd := endAtStart + uint64(g.rng.IntN(int(streamEnd-endAtStart)+1))
 	r := history.Read{Reader: fmt.Sprintf("r-%s-%s-%s", fk, tk, filter), Topic: "t", Partition: p, EndAtStart: endAtStart, Filter: filter}
 	var lo, hi uint64
-	r.From, lo = g.startPos(p, fk, ls, streamEnd)
+	r.From, lo = g.startPos(p, fk, ls, startEnd)
 	r.To, hi = g.stopPos(p, tk, lo, streamEnd)
 	hi = max(hi, lo) // a start after the stream's end: nothing to deliver
 	for _, rec := range log[lo:hi] {

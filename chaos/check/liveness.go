@@ -30,14 +30,14 @@ func Liveness(h *history.History) Verdict {
 		return b.skip("no faults injected")
 	}
 	acked := ackedByEnd(h)
-	var recs []time.Duration
+	var recoveries []time.Duration
 	for i, f := range h.Faults {
 		if f.End.IsZero() {
 			b.inc("unhealed")
 			continue
 		}
 		if rec, ok := recovery(acked, f); ok {
-			recs = append(recs, rec)
+			recoveries = append(recoveries, rec)
 			b.set(fmt.Sprintf("fault%d.recovery_s", i), rec.Seconds())
 			if bound := h.Bounds.RecoverWithin; bound > 0 && rec > bound {
 				b.addf(nil, nil, "%s: the first acknowledgement came %s after the fault ended, bound %s", faultName(i, f), rec, bound)
@@ -52,7 +52,7 @@ func Liveness(h *history.History) Verdict {
 		window(b, acked, f, i, "during", f.Start, f.End, h.Bounds.PublishP99During)
 		window(b, acked, f, i, "after", f.End, f.End.Add(length), h.Bounds.PublishP99After)
 	}
-	p50, pmax := percentile(recs, 0.5), percentile(recs, 1)
+	p50, pmax := percentile(recoveries, 0.5), percentile(recoveries, 1)
 	b.set("recovery_p50_s", p50.Seconds())
 	b.set("recovery_max_s", pmax.Seconds())
 	if h.Bounds == (history.Bounds{}) {

@@ -54,17 +54,17 @@ func Summary(h *history.History) Stats {
 		s.Lost, s.Duplicated, s.Reordered = c.lost, c.duplicated, c.reordered
 	}
 	acked := ackedByEnd(h)
-	var recs []time.Duration
+	var recoveries []time.Duration
 	for _, f := range h.Faults {
 		if f.End.IsZero() {
 			continue
 		}
 		if r, ok := recovery(acked, f); ok {
-			recs = append(recs, r)
+			recoveries = append(recoveries, r)
 		} else {
 			s.Unrecovered++
 		}
 	}
-	s.RecoveryP50, s.RecoveryMax = percentile(recs, 0.5), percentile(recs, 1)
+	s.RecoveryP50, s.RecoveryMax = percentile(recoveries, 0.5), percentile(recoveries, 1)
 	return s
 }
