@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -175,5 +176,46 @@ func BenchmarkAll(b *testing.B) {
 				b.Fatalf("%s: %s", v.Checker, describe(v))
 			}
 		}
+	}
+}
+
+// TestGarbageNeverPanics scrambles generated histories at random (offsets,
+// bounds, orders, outcomes, positions, events) and runs every checker:
+// they may report anything but must not panic.
+func TestGarbageNeverPanics(t *testing.T) {
+	for seed := int64(1); seed <= 200; seed++ {
+		h := generate(seed)
+		rng := rand.New(rand.NewPCG(uint64(seed), 99))
+		off := func() uint64 { return uint64(rng.IntN(200)) }
+		for i := range h.Replicas {
+			r := &h.Replicas[i]
+			r.Start, r.End = off(), off()
+			rng.Shuffle(len(r.Records), func(a, b int) { r.Records[a], r.Records[b] = r.Records[b], r.Records[a] })
+			if len(r.Records) > 0 {
+				r.Records[0].Offset = off()
+			}
+		}
+		for i := range h.Reads {
+			r := &h.Reads[i]
+			r.From.Offset, r.To.Offset, r.From.N, r.EndAtStart = off(), off(), off(), off()
+			r.From.Kind = []history.PositionKind{history.None, history.AtOffset, history.LastN, "bogus"}[rng.IntN(4)]
+			rng.Shuffle(len(r.Records), func(a, b int) { r.Records[a], r.Records[b] = r.Records[b], r.Records[a] })
+		}
+		for i := range h.Follows {
+			h.Follows[i].From = off()
+		}
+		for i := range h.Publishes {
+			h.Publishes[i].Offset, h.Publishes[i].Partition = off(), uint32(rng.IntN(4))
+			h.Publishes[i].Outcome = []history.Outcome{history.Acked, history.Failed, history.Unknown, ""}[rng.IntN(4)]
+		}
+		for i := range h.Groups {
+			h.Groups[i].Offset, h.Groups[i].Generation = off(), uint64(rng.IntN(5))
+			h.Groups[i].Kind = []history.GroupEventKind{history.Delivered, history.Committed, history.Reset, history.Assigned, "x"}[rng.IntN(5)]
+		}
+		for i := range h.Faults {
+			h.Faults[i].Start, h.Faults[i].End = h.Faults[i].End, h.Faults[i].Start // ends before it starts
+		}
+		All(h)
+		Summary(h)
 	}
 }

@@ -83,6 +83,13 @@ func TestGroupsCatch(t *testing.T) {
 			}
 			return false
 		}},
+		{"commit far past every delivery", Groups, "never delivered offsets", func(h *history.History) bool {
+			late := lastEvent(h)
+			late.Member, late.Kind, late.Generation, late.Partition, late.Offset = "b", history.Committed, 4, 0, 1<<62
+			late.At = late.At.Add(time.Millisecond)
+			h.Groups = append(h.Groups, late)
+			return true
+		}},
 		{"member reading out of order", Groups, "out of order", func(h *history.History) bool {
 			for i := 1; i < len(h.Groups); i++ {
 				a, b := &h.Groups[i-1], &h.Groups[i]

@@ -241,7 +241,7 @@ func checkRange(_ *verdict, _ *index, ref *reference, s stream) (string, []histo
 	}
 	next := func(off uint64) uint64 {
 		for ; off < hiAllow; off++ {
-			if rec, _ := ref.at(off); s.pred == nil || s.pred(rec) {
+			if rec, ok := ref.at(off); ok && (s.pred == nil || s.pred(rec)) {
 				return off
 			}
 		}
