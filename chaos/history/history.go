@@ -174,14 +174,25 @@ const (
 // GroupEvent is one event of a subscriber group's member, in the order
 // the member saw them.
 type GroupEvent struct {
-	Group      string
-	Member     string
-	Kind       GroupEventKind
+	Group  string
+	Member string
+	Kind   GroupEventKind
+	// Generation: Assigned, Committed, CommitRefused: the generation of
+	// the assignment; Delivered: the generation of the assignment the
+	// member was reading under; Reset: the generation the reset created
+	// (0: unknown, then the group checker orders a reset by At).
 	Generation uint64
 	Topic      string
 	Partition  uint32
 	Offset     uint64 // Delivered: the record's offset; Committed, Reset, Assigned: the next offset to read
 	At         time.Time
+	// Sent is when a Committed or CommitRefused commit was sent (At is
+	// when its answer came back). The group checker orders commits by it:
+	// a commit sent after another member was assigned the partition at a
+	// newer generation must have been refused, whereas one sent before
+	// may legitimately be accepted and answered late. Zero: unknown, At
+	// is used (a late answer can then look like a fenced commit).
+	Sent time.Time `json:",omitzero"`
 }
 
 // LeaderObs is one node's view of a raft group's leader at a moment.
