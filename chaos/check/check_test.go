@@ -117,7 +117,7 @@ func TestAllOrder(t *testing.T) {
 	for _, v := range All(generate(1)) {
 		got = append(got, v.Checker)
 	}
-	if want := "log reads follows groups filters raft liveness"; strings.Join(got, " ") != want {
+	if want := "log reads follows groups filters raft gauntlet liveness"; strings.Join(got, " ") != want {
 		t.Fatalf("order %v, want %s", got, want)
 	}
 }

@@ -52,6 +52,7 @@ func generateN(seed int64, n int) *history.History {
 	}
 	g.groups()
 	g.leaders()
+	g.probes()
 	g.faults()
 	g.h.End = g.now
 	return g.h
@@ -313,6 +314,15 @@ func (g *gen) leaders() {
 					Topic: grp.topic, Partition: grp.part, Term: term, Leader: l})
 			}
 		}
+	}
+}
+
+// probes: malformed requests answered with client errors.
+func (g *gen) probes() {
+	codes := []string{"ok", "invalid_argument", "not_found", "failed_precondition", "resource_exhausted", "unavailable"}
+	for i := range 1 + g.rng.IntN(20) {
+		g.h.Probes = append(g.h.Probes, history.Probe{Node: g.h.Nodes[i%len(g.h.Nodes)], RPC: "rewind.v1.PublishService/Publish",
+			Input: "random bytes", Code: codes[g.rng.IntN(len(codes))], At: t0})
 	}
 }
 

@@ -42,6 +42,9 @@ type node struct {
 	done    chan struct{} // closed when the process exited
 	paused  bool
 	running bool
+	// epoch counts the runner's starts and stops of the node, so that a
+	// request it answered no more can tell a stop from a crash.
+	epoch int
 }
 
 func freeAddr() (string, error) {
@@ -128,6 +131,7 @@ func (c *cluster) start(ctx context.Context, id uint64) error {
 	go func() { _ = cmd.Wait(); close(done) }()
 	n.mu.Lock()
 	n.cmd, n.done, n.paused, n.running = cmd, done, false, true
+	n.epoch++
 	n.mu.Unlock()
 	return c.waitLive(ctx, n)
 }
@@ -188,6 +192,7 @@ func (c *cluster) kill(id uint64) error {
 		return nil
 	}
 	_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	n.epoch++
 	done := n.done
 	n.mu.Unlock()
 	<-done
@@ -209,6 +214,7 @@ func (c *cluster) stop(id uint64, timeout time.Duration) error {
 		_ = n.cmd.Process.Signal(syscall.SIGCONT)
 	}
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	n.epoch++
 	done := n.done
 	n.mu.Unlock()
 	var err error
@@ -222,6 +228,14 @@ func (c *cluster) stop(id uint64, timeout time.Duration) error {
 	n.running, n.paused = false, false
 	n.mu.Unlock()
 	return err
+}
+
+// epochOf is member id's epoch (see node.epoch) and whether it is up.
+func (c *cluster) epochOf(id uint64) (int, bool) {
+	n := c.node(id)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.epoch, n.running && !n.paused
 }
 
 // exited reports whether member id was started and its process ended by

@@ -72,7 +72,8 @@ func gauntlet(ctx context.Context, c *cluster, rec *recorder, rng *rand.Rand) {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for k := 0; ctx.Err() == nil; k++ {
 		nd := c.nodes[rng.IntN(len(c.nodes))]
-		if !c.up(nd.id) {
+		epoch, up := c.epochOf(nd.id)
+		if !up {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
@@ -81,8 +82,8 @@ func gauntlet(ctx context.Context, c *cluster, rec *recorder, rng *rand.Rand) {
 		if ctx.Err() != nil {
 			return
 		}
-		if strings.HasPrefix(code, "transport") && !c.up(nd.id) {
-			continue // a fault stopped it meanwhile
+		if now, up := c.epochOf(nd.id); strings.HasPrefix(code, "transport") && (now != epoch || !up) {
+			continue // a fault stopped or paused it meanwhile
 		}
 		rec.probe(history.Probe{Node: nd.id, RPC: rpc, Input: what, Code: code, At: time.Now()})
 		select {

@@ -173,5 +173,11 @@ func readReplica(ctx context.Context, nd *node, topic string, p uint32) (history
 			}
 		}
 	}
+	if n := len(r.Records); n > 0 {
+		// The Started event's end may be unset (the stream's stop is the
+		// end itself): the records say where it is.
+		r.End = max(r.End, r.Records[n-1].Offset+1)
+		r.Start = r.Records[0].Offset
+	}
 	return r, sub.Err()
 }

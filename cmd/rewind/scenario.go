@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-io/rewind/chaos/check"
 	"github.com/rewind-io/rewind/chaos/history"
 	"github.com/rewind-io/rewind/chaos/runner"
 	"github.com/rewind-io/rewind/chaos/spec"
@@ -159,7 +159,15 @@ non-zero when a checker finds a violation.`,
 				if err := writeHistory(filepath.Join(dir, "history.json"), h); err != nil {
 					return err
 				}
-				printRun(cmd.OutOrStdout(), h, dir)
+				verdicts := check.All(h)
+				passed := err == nil
+				for _, v := range verdicts {
+					passed = passed && v.OK
+				}
+				printRun(cmd.OutOrStdout(), h, verdicts, check.Summary(h), passed, dir)
+				if !passed {
+					failed++
+				}
 			}
 			if failed > 0 {
 				return fmt.Errorf("%d scenario(s) failed", failed)
@@ -192,16 +200,31 @@ func writeHistory(path string, h *history.History) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-// printRun prints a run's figures.
-func printRun(w io.Writer, h *history.History, dir string) {
-	counts := map[history.Outcome]int{}
-	for _, p := range h.Publishes {
-		counts[p.Outcome]++
+// printRun prints a run's verdicts and figures.
+func printRun(w io.Writer, h *history.History, verdicts []check.Verdict, st check.Stats, passed bool, dir string) {
+	verdict := "PASS"
+	if !passed {
+		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "scenario %s (seed %d): %s, %d publishes (%d acked, %d failed, %d unknown), %d reads, %d follows, %d group events, %d faults\n",
-		h.Scenario, h.Seed, h.End.Sub(h.Start).Round(time.Millisecond), len(h.Publishes), counts[history.Acked], counts[history.Failed], counts[history.Unknown],
-		len(h.Reads), len(h.Follows), len(h.Groups), len(h.Faults))
+	fmt.Fprintf(w, "\nscenario %s (seed %d): %s in %s\n", h.Scenario, h.Seed, verdict, h.End.Sub(h.Start).Round(time.Millisecond))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECKER\tVERDICT\tVIOLATIONS\tNOTE")
+	for _, v := range verdicts {
+		state, note := "ok", v.Skipped
+		if !v.OK {
+			state = "FAIL"
+			if len(v.Violations) > 0 {
+				note = v.Violations[0].What
+			}
+		} else if v.Skipped != "" {
+			state = "skipped"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", v.Checker, state, int(v.Stats["violations"]), note)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d operations: %d publishes (%d acked, %d failed, %d unknown), %d reads, %d follows; lost %d, duplicated %d, reordered %d; %d faults, recovery p50 %s, max %s\n",
+		st.Operations, st.Publishes, st.Acked, st.Failed, st.Unknown, len(h.Reads), len(h.Follows), st.Lost, st.Duplicated, st.Reordered,
+		st.Faults, st.RecoveryP50.Round(time.Millisecond), st.RecoveryMax.Round(time.Millisecond))
 	fmt.Fprintf(w, "report: %s\n", dir)
 }
 
-var _ = errors.New

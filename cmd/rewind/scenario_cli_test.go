@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rewind-io/rewind/chaos/check"
+	"github.com/rewind-io/rewind/chaos/history"
+)
+
+// runScenario runs `rewind scenario run` with args and a report directory,
+// and returns the run's history and what the checkers say of it (read
+// back from the report directory: the history the command wrote).
+func runScenario(t *testing.T, args ...string) (result, *history.History, []check.Verdict) {
+	t.Helper()
+	dir := t.TempDir()
+	r := runCLI(t, nil, nil, append(append([]string{"scenario", "run"}, args...), "--report", dir)...)
+	b, err := os.ReadFile(filepath.Join(dir, "history.json"))
+	if err != nil {
+		t.Fatalf("no history written (exit %d)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	var h history.History
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatal(err)
+	}
+	return r, &h, check.All(&h)
+}
+
+// TestScenarioSmoke is the short subset of the scenario library that the
+// suite runs: real nodes, the workload and the faults of each scenario for
+// 12 s, a fixed seed, every safety checker. Liveness bounds are left out
+// (--skip-bounds): they depend on the machine's speed, and the suite must
+// pass on a busy machine.
+func TestScenarioSmoke(t *testing.T) {
+	for _, name := range []string{"leader-kill-loop", "isolate-leader", "group-reset", "malformed-gauntlet"} {
+		t.Run(name, func(t *testing.T) {
+			r, h, verdicts := runScenario(t, name, "--duration", "12s", "--seed", "1", "--skip-bounds")
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "PASS") {
+				t.Errorf("stdout says no PASS:\n%s", r.stdout)
+			}
+			for _, v := range verdicts {
+				if !v.OK {
+					t.Errorf("%s: %+v", v.Checker, v.Violations)
+				}
+			}
+			// The run did what the scenario says: it published and
+			// acknowledged, its fault happened, every replica was read.
+			st := check.Summary(h)
+			if st.Acked == 0 || len(h.Faults) == 0 || len(h.Replicas) == 0 {
+				t.Errorf("%d acked, %d faults, %d replicas", st.Acked, len(h.Faults), len(h.Replicas))
+			}
+		})
+	}
+}
+
+// TestScenarioRefusesABadFile: a scenario file with a mistake is refused
+// before anything starts, with its line and column.
+func TestScenarioRefusesABadFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "bad.hcl")
+	if err := os.WriteFile(f, []byte("scenario \"x\" {\n  fault \"f\" {\n    action = \"explode\"\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, nil, nil, "scenario", "run", f)
+	if r.code == 0 || !strings.Contains(r.stderr, "bad.hcl:3:14") || !strings.Contains(r.stderr, "unknown action") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, nil, nil, "scenario", "run", "no-such-scenario")
+	if r.code == 0 || !strings.Contains(r.stderr, "rewind scenario list") {
+		t.Fatalf("unknown name: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
