@@ -18,7 +18,8 @@ var clientErrors = map[string]bool{
 // Gauntlet judges the malformed requests of the gauntlet workload: every
 // one got an answer (no node crashed or stopped answering while no fault
 // held it down) and every answer is success or a client error — never
-// internal, unknown or data_loss, never a bare HTTP error. Stats: probes,
+// internal, unknown or data_loss, never a bare HTTP error; one that
+// cannot succeed (MustFail: a replay through a filter bomb) failed. Stats: probes,
 // and probes_CODE for each answer.
 func Gauntlet(h *history.History) Verdict {
 	b := newVerdict("gauntlet", "every malformed request gets a clear client error from a node that stays up")
@@ -32,8 +33,11 @@ func Gauntlet(h *history.History) Verdict {
 			code = "transport"
 		}
 		b.inc("probes_" + code)
-		if !clientErrors[p.Code] {
+		switch {
+		case !clientErrors[p.Code]:
 			b.addf(nil, nil, "node %d answered %s (%s) with %q", p.Node, p.RPC, p.Input, p.Code)
+		case p.MustFail && p.Code == "ok":
+			b.addf(nil, nil, "%s (%s) succeeded, but it cannot", p.RPC, p.Input)
 		}
 	}
 	return b.done()

@@ -24,6 +24,14 @@ func TestGauntletCatchesServerErrorsAndCrashes(t *testing.T) {
 			t.Errorf("%q: %+v", code, v)
 		}
 	}
+	bomb := &history.History{Probes: []history.Probe{{RPC: "rewind.v1.SubscribeService/Subscribe", Input: "filter bomb", Code: "ok", MustFail: true}}}
+	if v := Gauntlet(bomb); v.OK {
+		t.Error("a filter bomb's replay that succeeded passed")
+	}
+	bomb.Probes[0].Code = "resource_exhausted"
+	if v := Gauntlet(bomb); !v.OK {
+		t.Errorf("a filter bomb stopped with resource_exhausted: %+v", v)
+	}
 	if v := Gauntlet(&history.History{}); !v.OK || v.Skipped == "" {
 		t.Errorf("no probes: %+v", v)
 	}

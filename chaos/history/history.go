@@ -236,4 +236,7 @@ type Probe struct {
 	// if no fault stopped it).
 	Code string
 	At   time.Time
+	// MustFail: the request cannot succeed (a replay through a filter
+	// that never returns, say): "ok" is a violation too.
+	MustFail bool `json:",omitempty"`
 }

@@ -17,7 +17,7 @@ import (
 // member is one subscriber-group member: it reads, records what it was
 // handed and commits after every batch, until its context ends (a crash:
 // no goodbye) or leave is closed (it closes its stream and leaves).
-func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, name string, leave <-chan struct{}) {
+func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, name string, slow time.Duration, leave <-chan struct{}) {
 	ev := func(kind history.GroupEventKind, gen uint64, p uint32, off uint64) {
 		rec.group(history.GroupEvent{Group: group, Member: name, Kind: kind, Generation: gen, Topic: topic, Partition: p, Offset: off, At: time.Now()})
 	}
@@ -60,6 +60,12 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 			for _, r := range e.Records {
 				ev(history.Delivered, gen, r.Partition, r.Offset)
 			}
+			if slow > 0 {
+				select { // a slow consumer at work
+				case <-mctx.Done():
+				case <-time.After(slow):
+				}
+			}
 			next := e.Records[len(e.Records)-1].Offset + 1
 			sent := time.Now()
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(mctx), 3*time.Second)
@@ -99,7 +105,7 @@ func runGroup(ctx context.Context, c *client.Client, rec *recorder, g spec.Group
 		m.cancel = cancel
 		members = append(members, m)
 		wg.Add(1)
-		go func() { defer wg.Done(); member(mctx, c, rec, g.Name, topic, m.name, m.leave) }()
+		go func() { defer wg.Done(); member(mctx, c, rec, g.Name, topic, m.name, g.Slow, m.leave) }()
 	}
 	for range g.Members {
 		join()

@@ -126,6 +126,11 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	if err := waitLeaders(ctx, c, topic.Name, topic.Partitions, time.Minute); err != nil {
 		return nil, err
 	}
+	if s.Workload.Bombs {
+		if err := setupBombs(ctx, cl, o.Dir); err != nil {
+			return nil, err
+		}
+	}
 	filtered := s.Workload.Filter != ""
 	if filtered {
 		if err := setupKeyPrefix(ctx, cl, o.Dir); err != nil {
@@ -155,6 +160,10 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 		spawn(func() {
 			replayer(wctx, client.New(c.addrs()), rec, topic.Name, topic.Partitions, fmt.Sprintf("replay-%d", i), r, filtered, s.Workload.Publishers)
 		})
+	}
+	if s.Workload.Bombs {
+		r := rand.New(rand.NewPCG(rng.Uint64(), 4))
+		spawn(func() { bomber(wctx, client.New(c.addrs()), rec, topic.Name, topic.Partitions, r) })
 	}
 	if s.Workload.Gauntlet {
 		r := rand.New(rand.NewPCG(rng.Uint64(), 3))

@@ -62,6 +62,9 @@ type Workload struct {
 	Groups []Group
 	// Gauntlet sends malformed requests to every RPC of random nodes.
 	Gauntlet bool
+	// Bombs replays through filters that never finish (an endless loop,
+	// unbounded memory, unbounded recursion), built from source.
+	Bombs bool
 }
 
 // Group is a subscriber group of the scenario.
@@ -74,6 +77,9 @@ type Group struct {
 	// ResetEvery: the group is reset to a random earlier position this
 	// often (0: never).
 	ResetEvery time.Duration
+	// Slow: each member takes this long over every batch it is handed
+	// (a slow consumer; 0: none).
+	Slow time.Duration
 }
 
 // Actions a fault may take.
@@ -136,6 +142,7 @@ type workloadBlock struct {
 	Replays    int          `hcl:"replays,optional"`
 	Filter     string       `hcl:"filter,optional"`
 	Gauntlet   bool         `hcl:"gauntlet,optional"`
+	Bombs      bool         `hcl:"filter_bombs,optional"`
 	Groups     []groupBlock `hcl:"group,block"`
 	DefRange   hcl.Range    `hcl:",def_range"`
 }
@@ -145,6 +152,7 @@ type groupBlock struct {
 	Members    int            `hcl:"members,optional"`
 	Churn      hcl.Expression `hcl:"churn,optional"`
 	ResetEvery hcl.Expression `hcl:"reset_every,optional"`
+	Slow       hcl.Expression `hcl:"slow,optional"`
 	DefRange   hcl.Range      `hcl:",def_range"`
 }
 
@@ -321,7 +329,7 @@ func (v *validator) workload(b *workloadBlock) Workload {
 	if b == nil {
 		return Workload{Publishers: 3, Followers: true, Replays: 1}
 	}
-	w := Workload{Publishers: b.Publishers, Rate: b.Rate, Followers: b.Followers, Replays: b.Replays, Filter: b.Filter, Gauntlet: b.Gauntlet}
+	w := Workload{Publishers: b.Publishers, Rate: b.Rate, Followers: b.Followers, Replays: b.Replays, Filter: b.Filter, Gauntlet: b.Gauntlet, Bombs: b.Bombs}
 	if w.Publishers < 0 || w.Publishers > 64 {
 		v.errorf(b.DefRange, "invalid publishers", "%d publishers: use 0 to 64", b.Publishers)
 	}
@@ -336,7 +344,7 @@ func (v *validator) workload(b *workloadBlock) Workload {
 	}
 	for _, g := range b.Groups {
 		gr := Group{Name: g.Name, Members: g.Members,
-			Churn: v.duration(g.Churn, "churn", 0), ResetEvery: v.duration(g.ResetEvery, "reset_every", 0)}
+			Churn: v.duration(g.Churn, "churn", 0), ResetEvery: v.duration(g.ResetEvery, "reset_every", 0), Slow: v.duration(g.Slow, "slow", 0)}
 		if gr.Members == 0 {
 			gr.Members = 2
 		}

@@ -132,6 +132,12 @@ non-zero when a checker finds a violation.`,
 			}
 			o.Log = cmd.ErrOrStderr()
 			failed := 0
+			var rows []summaryRow
+			defer func() {
+				if len(rows) > 1 {
+					printSummary(cmd.OutOrStdout(), rows)
+				}
+			}()
 			for _, s := range list {
 				dir := reportDir
 				if dir == "" {
@@ -164,10 +170,12 @@ non-zero when a checker finds a violation.`,
 				for _, v := range verdicts {
 					passed = passed && v.OK
 				}
-				printRun(cmd.OutOrStdout(), h, verdicts, check.Summary(h), passed, dir)
+				st := check.Summary(h)
+				printRun(cmd.OutOrStdout(), h, verdicts, st, passed, dir)
 				if !passed {
 					failed++
 				}
+				rows = append(rows, summaryRow{s: s, h: h, st: st, passed: passed})
 			}
 			if failed > 0 {
 				return fmt.Errorf("%d scenario(s) failed", failed)
@@ -228,3 +236,44 @@ func printRun(w io.Writer, h *history.History, verdicts []check.Verdict, st chec
 	fmt.Fprintf(w, "report: %s\n", dir)
 }
 
+
+// summaryRow is one scenario's line in the table after --all.
+type summaryRow struct {
+	s      *spec.Scenario
+	h      *history.History
+	st     check.Stats
+	passed bool
+}
+
+// printSummary prints one line per scenario run, as a Markdown table
+// (docs/reliability.md holds the latest one).
+func printSummary(w io.Writer, rows []summaryRow) {
+	fmt.Fprintln(w, "\n| scenario | faults | operations | acked | lost | duplicated | reordered | recovery p50 / max | verdict | seed |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		var faults []string
+		seen := map[string]bool{}
+		for _, f := range r.s.Faults {
+			if !seen[f.Action] {
+				seen[f.Action] = true
+				faults = append(faults, f.Action)
+			}
+		}
+		if r.s.Workload.Gauntlet {
+			faults = append(faults, "malformed requests")
+		}
+		if r.s.Workload.Bombs {
+			faults = append(faults, "filter bombs")
+		}
+		if len(r.s.Workload.Groups) > 0 && r.s.Workload.Groups[0].Churn > 0 {
+			faults = append(faults, "group churn")
+		}
+		verdict := "pass"
+		if !r.passed {
+			verdict = "**FAIL**"
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %s / %s (%d faults) | %s | %d |\n", r.s.Name, strings.Join(faults, ", "),
+			r.st.Operations, r.st.Acked, r.st.Lost, r.st.Duplicated, r.st.Reordered,
+			r.st.RecoveryP50.Round(time.Millisecond), r.st.RecoveryMax.Round(time.Millisecond), r.st.Faults, verdict, r.h.Seed)
+	}
+}

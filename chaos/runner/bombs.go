@@ -1,0 +1,124 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rewind-io/rewind/chaos/history"
+	"github.com/rewind-io/rewind/sdk/client"
+	"github.com/rewind-io/rewind/sdk/guest/build"
+	"github.com/rewind-io/rewind/sdk/guest/scaffold"
+)
+
+// bombs are filter modules that cannot finish a replay, as Go sources of
+// the keep function (and what it needs), each built into the project `rewind
+// plugin new` writes.
+var bombs = []struct{ name, what, src string }{
+	{"loop", "a filter that never returns", `
+func keep(r filter.Record) bool {
+	for n := 0; ; n++ {
+		if n < 0 {
+			return len(r.Key) > 0
+		}
+	}
+}`},
+	{"memory", "a filter that allocates without end", `
+var sink [][]byte
+
+func keep(r filter.Record) bool {
+	for {
+		sink = append(sink, make([]byte, 1<<20))
+		if len(sink) < 0 {
+			return len(r.Key) > 0
+		}
+	}
+}`},
+	{"recursion", "a filter that recurses without end", `
+func deeper(n int) int { return deeper(n+1) + 1 }
+
+func keep(r filter.Record) bool { return deeper(len(r.Key)) > 0 }`},
+}
+
+// bombMain is the module's main.go around a bomb's keep.
+const bombMain = `package main
+
+import "github.com/rewind-io/rewind/sdk/guest/filter"
+
+func init() {
+	filter.OnInit(func([]byte) error { return nil })
+	filter.Filter(keep)
+}
+%s
+
+func main() {}
+`
+
+// setupBombs builds every bomb from source and registers it as
+// chaos-bomb-NAME.
+func setupBombs(ctx context.Context, c *client.Client, dir string) error {
+	for _, b := range bombs {
+		proj := filepath.Join(dir, "bomb-"+b.name)
+		if _, err := scaffold.Write(proj, "bomb"+b.name, scaffold.Go); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(proj, "main.go"), fmt.Appendf(nil, bombMain, b.src), 0o644); err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(proj, "main_test.go")); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		wasm, err := build.Go(ctx, proj)
+		if err != nil {
+			return fmt.Errorf("build the %s bomb (it needs the Go toolchain): %w", b.name, err)
+		}
+		if _, _, err := c.UploadPlugin(ctx, "chaos-bomb-"+b.name, wasm, "the scenario runner's "+b.what); err != nil {
+			return fmt.Errorf("register the %s bomb: %w", b.name, err)
+		}
+	}
+	return nil
+}
+
+// bomber replays random non-empty partitions of topic through random
+// bombs until ctx ends; each replay must fail, and its answer is recorded
+// as a probe.
+func bomber(ctx context.Context, c *client.Client, rec *recorder, topic string, partitions uint32, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		b := bombs[rng.IntN(len(bombs))]
+		p := uint32(rng.IntN(int(partitions)))
+		_, infos, err := c.DescribeTopic(ctx, topic)
+		if err != nil || int(p) >= len(infos) || infos[p].EndOffset == infos[p].LogStartOffset {
+			time.Sleep(100 * time.Millisecond) // nothing to filter yet
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		sub, err := c.Subscribe(rctx, topic, client.Partitions(p), client.From(client.Earliest()), client.Until(client.End()),
+			client.Filter("chaos-bomb-"+b.name, nil))
+		if err == nil {
+			for _, err = range sub.Records() {
+				if err != nil {
+					break
+				}
+			}
+			sub.Close()
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		code := "ok"
+		if err != nil {
+			code = connect.CodeOf(err).String()
+		}
+		rec.probe(history.Probe{RPC: "rewind.v1.SubscribeService/Subscribe", Input: "replay through " + b.what, Code: code, At: time.Now(), MustFail: true})
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond): // one bomb at a time
+		}
+	}
+}

@@ -1,0 +1,21 @@
+scenario "plugin-bombs" {
+  description = "replays through filter bombs (an endless loop, unbounded memory, unbounded recursion; built from source) beside 4 ordinary replays and live publishing: each bomb's replay fails, bounded, and nothing else is disturbed"
+  nodes    = 3
+  duration = "30s"
+  short    = "20s"
+
+  workload {
+    publishers   = 2
+    rate         = 50
+    followers    = true
+    replays      = 4
+    filter_bombs = true
+  }
+
+  fault "kill" {
+    action = "kill"
+    target = "leader"
+    start  = "10s"
+    hold   = "3s"
+  }
+}
