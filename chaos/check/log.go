@@ -317,8 +317,8 @@ func checkPublisherOrder(b *verdict, x *index) int {
 	byStream := map[stream][]history.Publish{}
 	var order []stream
 	for _, pb := range x.h.Publishes {
-		if pb.Outcome != history.Acked {
-			continue
+		if pb.Outcome != history.Acked || pb.Duplicate {
+			continue // a duplicate's ack names its original, judged elsewhere
 		}
 		s := stream{pb.Publisher, part{pb.Topic, pb.Partition}}
 		if _, ok := byStream[s]; !ok {

@@ -44,11 +44,36 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 			ev(history.Crashed, sub.Generation(), 0, 0)
 		}
 	}()
+	// committed is what this member last committed, by partition, and
+	// at which generation.
+	type commit struct{ gen, next uint64 }
+	committed := map[uint32]commit{}
 	for sub.Next() {
 		switch e := sub.Event().(type) {
 		case *client.Assigned:
 			for _, p := range e.Partitions {
 				ev(history.Assigned, e.Generation, p.Partition, p.NextOffset)
+			}
+			// A deliberate stale commit: a partition this member lost,
+			// at the generation it had it under, must be refused (a
+			// fenced commit; an injected bug that accepts it is caught
+			// by the groups checker).
+			for _, p := range e.Revoked {
+				if last, ok := committed[p]; ok && last.gen < e.Generation {
+					sent := time.Now()
+					cctx, ccancel := context.WithTimeout(context.WithoutCancel(mctx), 3*time.Second)
+					err := c.Commit(cctx, group, topic, last.gen, map[uint32]uint64{p: last.next})
+					ccancel()
+					kind := history.Committed
+					switch {
+					case connect.CodeOf(err) == connect.CodeFailedPrecondition:
+						kind = history.CommitRefused
+					case err != nil:
+						continue
+					}
+					rec.group(history.GroupEvent{Group: group, Member: name, Kind: kind, Generation: last.gen, Topic: topic, Partition: p, Offset: last.next, At: time.Now(), Sent: sent})
+				}
+				delete(committed, p)
 			}
 		case *client.ReplayStarted:
 			ev(history.Assigned, e.Generation, e.Partition, e.FromOffset)
@@ -79,6 +104,9 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 				continue // its outcome is unknown: no event
 			}
 			rec.group(history.GroupEvent{Group: group, Member: name, Kind: kind, Generation: gen, Topic: topic, Partition: e.Partition, Offset: next, At: time.Now(), Sent: sent})
+			if kind == history.Committed {
+				committed[e.Partition] = commit{gen: gen, next: next}
+			}
 		}
 	}
 	select {

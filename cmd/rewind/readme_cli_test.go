@@ -66,6 +66,8 @@ func readmeSkip(line string) string {
 		return "the test runs the server"
 	case strings.HasPrefix(cmd, "rewind bench"):
 		return "a measurement (minutes)"
+	case strings.HasPrefix(cmd, "rewind scenario run"):
+		return "a chaos run of its own nodes (TestScenarioSmoke covers scenarios)"
 	case strings.HasPrefix(cmd, "rewind plugin") || strings.Contains(cmd, "--filter"):
 		return "builds a module with the Go toolchain (TestPluginCLI covers plugins)"
 	case strings.Contains(cmd, "--follow"):
