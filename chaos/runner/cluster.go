@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,10 +23,13 @@ import (
 // cluster is the scenario's `rewind serve` processes on loopback, with a
 // faultnet proxy on every directed link between two of them.
 type cluster struct {
-	binary  string
-	dir     string
-	env     []string
-	nodes   []*node // by id - 1
+	binary string
+	dir    string
+	env    []string
+	mu     sync.Mutex // guards nodes and proxies while members join
+	// nodes are every member the run started, by id - 1 (removed ones
+	// included).
+	nodes   []*node
 	proxies map[[2]uint64]*faultnet.Proxy
 	initial string
 	logf    func(format string, args ...any)
@@ -36,12 +41,17 @@ type node struct {
 	addr string // host:port, clients' and peers' address
 	dir  string // data directory
 	log  string // its log file
+	join string // set for a member added during the run: whom it joins through
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process exited
 	paused  bool
 	running bool
+	removed bool // removed from the cluster (replaced): not a member any more
+	// stopping: the runner asked it to stop (SIGTERM); it may still run
+	// while it shuts down, but no longer answers as a member.
+	stopping bool
 	// epoch counts the runner's starts and stops of the node, so that a
 	// request it answered no more can tell a stop from a crash.
 	epoch int
@@ -70,7 +80,9 @@ func newCluster(binary, dir string, n int, env []string, logf func(string, ...an
 		c.nodes = append(c.nodes, nd)
 		parts = append(parts, fmt.Sprintf("%d=%s", id, addr))
 	}
-	c.initial = strings.Join(parts, ",")
+	if n > 1 {
+		c.initial = strings.Join(parts, ",")
+	}
 	if n > 1 {
 		for _, a := range c.nodes {
 			for _, b := range c.nodes {
@@ -92,24 +104,53 @@ func newCluster(binary, dir string, n int, env []string, logf func(string, ...an
 // addrs is every member's address, for a client: "http://a,http://b".
 func (c *cluster) addrs() string {
 	var out []string
-	for _, n := range c.nodes {
+	for _, n := range c.members() {
 		out = append(out, "http://"+n.addr)
 	}
 	return strings.Join(out, ",")
 }
 
-func (c *cluster) node(id uint64) *node { return c.nodes[id-1] }
+// members are the nodes that are members now (not removed).
+func (c *cluster) members() []*node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*node
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		if !n.removed {
+			out = append(out, n)
+		}
+		n.mu.Unlock()
+	}
+	return out
+}
+
+func (c *cluster) node(id uint64) *node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id-1]
+}
+
+func (c *cluster) proxy(from, to uint64) *faultnet.Proxy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxies[[2]uint64{from, to}]
+}
 
 // start starts member id and waits until it answers /livez.
 func (c *cluster) start(ctx context.Context, id uint64) error {
 	n := c.node(id)
 	args := []string{"serve", "--listen", n.addr, "--data", n.dir, "--log-level", "info"}
-	if len(c.nodes) > 1 {
+	if n.join != "" {
+		// A member added during the run joins through the others; it
+		// dials them directly (--peer-via needs --initial-cluster).
+		args = append(args, "--node-id", fmt.Sprint(id), "--join", n.join)
+	} else if c.initial != "" {
 		args = append(args, "--node-id", fmt.Sprint(id), "--initial-cluster", c.initial)
 		var via []string
-		for _, o := range c.nodes {
+		for _, o := range c.members() {
 			if o != n {
-				via = append(via, fmt.Sprintf("%d=%s", o.id, c.proxies[[2]uint64{id, o.id}].Addr()))
+				via = append(via, fmt.Sprintf("%d=%s", o.id, c.proxy(id, o.id).Addr()))
 			}
 		}
 		args = append(args, "--peer-via", strings.Join(via, ","))
@@ -130,7 +171,7 @@ func (c *cluster) start(ctx context.Context, id uint64) error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	n.mu.Lock()
-	n.cmd, n.done, n.paused, n.running = cmd, done, false, true
+	n.cmd, n.done, n.paused, n.running, n.stopping = cmd, done, false, true, false
 	n.epoch++
 	n.mu.Unlock()
 	return c.waitLive(ctx, n)
@@ -193,6 +234,7 @@ func (c *cluster) kill(id uint64) error {
 	}
 	_ = n.cmd.Process.Signal(syscall.SIGKILL)
 	n.epoch++
+	n.stopping = true
 	done := n.done
 	n.mu.Unlock()
 	<-done
@@ -215,6 +257,7 @@ func (c *cluster) stop(id uint64, timeout time.Duration) error {
 	}
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	n.epoch++
+	n.stopping = true
 	done := n.done
 	n.mu.Unlock()
 	var err error
@@ -235,7 +278,7 @@ func (c *cluster) epochOf(id uint64) (int, bool) {
 	n := c.node(id)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.epoch, n.running && !n.paused
+	return n.epoch, n.running && !n.paused && !n.stopping
 }
 
 // exited reports whether member id was started and its process ended by
@@ -261,13 +304,13 @@ func (c *cluster) up(id uint64) bool {
 	n := c.node(id)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.running && !n.paused
+	return n.running && !n.paused && !n.stopping
 }
 
 // cut cuts (or heals) the links between a and b, both ways.
 func (c *cluster) cut(a, b uint64, cut bool) {
 	for _, k := range [][2]uint64{{a, b}, {b, a}} {
-		if p := c.proxies[k]; p != nil {
+		if p := c.proxy(k[0], k[1]); p != nil {
 			p.SetCut(cut)
 		}
 	}
@@ -275,10 +318,14 @@ func (c *cluster) cut(a, b uint64, cut bool) {
 
 // healAll heals every link and resumes every paused node.
 func (c *cluster) healAll() {
-	for _, p := range c.proxies {
+	c.mu.Lock()
+	proxies := maps.Clone(c.proxies)
+	nodes := slices.Clone(c.nodes)
+	c.mu.Unlock()
+	for _, p := range proxies {
 		p.SetCut(false)
 	}
-	for _, n := range c.nodes {
+	for _, n := range nodes {
 		n.mu.Lock()
 		if n.running && n.paused {
 			_ = n.cmd.Process.Signal(syscall.SIGCONT)
@@ -317,8 +364,11 @@ func (c *cluster) failpoint(ctx context.Context, id uint64, name, value string, 
 // close stops every member and proxy.
 func (c *cluster) close() {
 	c.healAll()
+	c.mu.Lock()
+	nodes := slices.Clone(c.nodes)
+	c.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, n := range c.nodes {
+	for _, n := range nodes {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = c.stop(n.id, 15*time.Second) }()
 	}
@@ -326,4 +376,32 @@ func (c *cluster) close() {
 	for _, p := range c.proxies {
 		p.Close()
 	}
+}
+
+// add prepares a new member (the next id) that joins through the current
+// members; start starts it.
+func (c *cluster) add() (uint64, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return 0, err
+	}
+	var join []string
+	for _, m := range c.members() {
+		join = append(join, m.addr)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := uint64(len(c.nodes) + 1)
+	c.nodes = append(c.nodes, &node{id: id, addr: addr, join: strings.Join(join, ","),
+		dir: filepath.Join(c.dir, fmt.Sprintf("node-%d", id)), log: filepath.Join(c.dir, fmt.Sprintf("node-%d.log", id))})
+	return id, nil
+}
+
+// remove marks member id removed (it was stopped and removed from the
+// cluster).
+func (c *cluster) remove(id uint64) {
+	n := c.node(id)
+	n.mu.Lock()
+	n.removed = true
+	n.mu.Unlock()
 }

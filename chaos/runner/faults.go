@@ -90,16 +90,19 @@ func (fl *faulter) fail(err error) {
 
 // targets resolves a fault's target to nodes, now.
 func (fl *faulter) targets(ctx context.Context, f spec.Fault) ([]uint64, error) {
-	n := len(fl.c.nodes)
-	all := make([]uint64, n)
-	for i := range all {
-		all[i] = uint64(i + 1)
+	var all []uint64
+	for _, nd := range fl.c.members() {
+		all = append(all, nd.id)
 	}
+	n := len(all)
 	kind, arg, _ := strings.Cut(f.Target, ":")
 	switch kind {
 	case "node":
 		var id uint64
 		fmt.Sscanf(arg, "%d", &id)
+		if !slices.Contains(all, id) {
+			return nil, fmt.Errorf("node %d is no member now: skipped", id)
+		}
 		return []uint64{id}, nil
 	case "all":
 		return all, nil
@@ -127,7 +130,7 @@ func (fl *faulter) targets(ctx context.Context, f spec.Fault) ([]uint64, error) 
 // (the view with the highest term).
 func (fl *faulter) leaderOf(ctx context.Context, p uint32) uint64 {
 	var best, term uint64
-	for _, nd := range fl.c.nodes {
+	for _, nd := range fl.c.members() {
 		if !fl.c.up(nd.id) {
 			continue
 		}
@@ -149,7 +152,7 @@ func (fl *faulter) leaderOf(ctx context.Context, p uint32) uint64 {
 // others are the nodes not in set.
 func (fl *faulter) others(set []uint64) []uint64 {
 	var out []uint64
-	for _, nd := range fl.c.nodes {
+	for _, nd := range fl.c.members() {
 		if !slices.Contains(set, nd.id) {
 			out = append(out, nd.id)
 		}
@@ -258,6 +261,31 @@ func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (
 		other := fl.others(append(slices.Clone(side), bridge))
 		fl.cutBetween(side, other, true)
 		return func(context.Context) error { fl.cutBetween(side, other, false); return nil }, nil
+	case "replace":
+		// A new member joins, the target's replicas move to it, the
+		// target is removed and stopped: a machine replaced, as an
+		// operator would do it (grow, then shrink).
+		for _, t := range targets {
+			id, err := c.add()
+			if err != nil {
+				return nil, err
+			}
+			if err := c.start(ctx, id); err != nil {
+				return nil, err
+			}
+			fl.rec.node(id)
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			_, _, err = client.New(c.addrs()).RemoveNode(rctx, t)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("remove node %d: %w", t, err)
+			}
+			if err := c.stop(t, 20*time.Second); err != nil {
+				return nil, err
+			}
+			c.remove(t)
+		}
+		return nil, nil
 	case "failpoint":
 		for _, t := range targets {
 			if err := c.failpoint(ctx, t, f.Failpoint, f.Value, true); err != nil {

@@ -71,7 +71,8 @@ var gauntletJSON = []struct{ rpc, body, what string }{
 func gauntlet(ctx context.Context, c *cluster, rec *recorder, rng *rand.Rand) {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for k := 0; ctx.Err() == nil; k++ {
-		nd := c.nodes[rng.IntN(len(c.nodes))]
+		ms := c.members()
+		nd := ms[rng.IntN(len(ms))]
 		epoch, up := c.epochOf(nd.id)
 		if !up {
 			time.Sleep(20 * time.Millisecond)

@@ -34,7 +34,7 @@ func waitLeaders(ctx context.Context, c *cluster, topic string, partitions uint3
 	deadline := time.Now().Add(within)
 	for {
 		ok := true
-		for _, nd := range c.nodes {
+		for _, nd := range c.members() {
 			st, err := statusOf(ctx, nd)
 			if err != nil {
 				ok = false
@@ -70,7 +70,7 @@ func watchLeaders(ctx context.Context, c *cluster, rec *recorder, topic string) 
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		for _, nd := range c.nodes {
+		for _, nd := range c.members() {
 			if !c.up(nd.id) {
 				continue
 			}
@@ -93,14 +93,15 @@ func watchLeaders(ctx context.Context, c *cluster, rec *recorder, topic string) 
 
 // converge waits until, on every node, every partition of topic has a
 // leader and every replica holds the same records (the same next offset,
-// everything applied), and returns the end offset of each partition.
-func converge(ctx context.Context, c *cluster, topic string, partitions uint32, within time.Duration) (map[uint32]uint64, error) {
+// everything applied), and returns the end offset of each partition and
+// the nodes that keep a replica of it.
+func converge(ctx context.Context, c *cluster, topic string, partitions uint32, within time.Duration) (ends map[uint32]uint64, hosts map[uint32][]uint64, err error) {
 	deadline := time.Now().Add(within)
 	var last string
 	for {
-		ends := map[uint32]uint64{}
+		ends, hosts = map[uint32]uint64{}, map[uint32][]uint64{}
 		ok := true
-		for _, nd := range c.nodes {
+		for _, nd := range c.members() {
 			st, err := statusOf(ctx, nd)
 			if err != nil {
 				ok, last = false, fmt.Sprintf("node %d: %v", nd.id, err)
@@ -123,17 +124,18 @@ func converge(ctx context.Context, c *cluster, topic string, partitions uint32, 
 					ok, last = false, fmt.Sprintf("partition %d: replicas end at %d and %d", p, e, ps.GetNextOffset())
 				default:
 					ends[p] = ps.GetNextOffset()
+					hosts[p] = append(hosts[p], nd.id)
 				}
 			}
 		}
 		if ok {
-			return ends, nil
+			return ends, hosts, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the replicas did not converge within %s after the faults healed: %s", within, last)
+			return nil, nil, fmt.Errorf("the replicas did not converge within %s after the faults healed: %s", within, last)
 		}
 		time.Sleep(100 * time.Millisecond) // poll interval
 	}

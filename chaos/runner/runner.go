@@ -99,7 +99,7 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	if o.SkipBounds {
 		h.Bounds = history.Bounds{}
 	}
-	for _, nd := range c.nodes {
+	for _, nd := range c.members() {
 		h.Nodes = append(h.Nodes, nd.id)
 	}
 	rec := &recorder{h: h}
@@ -202,7 +202,7 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	// Heal, converge, read every replica back.
 	logf("workload over: healing")
 	c.healAll()
-	for _, nd := range c.nodes {
+	for _, nd := range c.members() {
 		nd.mu.Lock()
 		running := nd.running
 		nd.mu.Unlock()
@@ -212,7 +212,7 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 			}
 		}
 	}
-	ends, err := converge(ctx, c, topic.Name, topic.Partitions, 2*time.Minute)
+	ends, hosts, err := converge(ctx, c, topic.Name, topic.Partitions, 2*time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -221,11 +221,11 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	follow.Wait()
 	h.End = time.Now()
 	logf("reading every replica back")
-	for _, nd := range c.nodes {
-		for p := range topic.Partitions {
-			r, err := readReplica(ctx, nd, topic.Name, p)
+	for p := range topic.Partitions {
+		for _, id := range hosts[p] {
+			r, err := readReplica(ctx, c.node(id), topic.Name, p)
 			if err != nil {
-				return nil, fmt.Errorf("read node %d's replica of partition %d: %w", nd.id, p, err)
+				return nil, fmt.Errorf("read node %d's replica of partition %d: %w", id, p, err)
 			}
 			h.Replicas = append(h.Replicas, r)
 		}

@@ -89,6 +89,13 @@ func (r *recorder) leader(o history.LeaderObs) {
 	r.mu.Unlock()
 }
 
+// node records a member added during the run.
+func (r *recorder) node(id uint64) {
+	r.mu.Lock()
+	r.h.Nodes = append(r.h.Nodes, id)
+	r.mu.Unlock()
+}
+
 func (r *recorder) probe(p history.Probe) {
 	r.mu.Lock()
 	r.h.Probes = append(r.h.Probes, p)

@@ -83,7 +83,7 @@ type Group struct {
 }
 
 // Actions a fault may take.
-var Actions = []string{"kill", "power-loss", "pause", "restart", "rolling-restart", "cut", "isolate", "split", "bridge", "failpoint"}
+var Actions = []string{"kill", "power-loss", "pause", "restart", "rolling-restart", "cut", "isolate", "split", "bridge", "replace", "failpoint"}
 
 // Fault is one entry of the fault schedule.
 type Fault struct {
