@@ -236,7 +236,6 @@ func printRun(w io.Writer, h *history.History, verdicts []check.Verdict, st chec
 	fmt.Fprintf(w, "report: %s\n", dir)
 }
 
-
 // summaryRow is one scenario's line in the table after --all.
 type summaryRow struct {
 	s      *spec.Scenario
