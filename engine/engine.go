@@ -28,6 +28,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/raftlog/transport"
 	"github.com/rewind-io/rewind/sandbox"
@@ -183,6 +184,9 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.NodeID == 0 {
 		cfg.NodeID = 1
 	}
+	if failpoint.Available {
+		log.Warn("built with failpoints: for fault-injection tests only", "active", failpoint.Active())
+	}
 	bc := broker.Config{
 		Dir: cfg.Dir, FS: cfg.FS, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		TailCacheBytes: cfg.TailCacheBytes, StoreCacheBytes: cfg.StoreCacheBytes, Clock: cfg.Clock,
@@ -297,9 +301,17 @@ func peerClient(dial func(ctx context.Context, network, addr string) (net.Conn, 
 }
 
 // Handler serves the public API (Connect, gRPC and gRPC-web), gRPC health
-// and reflection, and the raft transport between members.
+// and reflection, and the raft transport between members; in a build with
+// the failpoints tag also /debug/failpoints (internal/failpoint).
 func (n *Node) Handler() http.Handler {
 	h := n.api.Handler()
+	if failpoint.Available {
+		mux := http.NewServeMux()
+		mux.Handle(failpoint.Path, failpoint.Handler())
+		mux.Handle(failpoint.Path+"/", failpoint.Handler())
+		mux.Handle("/", h)
+		h = mux
+	}
 	if n.tr == nil {
 		return h
 	}

@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/rewind-io/rewind/internal/failpoint"
 )
 
 var (
@@ -880,7 +882,7 @@ func (h *Host) pass() (more bool, err error) {
 		return false, nil
 	}
 	opts := pebble.NoSync
-	if mustSync {
+	if mustSync && !failpoint.Enabled(failpoint.BugAckBeforeFsync) {
 		opts = pebble.Sync
 	}
 	start := time.Now()

@@ -25,6 +25,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/store"
+	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/sandbox"
 )
@@ -189,6 +190,7 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	c.Clock = failpoint.Clock(c.Clock) // clock-offset, in a failpoints build
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 5 * time.Second
 	}
@@ -223,7 +225,7 @@ func (c Config) withDefaults() Config {
 		c.LeaderBalanceInterval = 5 * time.Second
 	}
 	if c.FreeBytes == nil {
-		fs, dir := c.FS, c.Dir
+		fs, dir := failpoint.FS(c.FS), c.Dir // enospc, in a failpoints build
 		c.FreeBytes = func() (uint64, error) {
 			u, err := fs.GetDiskUsage(dir)
 			return u.AvailBytes, err

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/internal/failpoint"
 )
 
 // Subscriber group state, kept in the partition's own raft group so that a
@@ -213,11 +214,11 @@ func (p *Partition) applyGroup(w *pebble.Batch, id uint64, js []byte) error {
 	var opErr error
 	switch op.Kind {
 	case OpCommit:
-		if op.Generation < st.Fence {
+		if op.Generation < st.Fence && !failpoint.Enabled(failpoint.BugAcceptFencedCommit) {
 			opErr = &FencedError{Group: op.Group, Generation: op.Generation, Fence: st.Fence}
 			break
 		}
-		st.Committed, st.Offset, st.Fence, st.CommitTime = true, op.Offset, op.Generation, op.Time
+		st.Committed, st.Offset, st.Fence, st.CommitTime = true, op.Offset, max(st.Fence, op.Generation), op.Time
 		exists = true
 	case OpFence:
 		st.Fence = max(st.Fence, op.Generation)

@@ -37,6 +37,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog"
 )
 
@@ -546,7 +547,7 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 		}
 	}
 	for _, a := range queue {
-		if p.cfg.DedupeWindow > 0 {
+		if p.cfg.DedupeWindow > 0 && !failpoint.Enabled(failpoint.BugSkipDedupe) {
 			switch p.checkDuplicates(a) {
 			case dedupeDefer:
 				// A record with one of its keys is in flight: decide once

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/internal/failpoint"
 )
 
 // FormatMajorVersion is the Pebble on-disk format Rewind writes. It is pinned
@@ -109,7 +110,9 @@ func Open(cfg Config) (*pebble.DB, error) {
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
 	opts := &pebble.Options{
-		FS:                          cfg.FS,
+		// In a build with the failpoints tag the storage faults act here
+		// (internal/failpoint); otherwise this is cfg.FS.
+		FS:                          failpoint.FS(cfg.FS),
 		Cache:                       cache,
 		FormatMajorVersion:          FormatMajorVersion,
 		MemTableSize:                cfg.MemTableBytes,

@@ -40,6 +40,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/engine/internal/resume"
 	"github.com/rewind-io/rewind/engine/internal/sched"
+	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/sandbox"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
@@ -206,6 +207,8 @@ type streamer struct {
 	ids     []byte
 	scratch record.Record
 	filter  *filtering // nil without a filter
+	// bugged is set once an injected bug broke an event (injectBugs).
+	bugged bool
 }
 
 // pendingBatch is a batch a cursor stopped reading in the middle of, with
@@ -526,6 +529,7 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 
 // sendRecords sends the records gathered in s.ptrs.
 func (s *streamer) sendRecords(partition uint32) error {
+	s.injectBugs()
 	s.recEv.Partition = partition
 	s.recEv.Records = s.ptrs
 	s.recEv.ResumeToken = s.token()
@@ -537,6 +541,20 @@ func (s *streamer) sendRecords(partition uint32) error {
 		d.Add(uint64(len(s.ptrs)))
 	}
 	return s.sink.Send(&s.resp)
+}
+
+// injectBugs breaks the first event it can on purpose, in a build with
+// the failpoints tag and the failpoint set (internal/failpoint), so that
+// the scenario checkers can be shown to catch it. A normal build compiles
+// it to nothing.
+func (s *streamer) injectBugs() {
+	switch {
+	case s.bugged:
+	case failpoint.Enabled(failpoint.BugDeliverTwice) && len(s.ptrs) > 0:
+		s.ptrs, s.bugged = append(s.ptrs, s.ptrs[0]), true
+	case failpoint.Enabled(failpoint.BugSwapRecords) && len(s.ptrs) > 1:
+		s.ptrs[0], s.ptrs[1], s.bugged = s.ptrs[1], s.ptrs[0], true
+	}
 }
 
 func (s *streamer) appendRecord(part uint32, off uint64, t int64, r *record.Record) {

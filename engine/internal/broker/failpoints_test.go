@@ -1,0 +1,257 @@
+//go:build failpoints
+
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/internal/failpoint"
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+)
+
+// setFailpoint sets a failpoint for the rest of the test.
+func setFailpoint(t *testing.T, name, value string) {
+	t.Helper()
+	if err := failpoint.Set(name, value); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { failpoint.Clear(name) })
+}
+
+func offsetsOf(recs []*rewindv1.Record) []uint64 {
+	var out []uint64
+	for _, r := range recs {
+		out = append(out, r.GetOffset())
+	}
+	return out
+}
+
+// TestFailpointPowerLossKeepsAcknowledgedRecords and its injected bug: in
+// power-loss mode a crash drops whatever was not synced. A record
+// acknowledged by a correct node survives it; with bug-ack-before-fsync
+// (the raft log committed without fsync) the acknowledged record is gone.
+func TestFailpointPowerLossKeepsAcknowledgedRecords(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bug=%v", bug), func(t *testing.T) {
+			setFailpoint(t, failpoint.PowerLoss, "")
+			mem := vfs.NewCrashableMem()
+			var clock atomic.Int64
+			b := openCfg(t, failpoint.NewFaultFS(mem), &clock, nil)
+			ctx := context.Background()
+			if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if bug {
+				setFailpoint(t, failpoint.BugAckBeforeFsync, "")
+			}
+			if _, _, err := b.Publish(ctx, "t", pub("acknowledged")); err != nil {
+				t.Fatal(err)
+			}
+			// What a power cut leaves: the disk as FaultFS wrote it (all of
+			// it: the page cache is the process's memory here).
+			crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 2))})
+			failpoint.Clear(failpoint.BugAckBeforeFsync)
+			failpoint.Clear(failpoint.PowerLoss)
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b = openCfg(t, crashed, &clock, nil)
+			defer b.Close()
+			got := replayAll(t, b, "t")
+			if lost := len(got) == 0; lost != bug {
+				t.Fatalf("after the power cut the topic holds %d records, want the acknowledged one lost: %v", len(got), bug)
+			}
+		})
+	}
+}
+
+// TestFailpointSkipDedupeStoresAResendAgain: a resend with the same
+// idempotency key is answered with the original's offset; with
+// bug-skip-dedupe it is stored again at a new offset.
+func TestFailpointSkipDedupeStoresAResendAgain(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bug=%v", bug), func(t *testing.T) {
+			b := open(t, vfs.NewMem())
+			defer b.Close()
+			ctx := context.Background()
+			if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1, DedupeWindow: -1}); err != nil {
+				t.Fatal(err)
+			}
+			if bug {
+				setFailpoint(t, failpoint.BugSkipDedupe, "")
+			}
+			rec := []PublishRecord{{Record: record.Record{Value: []byte("v"), IdempotencyKey: []byte("k")}}}
+			_, first, err := b.Publish(ctx, "t", rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, resend, err := b.Publish(ctx, "t", rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored := len(replayAll(t, b, "t"))
+			if bug {
+				if resend[0].Duplicate || resend[0].Offset == first[0].Offset || stored != 2 {
+					t.Fatalf("with the bug the resend got %+v (first %+v), %d stored: want a new offset", resend[0], first[0], stored)
+				}
+				return
+			}
+			if !resend[0].Duplicate || resend[0].Offset != first[0].Offset || stored != 1 {
+				t.Fatalf("the resend got %+v (first %+v), %d stored: want the original's offset", resend[0], first[0], stored)
+			}
+		})
+	}
+}
+
+// TestFailpointAcceptFencedCommit: a commit from a generation older than
+// a partition's fence is refused; with bug-accept-fenced-commit it lands.
+func TestFailpointAcceptFencedCommit(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bug=%v", bug), func(t *testing.T) {
+			b := open(t, vfs.NewMem())
+			defer b.Close()
+			ctx := context.Background()
+			if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 2}); err != nil {
+				t.Fatal(err)
+			}
+			m1 := join(t, b, "g", "t")
+			a1 := m1.next(t)
+			m2 := join(t, b, "g", "t")
+			a2 := m2.next(t)
+			for a := m1.next(t); len(a.GetRevoked()) > 0; a = m1.next(t) {
+			}
+			defer m1.leave()
+			defer m2.leave()
+			if bug {
+				setFailpoint(t, failpoint.BugAcceptFencedCommit, "")
+			}
+			moved := partsOf(a2)[0]
+			err := b.Commit(ctx, "g", "t", a1.GetGeneration(), map[uint32]uint64{moved: 0})
+			if bug != (err == nil) {
+				t.Fatalf("commit from the fenced generation %d (now %d): %v", a1.GetGeneration(), a2.GetGeneration(), err)
+			}
+			if !bug && !errors.Is(err, partition.ErrFenced) {
+				t.Fatalf("commit from a fenced generation: %v, want ErrFenced", err)
+			}
+		})
+	}
+}
+
+// TestFailpointStreamBugs: a replay delivers every record once, in offset
+// order; bug-deliver-twice repeats one record, bug-swap-records delivers
+// two adjacent records in swapped order.
+func TestFailpointStreamBugs(t *testing.T) {
+	for _, bug := range []string{"", failpoint.BugDeliverTwice, failpoint.BugSwapRecords} {
+		t.Run("bug="+bug, func(t *testing.T) {
+			b := open(t, vfs.NewMem())
+			defer b.Close()
+			ctx := context.Background()
+			if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := b.Publish(ctx, "t", pub("a", "b", "c", "d", "e")); err != nil {
+				t.Fatal(err)
+			}
+			if bug != "" {
+				setFailpoint(t, bug, "")
+			}
+			got := offsetsOf(replayAll(t, b, "t"))
+			var repeats, inversions int
+			seen := map[uint64]bool{}
+			for i, o := range got {
+				if seen[o] {
+					repeats++
+				}
+				seen[o] = true
+				if i > 0 && o < got[i-1] {
+					inversions++
+				}
+			}
+			if len(seen) != 5 {
+				t.Fatalf("offsets %v: want all of 0-4 delivered", got)
+			}
+			want := map[string][2]int{"": {0, 0}, failpoint.BugDeliverTwice: {1, 0}, failpoint.BugSwapRecords: {0, 1}}[bug]
+			if repeats != want[0] || (bug != failpoint.BugDeliverTwice && inversions != want[1]) {
+				t.Fatalf("offsets %v: %d repeated, %d swapped, want %v", got, repeats, inversions, want)
+			}
+		})
+	}
+}
+
+// TestFailpointClockOffsetKeepsAppendTimesAndSeeks: the clock jumps back
+// 5 minutes, then forward: append times never decrease within the
+// partition, and a time seek still returns exactly the first record at or
+// after the time asked.
+func TestFailpointClockOffsetKeepsAppendTimesAndSeeks(t *testing.T) {
+	var clock atomic.Int64
+	base := time.Unix(1_700_000_000, 0)
+	clock.Store(base.UnixNano())
+	b := openCfg(t, vfs.NewMem(), &clock, nil)
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var times []int64
+	publish := func(v string) {
+		t.Helper()
+		_, res, err := b.Publish(ctx, "t", pub(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		times = append(times, res[0].AppendTime)
+	}
+	publish("at-base")
+	setFailpoint(t, failpoint.ClockOffset, "-5m")
+	clock.Add(int64(time.Second))
+	publish("clock-back") // base+1s-5m: before the first record
+	failpoint.Clear(failpoint.ClockOffset)
+	clock.Add(int64(time.Second))
+	publish("clock-fixed") // base+2s
+	setFailpoint(t, failpoint.ClockOffset, "+5m")
+	publish("clock-ahead") // base+2s+5m
+	want := []int64{base.UnixNano(), base.UnixNano(), base.Add(2 * time.Second).UnixNano(), base.Add(2*time.Second + 5*time.Minute).UnixNano()}
+	for i := range want {
+		if times[i] != want[i] {
+			t.Fatalf("append times %v, want %v (never decreasing, the clock's otherwise)", times, want)
+		}
+	}
+	seek := func(at int64) []string {
+		var c collect
+		err := b.Subscribe(ctx, SubscribeParams{
+			Topic: "t", Start: cursor.Start{Kind: cursor.AtTime, Time: at}, Stop: cursor.Stop{Kind: cursor.AtEnd},
+		}, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range c.recs {
+			out = append(out, string(r.GetValue()))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		at   int64
+		want string
+	}{
+		{base.Add(-5 * time.Minute).UnixNano(), "at-base clock-back clock-fixed clock-ahead"},
+		{base.UnixNano(), "at-base clock-back clock-fixed clock-ahead"},
+		{base.UnixNano() + 1, "clock-fixed clock-ahead"},
+		{base.Add(2*time.Second + time.Minute).UnixNano(), "clock-ahead"},
+	} {
+		if got := fmt.Sprint(seek(tc.at)); got != "["+tc.want+"]" {
+			t.Errorf("seek to %v: %v, want [%s]", time.Unix(0, tc.at).UTC(), got, tc.want)
+		}
+	}
+}

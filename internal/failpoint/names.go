@@ -1,0 +1,116 @@
+// Package failpoint injects faults into a Rewind node for the chaos
+// scenarios (`rewind scenario`, docs/scenarios.md): storage faults through a
+// Pebble filesystem wrapper, a clock offset, and deliberate bugs that prove
+// the scenario checkers catch what they claim to catch.
+//
+// Failpoints exist only in a binary built with the build tag `failpoints`
+// (`go build -tags failpoints ./cmd/rewind`). In a normal build Available
+// is false, every function here is a constant the compiler folds away
+// (Enabled is false, FS returns its argument), and /debug/failpoints
+// answers 404: the normal binary has none and pays nothing for them.
+//
+// In a tagged build, failpoints are set
+//
+//  1. at startup from the environment: REWIND_FAILPOINTS="name=value;name2"
+//     (a name without a value is set to "on"); a bad list stops the process
+//     with a message naming the known failpoints;
+//  2. at run time over HTTP on the node's own port: GET /debug/failpoints
+//     lists the active ones as JSON, POST or PUT with a form body
+//     name=value sets one (several with several pairs), DELETE
+//     /debug/failpoints?name=NAME (or /debug/failpoints/NAME) clears one,
+//     DELETE without a name clears all;
+//  3. in tests, with Set and Clear.
+//
+// Every failpoint is named by a constant below; Set refuses other names
+// and values its failpoint cannot use. The registry is safe for concurrent
+// use; Enabled costs one atomic load while no failpoint is active.
+package failpoint
+
+// Storage faults act through the filesystem wrapper FS applies to the
+// node's Pebble store (fs.go). They act on the next operation after they
+// are set; clearing one stops it.
+const (
+	// FsyncEIO makes every Sync, SyncData and SyncTo fail with EIO, as a
+	// disk that lost a write does. Pebble treats a failed WAL sync as
+	// fatal: the node stops serving (health NOT_SERVING) and must be
+	// restarted.
+	FsyncEIO = "fsync-eio"
+	// ENOSPC makes every write fail with ENOSPC and the disk report no
+	// free space (GetDiskUsage), as a full disk does: publishes are refused
+	// with ResourceExhausted by the free-space check; a write that gets
+	// through anyway (a follower applying) fails and stops the node.
+	ENOSPC = "enospc"
+	// FsyncDelay delays every sync by its value, a Go duration (for
+	// example "200ms"; "on" means 200 ms), then syncs: a slow disk.
+	FsyncDelay = "fsync-delay"
+	// TornWrite cuts the next write to a WAL file (*.log) short: half of
+	// it reaches the file, then the process kills itself with SIGKILL, as
+	// a crash in the middle of a write leaves the log. It fires once and
+	// clears itself. Only the WAL is targeted: every other file Pebble
+	// writes is synced before anything refers to it, so a torn write there
+	// is invisible after a restart.
+	TornWrite = "torn-write"
+	// BitFlip flips one bit in the middle of the next block written to a
+	// table (*.sst) after the write: Pebble's block checksum must catch it
+	// when the block is read (a read fails with a corruption error; the
+	// record is never delivered wrong). It fires once and clears itself.
+	// Tables, not the WAL, because bit rot hits data at rest, which is in
+	// tables; a flipped bit in the WAL's unsynced tail is what a torn
+	// write already covers (Pebble reads it as the end of the log).
+	BitFlip = "bitflip"
+	// PowerLoss keeps every write in process memory until the file is
+	// synced: reads through the store see the unsynced bytes, the disk
+	// does not, so a `kill -9` drops exactly the file data a power cut
+	// would. Directory operations (create, rename, remove, link) still go
+	// to the disk at once, as if each were followed by a directory sync:
+	// a power cut could also undo those, and Pebble syncs its directories
+	// before relying on them, so this mode is milder there than a real
+	// power cut. A graceful exit in this mode drops unsynced data too.
+	// Clearing it writes what is held (without syncing) on the next write
+	// or sync of each file.
+	PowerLoss = "power-loss"
+)
+
+// ClockOffset shifts the broker clock (append times, group commit times,
+// dedupe windows) by its value, a signed Go duration ("+5m", "-5m",
+// "90s"). Append times stay non-decreasing per partition and time seeks
+// exact whatever the clock does (package partition, "Offsets and time").
+const ClockOffset = "clock-offset"
+
+// Injected bugs: each breaks one guarantee on purpose, at the point in the
+// real code path where the guarantee is kept, so that a test can show the
+// checker for that guarantee fails.
+const (
+	// BugAckBeforeFsync commits raft's log without fsync (raftlog): a
+	// publish is acknowledged once a quorum has its entry written but not
+	// durable, so a power loss on a quorum loses acknowledged records.
+	BugAckBeforeFsync = "bug-ack-before-fsync"
+	// BugSkipDedupe makes the leader ignore idempotency keys when it
+	// proposes (partition): a resend is stored again, at a new offset.
+	BugSkipDedupe = "bug-skip-dedupe"
+	// BugDeliverTwice makes each stream deliver the first record of its
+	// first records event twice (stream): the record is repeated at the
+	// end of that event, as a redelivery after a reconnect would.
+	BugDeliverTwice = "bug-deliver-twice"
+	// BugSwapRecords makes each stream deliver the first two records of
+	// its first records event with two or more records in swapped order
+	// (stream).
+	BugSwapRecords = "bug-swap-records"
+	// BugAcceptFencedCommit makes a partition accept a group commit from a
+	// generation older than its fence (partition).
+	BugAcceptFencedCommit = "bug-accept-fenced-commit"
+)
+
+// EnvVar is the environment variable read at startup in a tagged build.
+const EnvVar = "REWIND_FAILPOINTS"
+
+// Path is where a tagged node serves Handler.
+const Path = "/debug/failpoints"
+
+// Names lists every failpoint, sorted.
+func Names() []string {
+	return []string{
+		BitFlip, BugAcceptFencedCommit, BugAckBeforeFsync, BugDeliverTwice, BugSkipDedupe, BugSwapRecords,
+		ClockOffset, ENOSPC, FsyncDelay, FsyncEIO, PowerLoss, TornWrite,
+	}
+}
