@@ -30,6 +30,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -146,8 +147,16 @@ func versionLine() string {
 	if modified {
 		commit += " (modified)"
 	}
-	return fmt.Sprintf("rewind %s\ncommit %s\n%s %s/%s", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	line := fmt.Sprintf("rewind %s\ncommit %s\n%s %s/%s", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if failpoint.Available {
+		line += "\n" + failpointsLine
+	}
+	return line
 }
+
+// failpointsLine ends the version of a binary built with -tags failpoints
+// (the scenario runner looks for it).
+const failpointsLine = "failpoints: built in (testing only)"
 
 func newVersion() *cobra.Command {
 	return &cobra.Command{

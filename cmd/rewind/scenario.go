@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -126,6 +127,20 @@ non-zero when a checker finds a violation.`,
 					return err
 				}
 				o.Binary = exe
+			}
+			if !hasFailpoints(o.Binary) {
+				var keep []*spec.Scenario
+				for _, s := range list {
+					if !s.Failpoints {
+						keep = append(keep, s)
+						continue
+					}
+					if !all {
+						return fmt.Errorf("scenario %s needs a binary built with failpoints: go build -tags failpoints -o rewind-fp ./cmd/rewind, then --binary rewind-fp", s.Name)
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "skipping %s: it needs a binary built with -tags failpoints (--binary)\n", s.Name)
+				}
+				list = keep
 			}
 			if o.Seed == 0 {
 				o.Seed = time.Now().UnixNano() % 1_000_000
@@ -275,4 +290,11 @@ func printSummary(w io.Writer, rows []summaryRow) {
 			r.st.Operations, r.st.Acked, r.st.Lost, r.st.Duplicated, r.st.Reordered,
 			r.st.RecoveryP50.Round(time.Millisecond), r.st.RecoveryMax.Round(time.Millisecond), r.st.Faults, verdict, r.h.Seed)
 	}
+}
+
+// hasFailpoints reports whether the rewind binary at path was built with
+// -tags failpoints (its version says so).
+func hasFailpoints(path string) bool {
+	out, err := exec.Command(path, "version").Output()
+	return err == nil && strings.Contains(string(out), failpointsLine)
 }

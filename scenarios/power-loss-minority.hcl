@@ -1,0 +1,21 @@
+scenario "power-loss-minority" {
+  description = "power cuts on one node at a time: it runs with writes held in memory until synced, and is killed -9, so everything it did not sync is gone; it restarts and catches up (needs a failpoints build)"
+  nodes    = 3
+  duration = "40s"
+  short    = "25s"
+
+  workload {
+    publishers = 3
+    rate       = 60
+    followers  = true
+    replays    = 1
+  }
+
+  fault "power-cut" {
+    action = "power-loss"
+    target = "random"
+    start  = "5s"
+    hold   = "2s"
+    every  = "9s"
+  }
+}
