@@ -41,6 +41,10 @@ import (
 // rewindBin is the binary under test, built by TestMain.
 var rewindBin string
 
+// testBinDir holds the binaries the tests build; goToolPath is the go
+// command that builds them.
+var testBinDir, goToolPath string
+
 func TestMain(m *testing.M) { os.Exit(buildAndRun(m)) }
 
 func buildAndRun(m *testing.M) int {
@@ -54,6 +58,7 @@ func buildAndRun(m *testing.M) int {
 	if err != nil {
 		goTool = "/usr/local/go/bin/go"
 	}
+	testBinDir, goToolPath = dir, goTool
 	rewindBin = filepath.Join(dir, "rewind")
 	// go test runs in the package directory: build this package.
 	build := exec.Command(goTool, "build", "-o", rewindBin, ".")

@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rewind-io/rewind/chaos/check"
@@ -18,6 +21,12 @@ func runScenario(t *testing.T, args ...string) (result, *history.History, []chec
 	t.Helper()
 	dir := t.TempDir()
 	r := runCLI(t, nil, nil, append(append([]string{"scenario", "run"}, args...), "--report", dir)...)
+	return readRun(t, r, dir)
+}
+
+// readRun reads the history a scenario run wrote into dir and judges it.
+func readRun(t *testing.T, r result, dir string) (result, *history.History, []check.Verdict) {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "history.json"))
 	if err != nil {
 		t.Fatalf("no history written (exit %d)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -73,5 +82,60 @@ func TestScenarioRefusesABadFile(t *testing.T) {
 	r = runCLI(t, nil, nil, "scenario", "run", "no-such-scenario")
 	if r.code == 0 || !strings.Contains(r.stderr, "rewind scenario list") {
 		t.Fatalf("unknown name: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// failpointsBin builds the binary with -tags failpoints, once.
+var failpointsBin = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(testBinDir, "rewind-failpoints")
+	out, err := exec.Command(goToolPath, "build", "-tags", "failpoints", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", &exec.Error{Name: "go build -tags failpoints: " + string(out), Err: err}
+	}
+	return bin, nil
+})
+
+// TestCheckersCatchInjectedBugs is the proof that the checkers are
+// checkers: each scenario runs against a node built with a deliberate bug
+// (a failpoint), and the checker that guards the broken promise must fail
+// the run. A checker that never failed would pass them all.
+func TestCheckersCatchInjectedBugs(t *testing.T) {
+	bin, err := failpointsBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		bug, scenario string
+		duration      string
+		caughtBy      []string // one of these checkers must fail
+	}{
+		{"bug-skip-dedupe", "leader-kill-loop", "8s", []string{"log"}},
+		{"bug-deliver-twice", "leader-kill-loop", "8s", []string{"reads", "follows"}},
+		{"bug-swap-records", "leader-kill-loop", "8s", []string{"reads", "follows"}},
+		{"bug-accept-fenced-commit", "rebalance-storm", "12s", []string{"groups"}},
+		{"bug-ack-before-fsync", "power-loss-all", "10s", []string{"log"}},
+	} {
+		t.Run(tc.bug, func(t *testing.T) {
+			dir := t.TempDir()
+			r := runCLI(t, nil, nil, "scenario", "run", tc.scenario, "--binary", bin, "--failpoints", tc.bug,
+				"--duration", tc.duration, "--seed", "1", "--skip-bounds", "--report", dir)
+			_, _, verdicts := readRun(t, r, dir)
+			if r.code == 0 {
+				t.Errorf("the run passed with %s\nstdout:\n%s", tc.bug, r.stdout)
+			}
+			var failed []string
+			for _, v := range verdicts {
+				if !v.OK {
+					failed = append(failed, v.Checker)
+				}
+			}
+			caught := false
+			for _, c := range tc.caughtBy {
+				caught = caught || slices.Contains(failed, c)
+			}
+			if !caught {
+				t.Errorf("%s: failing checkers %v, want one of %v\nstdout:\n%s", tc.bug, failed, tc.caughtBy, r.stdout)
+			}
+		})
 	}
 }
