@@ -353,8 +353,8 @@ func timeTicks(total time.Duration) ([]time.Duration, time.Duration) {
 		step *= 2
 	}
 	var out []time.Duration
-	for t := time.Duration(0); t <= total; t += step {
-		out = append(out, t)
+	for i := range total/step + 1 { // not t += step: it overflows near the longest duration
+		out = append(out, i*step)
 	}
 	return out, step
 }

@@ -24,12 +24,12 @@ type Point struct {
 // maxPoints bounds the length of a timeline, so a run whose recorded end
 // is far off (or a tiny bucket) cannot make Timeline allocate without
 // limit.
-const maxPoints = 1 << 16
+const maxPoints = 1 << 14
 
 // Timeline buckets h's publishes by the time each ended, from the start of
 // the run to its end (or the last publish's end, if later). A bucket of
-// zero or less means one second. When the run would take more than 2^16
-// buckets (18 hours of seconds), the bucket is doubled until it fits: Point.T tells the width.
+// zero or less means one second. When the run would take more than 2^14
+// buckets (4.5 hours of seconds), the bucket is doubled until it fits: Point.T tells the width.
 // A publish without an end time is left out; one that ended before the
 // start of the run counts in the first bucket. Nil or empty histories give
 // an empty timeline. The returned slice is the caller's.
@@ -69,7 +69,8 @@ func Timeline(h *history.History, bucket time.Duration) []Point {
 		if p.End.IsZero() {
 			continue
 		}
-		i := int64(max(p.End.Sub(origin), 0) / bucket)
+		// At most n-1, even where Sub saturates (times centuries apart).
+		i := min(int64(max(p.End.Sub(origin), 0)/bucket), n-1)
 		switch p.Outcome {
 		case history.Acked:
 			pts[i].Acked++

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -177,5 +178,17 @@ func TestFaultSpans(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("fault spans (-want +got):\n%s", d)
+	}
+}
+
+// TestTimeTicksLongestRun: a run whose end is centuries after its start
+// (a clock gone wrong) gets a few ticks; adding the step once overflowed
+// and looped until memory ran out (found by FuzzReport).
+func TestTimeTicksLongestRun(t *testing.T) {
+	for _, total := range []time.Duration{0, time.Nanosecond, 9 * time.Second, time.Hour, 100 * time.Hour, math.MaxInt64 - 1, math.MaxInt64} {
+		ticks, step := timeTicks(total)
+		if len(ticks) < 1 || len(ticks) > 11 || ticks[len(ticks)-1] > total || total-ticks[len(ticks)-1] >= step {
+			t.Errorf("timeTicks(%v): %d ticks, step %v, last %v", total, len(ticks), step, ticks[len(ticks)-1])
+		}
 	}
 }
