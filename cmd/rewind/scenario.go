@@ -15,6 +15,7 @@ import (
 
 	"github.com/rewind-io/rewind/chaos/check"
 	"github.com/rewind-io/rewind/chaos/history"
+	"github.com/rewind-io/rewind/chaos/report"
 	"github.com/rewind-io/rewind/chaos/runner"
 	"github.com/rewind-io/rewind/chaos/spec"
 	"github.com/rewind-io/rewind/scenarios"
@@ -186,6 +187,9 @@ non-zero when a checker finds a violation.`,
 					passed = passed && v.OK
 				}
 				st := check.Summary(h)
+				if err := report.Write(dir, reportOf(h, verdicts, st, passed, reproduce(s, ro))); err != nil {
+					return fmt.Errorf("write the report: %w", err)
+				}
 				printRun(cmd.OutOrStdout(), h, verdicts, st, passed, dir)
 				if !passed {
 					failed++
@@ -248,7 +252,48 @@ func printRun(w io.Writer, h *history.History, verdicts []check.Verdict, st chec
 	fmt.Fprintf(w, "%d operations: %d publishes (%d acked, %d failed, %d unknown), %d reads, %d follows; lost %d, duplicated %d, reordered %d; %d faults, recovery p50 %s, max %s\n",
 		st.Operations, st.Publishes, st.Acked, st.Failed, st.Unknown, len(h.Reads), len(h.Follows), st.Lost, st.Duplicated, st.Reordered,
 		st.Faults, st.RecoveryP50.Round(time.Millisecond), st.RecoveryMax.Round(time.Millisecond))
-	fmt.Fprintf(w, "report: %s\n", dir)
+	fmt.Fprintf(w, "report: %s (report.html, report.json, history.json, the nodes' logs)\n", dir)
+}
+
+// reportOf turns a run and its verdicts into the report's types.
+func reportOf(h *history.History, verdicts []check.Verdict, st check.Stats, passed bool, command string) *report.Report {
+	r := &report.Report{History: h, Passed: passed, Command: command, Summary: report.Summary{
+		"operations": float64(st.Operations), "publishes": float64(st.Publishes), "acked": float64(st.Acked),
+		"failed": float64(st.Failed), "unknown": float64(st.Unknown), "lost": float64(st.Lost),
+		"duplicated": float64(st.Duplicated), "reordered": float64(st.Reordered), "faults": float64(st.Faults),
+		"recovery_p50_s": st.RecoveryP50.Seconds(), "recovery_max_s": st.RecoveryMax.Seconds(), "unrecovered": float64(st.Unrecovered),
+	}}
+	for _, v := range verdicts {
+		rv := report.Verdict{Checker: v.Checker, Description: v.Description, OK: v.OK, Skipped: v.Skipped, Stats: v.Stats}
+		for _, x := range v.Violations {
+			rv.Violations = append(rv.Violations, report.Violation{What: x.What, Records: x.Records, Publishes: x.Publishes})
+		}
+		r.Verdicts = append(r.Verdicts, rv)
+	}
+	return r
+}
+
+// reproduce is the command line that runs s again with the same choices.
+func reproduce(s *spec.Scenario, o runner.Options) string {
+	args := []string{"rewind", "scenario", "run", s.Name, "--seed", fmt.Sprint(o.Seed)}
+	if o.Duration > 0 {
+		args = append(args, "--duration", o.Duration.String())
+	} else if o.Short {
+		args = append(args, "--short")
+	}
+	if o.Nodes > 0 {
+		args = append(args, "--nodes", fmt.Sprint(o.Nodes))
+	}
+	if o.Failpoints != "" {
+		args = append(args, "--failpoints", o.Failpoints)
+	}
+	if o.SkipBounds {
+		args = append(args, "--skip-bounds")
+	}
+	if s.Failpoints {
+		args = append(args, "--binary", "rewind-failpoints")
+	}
+	return strings.Join(args, " ")
 }
 
 // summaryRow is one scenario's line in the table after --all.

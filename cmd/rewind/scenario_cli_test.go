@@ -14,16 +14,6 @@ import (
 	"github.com/rewind-io/rewind/chaos/history"
 )
 
-// runScenario runs `rewind scenario run` with args and a report directory,
-// and returns the run's history and what the checkers say of it (read
-// back from the report directory: the history the command wrote).
-func runScenario(t *testing.T, args ...string) (result, *history.History, []check.Verdict) {
-	t.Helper()
-	dir := t.TempDir()
-	r := runCLI(t, nil, nil, append(append([]string{"scenario", "run"}, args...), "--report", dir)...)
-	return readRun(t, r, dir)
-}
-
 // readRun reads the history a scenario run wrote into dir and judges it.
 func readRun(t *testing.T, r result, dir string) (result, *history.History, []check.Verdict) {
 	t.Helper()
@@ -46,7 +36,8 @@ func readRun(t *testing.T, r result, dir string) (result, *history.History, []ch
 func TestScenarioSmoke(t *testing.T) {
 	for _, name := range []string{"leader-kill-loop", "isolate-leader", "group-reset", "malformed-gauntlet"} {
 		t.Run(name, func(t *testing.T) {
-			r, h, verdicts := runScenario(t, name, "--duration", "12s", "--seed", "1", "--skip-bounds")
+			dir := t.TempDir()
+			r, h, verdicts := readRun(t, runCLI(t, nil, nil, "scenario", "run", name, "--duration", "12s", "--seed", "1", "--skip-bounds", "--report", dir), dir)
 			if r.code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}
@@ -63,6 +54,18 @@ func TestScenarioSmoke(t *testing.T) {
 			st := check.Summary(h)
 			if st.Acked == 0 || len(h.Faults) == 0 || len(h.Replicas) == 0 {
 				t.Errorf("%d acked, %d faults, %d replicas", st.Acked, len(h.Faults), len(h.Replicas))
+			}
+			// The report: the page and the figures, the same verdict.
+			doc, err := os.ReadFile(filepath.Join(dir, "report.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct{ Passed bool }
+			if err := json.Unmarshal(doc, &rep); err != nil || !rep.Passed {
+				t.Errorf("report.json: passed %v, %v", rep.Passed, err)
+			}
+			if page, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(page), name) {
+				t.Errorf("report.html: %v", err)
 			}
 		})
 	}
