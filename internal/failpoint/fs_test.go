@@ -424,3 +424,58 @@ func scan(db *pebble.DB) (n int, err error) {
 	}
 	return n, nil
 }
+
+// TestPowerLossFollowsTheFile: held data belongs to the file, as data
+// belongs to an inode: a link shares it, removing one name keeps it, a
+// truncating create or removing the last name drops it.
+func TestPowerLossFollowsTheFile(t *testing.T) {
+	reset(t)
+	mem := vfs.NewMem()
+	fs := NewFaultFS(mem)
+	if err := Set(PowerLoss, ""); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Create("a", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, f, "held")
+	if err := fs.Link("a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Remove("a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, fs, "b"); got != "held" {
+		t.Fatalf("through the link after the first name went: %q", got)
+	}
+	if err := f.Sync(); err != nil { // through the handle of the removed name
+		t.Fatal(err)
+	}
+	if got := readAll(t, mem, "b"); got != "held" || fs.Unsynced() != 0 {
+		t.Fatalf("after the sync the disk has %q, %d bytes still held", got, fs.Unsynced())
+	}
+	write(t, f, " more")
+	g, err := fs.Create("b", vfs.WriteCategoryUnspecified) // truncates
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, fs, "b"); got != "" || fs.Unsynced() != 0 {
+		t.Fatalf("after a truncating create: %q, %d bytes held", got, fs.Unsynced())
+	}
+	write(t, g, "new")
+	if err := fs.MkdirAll("d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Rename("b", "d/c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.RemoveAll("d"); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Unsynced() != 0 {
+		t.Fatalf("%d bytes held for removed files", fs.Unsynced())
+	}
+	f.Close()
+	g.Close()
+}

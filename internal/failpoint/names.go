@@ -48,7 +48,8 @@ const (
 	// a crash in the middle of a write leaves the log. It fires once and
 	// clears itself. Only the WAL is targeted: every other file Pebble
 	// writes is synced before anything refers to it, so a torn write there
-	// is invisible after a restart.
+	// is invisible after a restart. With PowerLoss also set, the half is
+	// held like any unsynced write and lost with it.
 	TornWrite = "torn-write"
 	// BitFlip flips one bit in the middle of the next block written to a
 	// table (*.sst) after the write: Pebble's block checksum must catch it

@@ -255,3 +255,30 @@ func TestFailpointClockOffsetKeepsAppendTimesAndSeeks(t *testing.T) {
 		}
 	}
 }
+
+// TestFailpointENOSPCRefusesPublishes: with enospc the disk reports no
+// free space, so the free-space check refuses publishes (reads go on);
+// cleared, publishes are accepted again.
+func TestFailpointENOSPCRefusesPublishes(t *testing.T) {
+	mem := vfs.NewMem()
+	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 40, TotalBytes: 2 << 40, UsedBytes: 1 << 40})
+	var clock atomic.Int64
+	b := openCfg(t, mem, &clock, nil)
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	publishTo(t, b, "t", 0, "before")
+	setFailpoint(t, failpoint.ENOSPC, "")
+	b.checkDisk() // what housekeeping does each interval
+	if _, _, err := b.Publish(ctx, "t", pub("full")); !errors.Is(err, partition.ErrDiskFull) {
+		t.Fatalf("publish on a full disk: %v, want ErrDiskFull", err)
+	}
+	if got := len(replayAll(t, b, "t")); got != 1 {
+		t.Fatalf("replay on a full disk: %d records, want 1", got)
+	}
+	failpoint.Clear(failpoint.ENOSPC)
+	b.checkDisk()
+	publishTo(t, b, "t", 0, "after")
+}
