@@ -2,6 +2,7 @@ package check
 
 import (
 	"testing"
+	"time"
 
 	"github.com/rewind-io/rewind/chaos/history"
 )
@@ -34,5 +35,32 @@ func TestGauntletCatchesServerErrorsAndCrashes(t *testing.T) {
 	}
 	if v := Gauntlet(&history.History{}); !v.OK || v.Skipped == "" {
 		t.Errorf("no probes: %+v", v)
+	}
+}
+
+// TestACommitAfterItsRevocationIsFenced: once a member was told that a
+// partition was taken from it (the rebalance raised the partition's fence
+// first), a commit it sends for that partition at its old generation must
+// be refused; accepted, it is a violation, even before the new owner hears
+// of its assignment.
+func TestACommitAfterItsRevocationIsFenced(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ev := func(k history.GroupEventKind, member string, gen, off uint64, at int) history.GroupEvent {
+		return history.GroupEvent{Group: "g", Member: member, Kind: k, Generation: gen, Topic: "t", Partition: 0, Offset: off,
+			At: t0.Add(time.Duration(at) * time.Millisecond), Sent: t0.Add(time.Duration(at) * time.Millisecond)}
+	}
+	h := &history.History{Topics: []history.Topic{{Name: "t", Partitions: 1}}, Groups: []history.GroupEvent{
+		ev(history.Assigned, "a", 1, 0, 0),
+		ev(history.Delivered, "a", 1, 0, 1),
+		ev(history.Committed, "a", 1, 1, 2),
+		ev(history.Revoked, "a", 2, 0, 3),
+		ev(history.CommitRefused, "a", 1, 1, 4), // the stale commit, refused: fine
+	}}
+	if v := Groups(h); !v.OK {
+		t.Fatalf("a refused stale commit: %+v", v.Violations)
+	}
+	h.Groups[4].Kind = history.Committed // accepted: the bug
+	if v := Groups(h); v.OK {
+		t.Fatal("a commit accepted after its partition was revoked passed")
 	}
 }

@@ -3,6 +3,7 @@ package check
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rewind-io/rewind/chaos/history"
@@ -110,6 +111,10 @@ func (g *groupChecker) step(ev history.GroupEvent) {
 		if s := g.state(gp); !s.hasCommitted {
 			s.base, s.hasBase = ev.Offset, true
 		}
+	case history.Revoked:
+		// The rebalance raised the partition's fence before telling the
+		// member: its own older commits are fenced from now on.
+		g.raiseFence(gp, revokedFrom+ev.Member, ev.Generation)
 	case history.Joined, history.Left, history.Crashed:
 		for k := range g.segments {
 			if k.group == ev.Group && k.member == ev.Member {
@@ -157,7 +162,10 @@ func (g *groupChecker) delivered(gp groupPart, mp memberPart, ev history.GroupEv
 func (g *groupChecker) commit(gp groupPart, ev history.GroupEvent) {
 	if member, gen, ok := g.fencedBy(gp, ev); ok {
 		by := "a reset fenced the partition"
-		if member != "" {
+		switch {
+		case strings.HasPrefix(member, revokedFrom):
+			by = "the partition was revoked from member " + quote(strings.TrimPrefix(member, revokedFrom))
+		case member != "":
 			by = "member " + quote(member) + " was assigned the partition"
 		}
 		g.b.addf(nil, nil, "group %q member %q's commit of offset %d of %s at generation %d was accepted, although %s at generation %d before the commit was sent",
@@ -174,6 +182,10 @@ func (g *groupChecker) commit(gp groupPart, ev history.GroupEvent) {
 	s.committed, s.hasCommitted = ev.Offset, true
 	s.base, s.hasBase = ev.Offset, true
 }
+
+// revokedFrom marks a fence raised by a revocation (a member name cannot
+// hold a NUL).
+const revokedFrom = "\x00revoked:"
 
 // fencedBy returns who (another member, or "" for a reset) raised the
 // partition's fence above a commit's generation before it was sent: the

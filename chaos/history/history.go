@@ -166,9 +166,13 @@ const (
 	Delivered     GroupEventKind = "delivered"
 	Committed     GroupEventKind = "committed"      // the server accepted a commit of Offset (the next to read)
 	CommitRefused GroupEventKind = "commit-refused" // the server refused it (fenced)
-	Left          GroupEventKind = "left"
-	Crashed       GroupEventKind = "crashed"
-	Reset         GroupEventKind = "reset" // the group's Partition was reset to Offset (Member empty)
+	// Revoked: Partition was taken from the member by the assignment of
+	// Generation (its fence is raised to it before the member hears of
+	// it: a later commit from an older generation must be refused).
+	Revoked GroupEventKind = "revoked"
+	Left    GroupEventKind = "left"
+	Crashed GroupEventKind = "crashed"
+	Reset   GroupEventKind = "reset" // the group's Partition was reset to Offset (Member empty)
 )
 
 // GroupEvent is one event of a subscriber group's member, in the order

@@ -59,6 +59,7 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 			// fenced commit; an injected bug that accepts it is caught
 			// by the groups checker).
 			for _, p := range e.Revoked {
+				ev(history.Revoked, e.Generation, p, 0)
 				if last, ok := committed[p]; ok && last.gen < e.Generation {
 					sent := time.Now()
 					cctx, ccancel := context.WithTimeout(context.WithoutCancel(mctx), 3*time.Second)
