@@ -1,21 +1,22 @@
 scenario "bit-flip" {
-  description = "a bit of a stored block flips on one node's disk: a checksum must catch it, so no corrupted record is ever served, and the other replicas hold the truth (needs a failpoints build)"
+  description = "a bit flips in a table block written on one node's disk while large records pour in: a checksum catches it when the block is read, no corrupted record is ever served, the node stops and is replaced by a new member (needs a failpoints build)"
   nodes    = 3
-  duration = "30s"
-  short    = "20s"
+  duration = "40s"
+  short    = "30s"
 
   workload {
-    publishers = 3
-    rate       = 60
-    followers  = true
-    replays    = 2
+    publishers  = 3
+    rate        = 100
+    value_bytes = 16384
+    followers   = true
+    replays     = 2
   }
 
   fault "flip" {
     action    = "failpoint"
     failpoint = "bitflip"
     target    = "random"
-    start     = "6s"
-    hold      = "3s"
+    start     = "3s"
+    hold      = "20s"
   }
 }

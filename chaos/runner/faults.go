@@ -266,24 +266,9 @@ func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (
 		// target is removed and stopped: a machine replaced, as an
 		// operator would do it (grow, then shrink).
 		for _, t := range targets {
-			id, err := c.add()
-			if err != nil {
+			if err := fl.replace(ctx, t); err != nil {
 				return nil, err
 			}
-			if err := c.start(ctx, id); err != nil {
-				return nil, err
-			}
-			fl.rec.node(id)
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			_, _, err = client.New(c.addrs()).RemoveNode(rctx, t)
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("remove node %d: %w", t, err)
-			}
-			if err := c.stop(t, 20*time.Second); err != nil {
-				return nil, err
-			}
-			c.remove(t)
 		}
 		return nil, nil
 	case "failpoint":
@@ -295,6 +280,15 @@ func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (
 		return func(ctx context.Context) error {
 			for _, t := range targets {
 				if c.exited(t) {
+					if f.Failpoint == "bitflip" {
+						// A corrupt table stays corrupt: the operator
+						// replaces the node, which its data cannot
+						// rejoin under its old id.
+						if err := fl.replace(ctx, t); err != nil {
+							return err
+						}
+						continue
+					}
 					// The fault stopped it (a failed store exits): it
 					// starts again without the failpoint.
 					if err := c.start(ctx, t); err != nil {
@@ -313,4 +307,29 @@ func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown action %q", f.Action)
+}
+
+// replace adds a new member, moves node t's replicas to it and removes t
+// (stopped if it still runs).
+func (fl *faulter) replace(ctx context.Context, t uint64) error {
+	c := fl.c
+	id, err := c.add()
+	if err != nil {
+		return err
+	}
+	if err := c.start(ctx, id); err != nil {
+		return err
+	}
+	fl.rec.node(id)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	_, _, err = client.New(c.addrs()).RemoveNode(rctx, t)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("remove node %d: %w", t, err)
+	}
+	if err := c.stop(t, 20*time.Second); err != nil {
+		return err
+	}
+	c.remove(t)
+	return nil
 }

@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,7 +151,7 @@ func notStored(err error) bool {
 // publisher sends one record at a time to topic, each with a unique
 // idempotency key, retrying an attempt that failed (the same request) for
 // up to retryFor; it records every record's outcome.
-func publisher(ctx context.Context, c *client.Client, rec *recorder, topic string, id int, rate float64, retryFor time.Duration) {
+func publisher(ctx context.Context, c *client.Client, rec *recorder, topic string, id int, rate float64, valueBytes int, retryFor time.Duration) {
 	key := fmt.Sprintf("pub-%d", id)
 	next := time.Now()
 	for seq := 0; ctx.Err() == nil; seq++ {
@@ -163,9 +165,13 @@ func publisher(ctx context.Context, c *client.Client, rec *recorder, topic strin
 				}
 			}
 		}
-		v := fmt.Sprintf("pub-%d-%d", id, seq)
-		p := history.Publish{Publisher: id, Seq: seq, Topic: topic, Key: key, IdemKey: v, Value: v, Start: time.Now()}
-		msg := client.Message{Key: []byte(key), Value: []byte(v), IdempotencyKey: v}
+		name := fmt.Sprintf("pub-%d-%d", id, seq)
+		v := name
+		if len(v) < valueBytes {
+			v += "." + strings.Repeat("x", valueBytes-len(v)-1) // unique: the name comes first
+		}
+		p := history.Publish{Publisher: id, Seq: seq, Topic: topic, Key: key, IdemKey: name, Value: compact(v), Start: time.Now()}
+		msg := client.Message{Key: []byte(key), Value: []byte(v), IdempotencyKey: name}
 		stored := false // some attempt may have stored it
 		var at time.Time
 		backoff := 20 * time.Millisecond
@@ -227,7 +233,18 @@ func resend(ctx context.Context, c *client.Client, rec *recorder, topic string, 
 
 // recordOf turns a delivered record into the history's.
 func recordOf(r client.Record) history.Record {
-	return history.Record{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: string(r.Value), IdemKey: r.IdempotencyKey, AppendTime: r.AppendTime}
+	return history.Record{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: compact(string(r.Value)), IdemKey: r.IdempotencyKey, AppendTime: r.AppendTime}
+}
+
+// compact keeps a long value short in the history: its first 32 bytes and
+// a SHA-256 of the whole, so that equal values stay equal and any changed
+// byte shows (the history of a run with large records stays small).
+func compact(v string) string {
+	if len(v) <= 96 {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return fmt.Sprintf("%s…(%d bytes, sha256 %x)", v[:32], len(v), sum[:12])
 }
 
 // follower follows partition p of topic live from offset 0 until ctx

@@ -51,6 +51,9 @@ type Workload struct {
 	// second (0: as fast as acknowledgements come).
 	Publishers int
 	Rate       float64
+	// ValueBytes pads every record's value to this size (0: the value is
+	// only its name, about 10 bytes).
+	ValueBytes int
 	// Followers: one live follower per partition of the first topic.
 	Followers bool
 	// Replays loop, each from a random position to a random stop.
@@ -138,6 +141,7 @@ type topicBlock struct {
 type workloadBlock struct {
 	Publishers int          `hcl:"publishers,optional"`
 	Rate       float64      `hcl:"rate,optional"`
+	ValueBytes int          `hcl:"value_bytes,optional"`
 	Followers  bool         `hcl:"followers,optional"`
 	Replays    int          `hcl:"replays,optional"`
 	Filter     string       `hcl:"filter,optional"`
@@ -329,9 +333,12 @@ func (v *validator) workload(b *workloadBlock) Workload {
 	if b == nil {
 		return Workload{Publishers: 3, Followers: true, Replays: 1}
 	}
-	w := Workload{Publishers: b.Publishers, Rate: b.Rate, Followers: b.Followers, Replays: b.Replays, Filter: b.Filter, Gauntlet: b.Gauntlet, Bombs: b.Bombs}
+	w := Workload{Publishers: b.Publishers, Rate: b.Rate, ValueBytes: b.ValueBytes, Followers: b.Followers, Replays: b.Replays, Filter: b.Filter, Gauntlet: b.Gauntlet, Bombs: b.Bombs}
 	if w.Publishers < 0 || w.Publishers > 64 {
 		v.errorf(b.DefRange, "invalid publishers", "%d publishers: use 0 to 64", b.Publishers)
+	}
+	if w.ValueBytes < 0 || w.ValueBytes > 1<<20 {
+		v.errorf(b.DefRange, "invalid value_bytes", "%d: use 0 to 1048576", b.ValueBytes)
 	}
 	if w.Rate < 0 {
 		v.errorf(b.DefRange, "invalid rate", "%g records/s: must not be negative", b.Rate)
