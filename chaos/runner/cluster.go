@@ -49,6 +49,9 @@ type node struct {
 	paused  bool
 	running bool
 	removed bool // removed from the cluster (replaced): not a member any more
+	// corrupt: a failpoint corrupted its store (bitflip): it cannot be
+	// started again, only replaced.
+	corrupt bool
 	// stopping: the runner asked it to stop (SIGTERM); it may still run
 	// while it shuts down, but no longer answers as a member.
 	stopping bool

@@ -276,22 +276,17 @@ func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (
 			if err := c.failpoint(ctx, t, f.Failpoint, f.Value, true); err != nil {
 				return nil, err
 			}
+			if f.Failpoint == "bitflip" {
+				n := c.node(t)
+				n.mu.Lock()
+				n.corrupt = true
+				n.mu.Unlock()
+			}
 		}
 		return func(ctx context.Context) error {
 			for _, t := range targets {
 				if c.exited(t) {
-					if f.Failpoint == "bitflip" {
-						// A corrupt table stays corrupt: the operator
-						// replaces the node, which its data cannot
-						// rejoin under its old id.
-						if err := fl.replace(ctx, t); err != nil {
-							return err
-						}
-						continue
-					}
-					// The fault stopped it (a failed store exits): it
-					// starts again without the failpoint.
-					if err := c.start(ctx, t); err != nil {
+					if err := fl.revive(ctx, t); err != nil {
 						return err
 					}
 					continue
@@ -332,4 +327,19 @@ func (fl *faulter) replace(ctx context.Context, t uint64) error {
 	}
 	c.remove(t)
 	return nil
+}
+
+// revive brings back member t, which a fault stopped: started again, or,
+// when its store was corrupted (a corrupt table stays corrupt, and a
+// wiped node cannot rejoin under its old id), replaced by a new member.
+func (fl *faulter) revive(ctx context.Context, t uint64) error {
+	n := fl.c.node(t)
+	n.mu.Lock()
+	corrupt := n.corrupt
+	n.mu.Unlock()
+	if corrupt {
+		fl.logf("node %d's store is corrupt: replacing it", t)
+		return fl.replace(ctx, t)
+	}
+	return fl.c.start(ctx, t)
 }

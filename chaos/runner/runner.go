@@ -206,9 +206,9 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 		nd.mu.Lock()
 		running := nd.running
 		nd.mu.Unlock()
-		if !running {
-			if err := c.start(ctx, nd.id); err != nil {
-				return nil, fmt.Errorf("restart node %d after the run: %w", nd.id, err)
+		if !running || c.exited(nd.id) {
+			if err := fl.revive(ctx, nd.id); err != nil {
+				return nil, fmt.Errorf("bring node %d back after the run: %w", nd.id, err)
 			}
 		}
 	}
