@@ -153,7 +153,9 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	spawn := func(f func()) { work.Add(1); go func() { defer work.Done(); f() }() }
 	for i := range s.Workload.Publishers {
 		pc := client.New(c.addrs(), client.WithPublishRetry(1, 0, 2*time.Second))
-		spawn(func() { publisher(wctx, pc, rec, topic.Name, i, s.Workload.Rate, s.Workload.ValueBytes, 15*time.Second) })
+		spawn(func() {
+			publisher(wctx, pc, rec, topic.Name, i, s.Workload.Rate, s.Workload.ValueBytes, 15*time.Second)
+		})
 	}
 	for i := range s.Workload.Replays {
 		r := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
