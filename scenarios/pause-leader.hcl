@@ -20,6 +20,7 @@ scenario "pause-leader" {
   }
 
   bounds {
-    recover_within = "6s"
+    recover_within     = "3s"
+    publish_p99_during = "2500ms"
   }
 }
