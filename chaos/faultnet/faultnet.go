@@ -1,7 +1,8 @@
 // Package faultnet is the scenario runner's network: a TCP proxy on every
 // directed link between two members (node A dials node B through the
 // proxy of link A→B, given to A with `rewind serve --peer-via`), which can
-// cut the link or slow it down, without privileges.
+// cut the link (both ways or one way), delay it (with jitter) or cap its
+// bandwidth, without privileges.
 //
 // A cut stalls the link the way a blackhole route does: nothing passes in
 // either direction, nothing is lost, and the connections stay open, so
@@ -13,6 +14,7 @@
 package faultnet
 
 import (
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -23,14 +25,29 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	delay time.Duration
-	heal  chan struct{} // closed when a cut heals, replaced at each cut
-	conns map[net.Conn]struct{}
-	done  bool
-	wg    sync.WaitGroup
+	mu  sync.Mutex
+	cut [2]bool // by Direction
+	// heal is closed when a cut of that direction heals, replaced at
+	// each cut.
+	heal   [2]chan struct{}
+	delay  time.Duration
+	jitter time.Duration
+	rate   int64 // bytes per second, each direction; 0: no cap
+	rng    *rand.Rand
+	conns  map[net.Conn]struct{}
+	done   bool
+	wg     sync.WaitGroup
 }
+
+// Direction is which way data flows on a connection through the proxy.
+type Direction int
+
+const (
+	// Forward: from the dialer to the target (requests).
+	Forward Direction = iota
+	// Back: from the target to the dialer (answers).
+	Back
+)
 
 // Listen starts a proxy to target on a free loopback port.
 func Listen(target string) (*Proxy, error) {
@@ -38,8 +55,11 @@ func Listen(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, heal: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-	close(p.heal) // not cut
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	for d := range p.heal {
+		p.heal[d] = make(chan struct{})
+		close(p.heal[d]) // not cut
+	}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -51,31 +71,47 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Target is where the proxy forwards to.
 func (p *Proxy) Target() string { return p.target }
 
-// SetCut cuts the link (true) or heals it (false).
+// SetCut cuts the link both ways (true) or heals it (false).
 func (p *Proxy) SetCut(cut bool) {
+	p.SetCutDirection(Forward, cut)
+	p.SetCutDirection(Back, cut)
+}
+
+// SetCutDirection cuts (or heals) one direction only: data flowing that
+// way is held while the other way passes (one-way loss; TCP on top of it
+// soon stalls both ways, as it would on a real network).
+func (p *Proxy) SetCutDirection(d Direction, cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case cut && !p.cut:
-		p.heal = make(chan struct{})
-	case !cut && p.cut:
-		close(p.heal)
+	case cut && !p.cut[d]:
+		p.heal[d] = make(chan struct{})
+	case !cut && p.cut[d]:
+		close(p.heal[d])
 	}
-	p.cut = cut
+	p.cut[d] = cut
 }
 
-// Cut reports whether the link is cut.
+// Cut reports whether the link is cut, either way.
 func (p *Proxy) Cut() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cut
+	return p.cut[Forward] || p.cut[Back]
 }
 
-// SetDelay holds every chunk of data for d before passing it on (0: none),
-// in both directions.
-func (p *Proxy) SetDelay(d time.Duration) {
+// SetDelay holds every chunk of data for d plus a random part of jitter
+// before passing it on (0: none), in both directions.
+func (p *Proxy) SetDelay(d, jitter time.Duration) {
 	p.mu.Lock()
-	p.delay = d
+	p.delay, p.jitter = d, jitter
+	p.mu.Unlock()
+}
+
+// SetRate caps each direction of each connection at bytesPerSecond (0:
+// no cap).
+func (p *Proxy) SetRate(bytesPerSecond int64) {
+	p.mu.Lock()
+	p.rate = bytesPerSecond
 	p.mu.Unlock()
 }
 
@@ -86,9 +122,11 @@ func (p *Proxy) Close() error {
 	for c := range p.conns {
 		c.Close()
 	}
-	if p.cut {
-		close(p.heal) // let waiters see the connections closed
-		p.cut = false
+	for d := range p.cut {
+		if p.cut[d] {
+			close(p.heal[d]) // let waiters see the connections closed
+			p.cut[d] = false
+		}
 	}
 	p.mu.Unlock()
 	err := p.ln.Close()
@@ -96,18 +134,26 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-// pass waits while the link is cut and returns the delay to apply; false
-// once the proxy is closed.
-func (p *Proxy) pass() (time.Duration, bool) {
+// pass waits while direction d of the link is cut and returns how long
+// to hold a chunk of n bytes (delay, jitter and the rate cap); false once
+// the proxy is closed.
+func (p *Proxy) pass(d Direction, n int) (time.Duration, bool) {
 	for {
 		p.mu.Lock()
-		cut, heal, delay, done := p.cut, p.heal, p.delay, p.done
+		cut, heal, done := p.cut[d], p.heal[d], p.done
+		hold := p.delay
+		if p.jitter > 0 {
+			hold += time.Duration(p.rng.Int64N(int64(p.jitter)))
+		}
+		if p.rate > 0 {
+			hold += time.Duration(int64(n) * int64(time.Second) / p.rate)
+		}
 		p.mu.Unlock()
 		if done {
 			return 0, false
 		}
 		if !cut {
-			return delay, true
+			return hold, true
 		}
 		<-heal
 	}
@@ -152,7 +198,7 @@ func (p *Proxy) accept() {
 // serve passes one connection on to the target once the link lets it.
 func (p *Proxy) serve(in net.Conn) {
 	defer p.untrack(in)
-	if _, ok := p.pass(); !ok {
+	if _, ok := p.pass(Forward, 0); !ok {
 		return
 	}
 	out, err := net.DialTimeout("tcp", p.target, 3*time.Second)
@@ -165,26 +211,26 @@ func (p *Proxy) serve(in net.Conn) {
 	defer p.untrack(out)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.copy(out, in) }()
-	go func() { defer wg.Done(); p.copy(in, out) }()
+	go func() { defer wg.Done(); p.copy(out, in, Forward) }()
+	go func() { defer wg.Done(); p.copy(in, out, Back) }()
 	wg.Wait()
 }
 
-// copy passes data from src to dst while the link lets it; it closes both
+// copy passes data from src to dst (direction d) while the link lets it; it closes both
 // ends when either fails, so the other direction ends too.
-func (p *Proxy) copy(dst, src net.Conn) {
+func (p *Proxy) copy(dst, src net.Conn, d Direction) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			delay, ok := p.pass()
+			hold, ok := p.pass(d, n)
 			if !ok {
 				return
 			}
-			if delay > 0 {
-				time.Sleep(delay) // the injected latency itself
+			if hold > 0 {
+				time.Sleep(hold) // the injected latency or rate cap itself
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

@@ -3,6 +3,7 @@ package faultnet
 import (
 	"bufio"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,5 +124,94 @@ func TestCloseEndsConnectionsHeldByACut(t *testing.T) {
 	p.Close()
 	if _, err := r.ReadString('\n'); err == nil {
 		t.Fatal("a connection stayed open after the proxy closed")
+	}
+}
+
+// TestOneWayCut: with the forward direction cut, what the dialer sends is
+// held; with only the back direction cut, the target receives it but its
+// answer is held. Healing releases both, in order.
+func TestOneWayCut(t *testing.T) {
+	got := make(chan string, 16) // what the target received
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			got <- line
+			c.Write([]byte(line))
+		}
+	}()
+	p, err := Listen(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	roundTrip(t, c, r, "warm")
+	<-got
+
+	p.SetCutDirection(Back, true)
+	c.Write([]byte("answer held\n"))
+	if line := <-got; line != "answer held\n" { // the request passes
+		t.Fatalf("target got %q", line)
+	}
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Fatal("an answer came back through a cut back direction")
+	}
+	c.SetReadDeadline(time.Time{})
+	p.SetCutDirection(Back, false)
+	if line, err := r.ReadString('\n'); err != nil || line != "answer held\n" {
+		t.Fatalf("after the heal: %q, %v", line, err)
+	}
+
+	p.SetCutDirection(Forward, true)
+	c.Write([]byte("request held\n"))
+	select {
+	case line := <-got:
+		t.Fatalf("the target got %q through a cut forward direction", line)
+	case <-time.After(100 * time.Millisecond): // nothing can arrive: the outcome does not depend on the wait
+	}
+	p.SetCutDirection(Forward, false)
+	if line := <-got; line != "request held\n" {
+		t.Fatalf("after the heal the target got %q", line)
+	}
+}
+
+// TestDelayAndRateKeepTheData: a delayed, jittered and capped link still
+// passes every byte, in order.
+func TestDelayAndRateKeepTheData(t *testing.T) {
+	p, err := Listen(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetDelay(time.Millisecond, time.Millisecond)
+	p.SetRate(1 << 20)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for i := range 20 {
+		roundTrip(t, c, r, strings.Repeat(string(rune('a'+i)), 1000))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rewind-io/rewind/chaos/faultnet"
 	"github.com/rewind-io/rewind/chaos/history"
 	"github.com/rewind-io/rewind/chaos/spec"
 	"github.com/rewind-io/rewind/sdk/client"
@@ -244,6 +245,53 @@ func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (
 			}
 			return nil
 		}, nil
+	case "one-way":
+		// What each target sends to one other member is lost; what it
+		// receives from it passes.
+		type link struct{ from, to uint64 }
+		var ls []link
+		for _, t := range targets {
+			if o := fl.others([]uint64{t}); len(o) > 0 {
+				ls = append(ls, link{t, o[fl.rng.IntN(len(o))]})
+			}
+		}
+		set := func(cut bool) {
+			for _, l := range ls {
+				if p := c.proxy(l.from, l.to); p != nil {
+					p.SetCutDirection(faultnet.Forward, cut) // on the target's own connections
+				}
+				if p := c.proxy(l.to, l.from); p != nil {
+					p.SetCutDirection(faultnet.Back, cut) // the answers on the other's connections
+				}
+			}
+		}
+		set(true)
+		return func(context.Context) error { set(false); return nil }, nil
+	case "delay", "bandwidth":
+		// Every link of the targets, both ways, is slowed.
+		delay, jitter, _ := spec.ParseDelay(f.Value)
+		rate, _ := spec.ParseRate(f.Value)
+		set := func(on bool) {
+			for _, t := range targets {
+				for _, o := range fl.others([]uint64{t}) {
+					for _, p := range []*faultnet.Proxy{c.proxy(t, o), c.proxy(o, t)} {
+						switch {
+						case p == nil:
+						case f.Action == "delay" && on:
+							p.SetDelay(delay, jitter)
+						case f.Action == "delay":
+							p.SetDelay(0, 0)
+						case on:
+							p.SetRate(rate)
+						default:
+							p.SetRate(0)
+						}
+					}
+				}
+			}
+		}
+		set(true)
+		return func(context.Context) error { set(false); return nil }, nil
 	case "isolate", "split":
 		rest := fl.others(targets)
 		fl.cutBetween(targets, rest, true)

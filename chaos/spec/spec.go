@@ -86,7 +86,7 @@ type Group struct {
 }
 
 // Actions a fault may take.
-var Actions = []string{"kill", "power-loss", "pause", "restart", "rolling-restart", "cut", "isolate", "split", "bridge", "replace", "failpoint"}
+var Actions = []string{"kill", "power-loss", "pause", "restart", "rolling-restart", "cut", "one-way", "isolate", "split", "bridge", "delay", "bandwidth", "replace", "failpoint"}
 
 // Fault is one entry of the fault schedule.
 type Fault struct {
@@ -393,6 +393,16 @@ func (v *validator) fault(b faultBlock, s *Scenario) Fault {
 	if f.Every != 0 && f.Every <= f.Hold {
 		v.errorf(b.DefRange, "invalid every", "every %s must be longer than hold %s", f.Every, f.Hold)
 	}
+	switch f.Action {
+	case "delay":
+		if _, _, err := ParseDelay(f.Value); err != nil {
+			v.errorf(b.DefRange, "invalid value", "%v", err)
+		}
+	case "bandwidth":
+		if _, err := ParseRate(f.Value); err != nil {
+			v.errorf(b.DefRange, "invalid value", "%v", err)
+		}
+	}
 	if f.Action == "failpoint" && f.Failpoint == "" {
 		v.errorf(b.DefRange, "missing failpoint", "a failpoint fault names its failpoint (failpoint = \"fsync-eio\")")
 	}
@@ -439,4 +449,40 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// ParseDelay reads a delay fault's value: "100ms" or "100ms~50ms" (a delay
+// and a jitter: each chunk is held the delay plus a random part of the
+// jitter).
+func ParseDelay(s string) (delay, jitter time.Duration, err error) {
+	d, j, hasJitter := strings.Cut(s, "~")
+	if delay, err = time.ParseDuration(d); err != nil || delay < 0 {
+		return 0, 0, fmt.Errorf("delay %q: want a duration like \"100ms\" or \"100ms~50ms\" (with jitter)", s)
+	}
+	if hasJitter {
+		if jitter, err = time.ParseDuration(j); err != nil || jitter < 0 {
+			return 0, 0, fmt.Errorf("delay %q: the jitter after ~ is not a duration", s)
+		}
+	}
+	return delay, jitter, nil
+}
+
+// ParseRate reads a bandwidth fault's value: bytes per second, as
+// "262144", "256KiB" or "1MiB".
+func ParseRate(s string) (int64, error) {
+	num, mult := s, int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscanf(num, "%d", &n); err != nil || n <= 0 || fmt.Sprint(n) != num {
+		return 0, fmt.Errorf("bandwidth %q: want bytes per second, like \"262144\", \"256KiB\" or \"1MiB\"", s)
+	}
+	return n * mult, nil
 }

@@ -123,3 +123,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestNetworkFaultValues(t *testing.T) {
+	for _, tc := range []struct {
+		in            string
+		delay, jitter time.Duration
+		ok            bool
+	}{{"100ms", 100 * time.Millisecond, 0, true}, {"100ms~50ms", 100 * time.Millisecond, 50 * time.Millisecond, true},
+		{"fast", 0, 0, false}, {"100ms~", 0, 0, false}, {"-1s", 0, 0, false}} {
+		d, j, err := ParseDelay(tc.in)
+		if (err == nil) != tc.ok || d != tc.delay || j != tc.jitter {
+			t.Errorf("ParseDelay(%q) = %s, %s, %v", tc.in, d, j, err)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{{"262144", 262144}, {"256KiB", 256 << 10}, {"1MiB", 1 << 20}, {"0", 0}, {"1.5MiB", 0}, {"fast", 0}, {"-5", 0}} {
+		if got, err := ParseRate(tc.in); got != tc.want || (err == nil) != (tc.want > 0) {
+			t.Errorf("ParseRate(%q) = %d, %v", tc.in, got, err)
+		}
+	}
+	if _, err := Parse("n.hcl", []byte("scenario \"x\" {\n  fault \"f\" {\n    action = \"delay\"\n    value = \"soon\"\n  }\n}\n")); err == nil || !strings.Contains(err.Error(), "n.hcl:2:3") {
+		t.Errorf("a bad delay: %v", err)
+	}
+}

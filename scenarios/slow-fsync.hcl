@@ -1,0 +1,23 @@
+scenario "slow-fsync" {
+  description = "every fsync of the leader of partition 0 takes 200 ms for 8 s, twice: its publishes slow down, nothing is lost, and it recovers when the disk does (needs a failpoints build)"
+  nodes    = 3
+  duration = "35s"
+  short    = "25s"
+
+  workload {
+    publishers = 3
+    rate       = 50
+    followers  = true
+    replays    = 1
+  }
+
+  fault "slow-disk" {
+    action    = "failpoint"
+    failpoint = "fsync-delay"
+    value     = "200ms"
+    target    = "leader"
+    start     = "4s"
+    hold      = "8s"
+    every     = "14s"
+  }
+}
