@@ -1,6 +1,7 @@
 package check
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -62,5 +63,47 @@ func TestACommitAfterItsRevocationIsFenced(t *testing.T) {
 	h.Groups[4].Kind = history.Committed // accepted: the bug
 	if v := Groups(h); v.OK {
 		t.Fatal("a commit accepted after its partition was revoked passed")
+	}
+}
+
+// TestTransformedReadsAreJudged: a transformed replay must deliver, for
+// each record the transform keeps, exactly what it makes of the stored
+// record, and nothing for the ones it drops.
+func TestTransformedReadsAreJudged(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	rec := func(off uint64, key string) history.Record {
+		v := fmt.Sprintf("v%d", off)
+		return history.Record{Offset: off, Key: key, Value: v, IdemKey: v, AppendTime: t0.Add(time.Duration(off))}
+	}
+	stored := []history.Record{rec(0, "a"), rec(1, "b"), rec(2, "a"), rec(3, "a")}
+	tf := func(r history.Record) (history.Record, bool) {
+		if r.Key != "a" {
+			return r, false
+		}
+		r.Value += "+rewound"
+		return r, true
+	}
+	mk := func(got ...history.Record) *history.History {
+		h := &history.History{Nodes: []uint64{1}, Topics: []history.Topic{{Name: "t", Partitions: 1,
+			Transforms: map[string]func(history.Record) (history.Record, bool){"tag": tf}}}}
+		for _, r := range stored {
+			h.Publishes = append(h.Publishes, history.Publish{Topic: "t", Key: r.Key, Value: r.Value, IdemKey: r.IdemKey, Outcome: history.Acked, Offset: r.Offset, Seq: int(r.Offset), Publisher: int(r.Offset), Start: t0, End: t0})
+		}
+		h.Replicas = []history.Replica{{Node: 1, Topic: "t", Start: 0, End: 4, Records: stored}}
+		h.Reads = []history.Read{{Reader: "r", Topic: "t", From: history.Position{Kind: history.AtOffset}, EndAtStart: 4, Filter: "tag", Records: got}}
+		return h
+	}
+	out := func(r history.Record) history.Record { x, _ := tf(r); return x }
+	if v := Filters(mk(out(stored[0]), out(stored[2]), out(stored[3]))); !v.OK || v.Stats["judged"] != 1 {
+		t.Fatalf("a correct transformed read: %+v", v)
+	}
+	for name, got := range map[string][]history.Record{
+		"untransformed":  {stored[0], out(stored[2]), out(stored[3])},
+		"a dropped kept": {out(stored[0]), out(stored[1]), out(stored[2]), out(stored[3])},
+		"one missing":    {out(stored[0]), out(stored[3])},
+	} {
+		if v := Filters(mk(got...)); v.OK {
+			t.Errorf("%s: passed", name)
+		}
 	}
 }

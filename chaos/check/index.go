@@ -162,6 +162,16 @@ func (x *index) filter(topic, name string) (filterFunc, bool) {
 	return f, ok && f != nil
 }
 
+// transform returns the transform named name of topic (nil, false: none).
+func (x *index) transform(topic, name string) (func(history.Record) (history.Record, bool), bool) {
+	t, ok := x.topics[topic]
+	if !ok || t.Transforms == nil {
+		return nil, false
+	}
+	f, ok := t.Transforms[name]
+	return f, ok && f != nil
+}
+
 // sameRecord reports whether two copies of a record agree on every field
 // the producer or the broker set (Partition is implied by where they were
 // read).

@@ -42,6 +42,25 @@ func judgeReads(b *verdict, x *index, filtered bool) Verdict {
 			part: part{r.Topic, r.Partition}, from: r.From, to: r.To, endAtStart: r.EndAtStart,
 			prefixOnly: r.Err != "", got: r.Records,
 		}
+		if tf, ok := x.transform(r.Topic, r.Filter); ok && filtered {
+			// A transform: each record it delivered must be what it makes
+			// of the reference's record at that offset; judged from there
+			// on as a filter of the records it keeps.
+			s.who += fmt.Sprintf(" with transform %q", r.Filter)
+			got, what, rs := untransform(x, r, tf)
+			if what != "" {
+				b.inc("judged")
+				b.add(Violation{What: s.who + ": " + what, Records: rs})
+				continue
+			}
+			s.got = got
+			s.pred = func(rec history.Record) bool { _, keep := tf(rec); return keep }
+			if r.Err != "" {
+				b.inc("failed")
+			}
+			judgeStream(b, x, s)
+			continue
+		}
 		if filtered {
 			s.who += fmt.Sprintf(" with filter %q", r.Filter)
 			pred, ok := x.filter(r.Topic, r.Filter)
@@ -352,4 +371,31 @@ func posString(p history.Position) string {
 		return "the end"
 	}
 	return fmt.Sprintf("unknown position %q", p.Kind)
+}
+
+// untransform checks that every record a transformed read delivered is the
+// transform of the reference's record at its offset, and returns the
+// reference's records in their place (records no replica holds any more
+// are left out: they cannot be checked).
+func untransform(x *index, r history.Read, tf func(history.Record) (history.Record, bool)) ([]history.Record, string, []history.Record) {
+	ref := x.refs[part{r.Topic, r.Partition}]
+	if ref == nil {
+		return nil, "", nil
+	}
+	var out []history.Record
+	for _, rec := range r.Records {
+		orig, ok := ref.at(rec.Offset)
+		if !ok {
+			continue
+		}
+		want, keep := tf(orig)
+		switch {
+		case !keep:
+			return nil, fmt.Sprintf("offset %d was delivered, but the transform drops it", rec.Offset), recs(rec, orig)
+		case !sameRecord(want, rec):
+			return nil, fmt.Sprintf("offset %d is not what the transform makes of the stored record (%s)", rec.Offset, recordDiff(rec, want)), recs(rec, want)
+		}
+		out = append(out, orig)
+	}
+	return out, "", nil
 }

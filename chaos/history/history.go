@@ -43,6 +43,10 @@ type Topic struct {
 	// a record, the Go equivalent of the WebAssembly module: the filter
 	// checker compares a filtered replay with it. Not serialised.
 	Filters map[string]func(Record) bool `json:"-"`
+	// Transforms maps a transform's name (as Read.Filter) to what the
+	// module does to a record: the record it delivers instead, and whether
+	// it delivers one at all. Not serialised.
+	Transforms map[string]func(Record) (Record, bool) `json:"-"`
 }
 
 // Outcome is how a publish attempt ended for the client.

@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -35,4 +38,64 @@ func setupKeyPrefix(ctx context.Context, c *client.Client, dir string) error {
 // and the predicate the module applies.
 func keyPrefixFilter(prefix string) (name string, config []byte, keep func(history.Record) bool) {
 	return "key-prefix:" + prefix, fmt.Appendf(nil, `{"prefix":%q}`, prefix), func(r history.Record) bool { return strings.HasPrefix(r.Key, prefix) }
+}
+
+// tagTransformPlugin is the name the runner registers its transform under.
+const tagTransformPlugin = "chaos-tag-transform"
+
+// tagSuffix is what the transform appends to the values it keeps.
+const tagSuffix = "+rewound"
+
+// setupTagTransform builds, from the project `rewind plugin new` writes,
+// a transform that keeps the records whose key starts with the configured
+// prefix and appends tagSuffix to their values, and registers it.
+func setupTagTransform(ctx context.Context, c *client.Client, dir string) error {
+	proj := filepath.Join(dir, "tag-transform")
+	if _, err := scaffold.Write(proj, "chaostag", scaffold.Go); err != nil {
+		return err
+	}
+	main := filepath.Join(proj, "main.go")
+	src, err := os.ReadFile(main)
+	if err != nil {
+		return err
+	}
+	const keep = "func keep(r filter.Record) bool { return bytes.HasPrefix(r.Key, prefix) }"
+	if !bytes.Contains(src, []byte(keep)) || !bytes.Contains(src, []byte("filter.Filter(keep)")) {
+		return errors.New("the scaffolded filter changed: the tag transform cannot be made from it")
+	}
+	src = bytes.Replace(src, []byte("filter.Filter(keep)"), []byte("filter.Transform(tag)"), 1)
+	src = bytes.Replace(src, []byte(keep), []byte(`var scratch []byte
+
+func tag(r filter.Record) (filter.Record, bool) {
+	if !bytes.HasPrefix(r.Key, prefix) {
+		return r, false
+	}
+	scratch = append(append(scratch[:0], r.Value...), "`+tagSuffix+`"...)
+	r.Value = scratch
+	return r, true
+}`), 1)
+	if err := os.WriteFile(main, src, 0o644); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(proj, "main_test.go")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	wasm, err := build.Go(ctx, proj)
+	if err != nil {
+		return fmt.Errorf("build the tag transform (transformed replays need the Go toolchain): %w", err)
+	}
+	_, _, err = c.UploadPlugin(ctx, tagTransformPlugin, wasm, "the scenario runner's tag transform")
+	return err
+}
+
+// tagTransform is a transformed replay's name in the history, its config
+// and what the module does to a record.
+func tagTransform(prefix string) (name string, config []byte, tf func(history.Record) (history.Record, bool)) {
+	return "tag:" + prefix, fmt.Appendf(nil, `{"prefix":%q}`, prefix), func(r history.Record) (history.Record, bool) {
+		if !strings.HasPrefix(r.Key, prefix) {
+			return r, false
+		}
+		r.Value += tagSuffix
+		return r, true
+	}
 }

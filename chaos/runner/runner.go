@@ -131,8 +131,9 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 			return nil, err
 		}
 	}
-	filtered := s.Workload.Filter != ""
-	if filtered {
+	filtered := s.Workload.Filter
+	switch filtered {
+	case "key-prefix":
 		if err := setupKeyPrefix(ctx, cl, o.Dir); err != nil {
 			return nil, err
 		}
@@ -140,6 +141,15 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 		for i := range s.Workload.Publishers {
 			name, _, keep := keyPrefixFilter(fmt.Sprintf("pub-%d", i))
 			h.Topics[0].Filters[name] = keep
+		}
+	case "tag-transform":
+		if err := setupTagTransform(ctx, cl, o.Dir); err != nil {
+			return nil, err
+		}
+		h.Topics[0].Transforms = map[string]func(history.Record) (history.Record, bool){}
+		for i := range s.Workload.Publishers {
+			name, _, tf := tagTransform(fmt.Sprintf("pub-%d", i))
+			h.Topics[0].Transforms[name] = tf
 		}
 	}
 

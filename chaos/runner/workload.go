@@ -308,7 +308,7 @@ func followOnce(ctx context.Context, c *client.Client, rec *recorder, topic stri
 
 // replayer loops bounded replays of random partitions of topic from random
 // positions until ctx ends.
-func replayer(ctx context.Context, c *client.Client, rec *recorder, topic string, partitions uint32, name string, rng *rand.Rand, filtered bool, publishers int) {
+func replayer(ctx context.Context, c *client.Client, rec *recorder, topic string, partitions uint32, name string, rng *rand.Rand, filter string, publishers int) {
 	for ctx.Err() == nil {
 		p := uint32(rng.IntN(int(partitions)))
 		rd := history.Read{Reader: name, Topic: topic, Partition: p, Start: time.Now()}
@@ -338,10 +338,18 @@ func replayer(ctx context.Context, c *client.Client, rec *recorder, topic string
 			until = client.Offset(stop)
 		}
 		opts := []client.SubscribeOption{client.Partitions(p), client.From(from), client.Until(until), client.ReconnectWithin(20 * time.Second)}
-		if filtered && publishers > 0 && rng.IntN(3) == 0 {
-			name, config, _ := keyPrefixFilter(fmt.Sprintf("pub-%d", rng.IntN(publishers)))
-			rd.Filter = name
-			opts = append(opts, client.Filter(keyPrefixPlugin, config))
+		if filter != "" && publishers > 0 && rng.IntN(3) == 0 {
+			prefix := fmt.Sprintf("pub-%d", rng.IntN(publishers))
+			switch filter {
+			case "key-prefix":
+				name, config, _ := keyPrefixFilter(prefix)
+				rd.Filter = name
+				opts = append(opts, client.Filter(keyPrefixPlugin, config))
+			case "tag-transform":
+				name, config, _ := tagTransform(prefix)
+				rd.Filter = name
+				opts = append(opts, client.Filter(tagTransformPlugin, config))
+			}
 		}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		sub, err := c.Subscribe(rctx, topic, opts...)

@@ -59,8 +59,10 @@ type Workload struct {
 	// Replays loop, each from a random position to a random stop.
 	Replays int
 	// Filter is an example module (by name) a third of the replays run:
-	// "key-prefix", the filter `rewind plugin new` writes, built from
-	// source (it needs the Go toolchain).
+	// "key-prefix", the filter `rewind plugin new` writes, or
+	// "tag-transform", a transform made from it (it keeps the same records
+	// and appends "+rewound" to their values); built from source (it
+	// needs the Go toolchain).
 	Filter string
 	Groups []Group
 	// Gauntlet sends malformed requests to every RPC of random nodes.
@@ -364,7 +366,7 @@ func (v *validator) workload(b *workloadBlock) Workload {
 }
 
 // Filters are the example filters a workload may name.
-var Filters = []string{"key-prefix"}
+var Filters = []string{"key-prefix", "tag-transform"}
 
 func (v *validator) fault(b faultBlock, s *Scenario) Fault {
 	f := Fault{Name: b.Name, Action: v.str(b.Action, "action"), Target: v.str(b.Target, "target"),
