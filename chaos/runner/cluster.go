@@ -55,6 +55,8 @@ type node struct {
 	// stopping: the runner asked it to stop (SIGTERM); it may still run
 	// while it shuts down, but no longer answers as a member.
 	stopping bool
+	// live: it answered /livez since its last start.
+	live bool
 	// epoch counts the runner's starts and stops of the node, so that a
 	// request it answered no more can tell a stop from a crash.
 	epoch int
@@ -174,10 +176,16 @@ func (c *cluster) start(ctx context.Context, id uint64) error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	n.mu.Lock()
-	n.cmd, n.done, n.paused, n.running, n.stopping = cmd, done, false, true, false
+	n.cmd, n.done, n.paused, n.running, n.stopping, n.live = cmd, done, false, true, false, false
 	n.epoch++
 	n.mu.Unlock()
-	return c.waitLive(ctx, n)
+	if err := c.waitLive(ctx, n); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.live = true
+	n.mu.Unlock()
+	return nil
 }
 
 // waitLive waits until n answers /livez (its HTTP server runs).
@@ -281,7 +289,7 @@ func (c *cluster) epochOf(id uint64) (int, bool) {
 	n := c.node(id)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.epoch, n.running && !n.paused && !n.stopping
+	return n.epoch, n.running && n.live && !n.paused && !n.stopping
 }
 
 // exited reports whether member id was started and its process ended by
@@ -307,7 +315,7 @@ func (c *cluster) up(id uint64) bool {
 	n := c.node(id)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.running && !n.paused && !n.stopping
+	return n.running && n.live && !n.paused && !n.stopping
 }
 
 // cut cuts (or heals) the links between a and b, both ways.
