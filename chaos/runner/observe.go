@@ -114,6 +114,9 @@ func converge(ctx context.Context, c *cluster, topic string, partitions uint32, 
 			}
 			for _, ps := range pss {
 				p := ps.GetPartition()
+				if ps.GetHosted() {
+					hosts[p] = append(hosts[p], nd.id)
+				}
 				switch e, seen := ends[p]; {
 				case !ps.GetHosted():
 				case ps.GetLeader() == 0:
@@ -124,7 +127,6 @@ func converge(ctx context.Context, c *cluster, topic string, partitions uint32, 
 					ok, last = false, fmt.Sprintf("partition %d: replicas end at %d and %d", p, e, ps.GetNextOffset())
 				default:
 					ends[p] = ps.GetNextOffset()
-					hosts[p] = append(hosts[p], nd.id)
 				}
 			}
 		}
@@ -135,7 +137,9 @@ func converge(ctx context.Context, c *cluster, topic string, partitions uint32, 
 			return nil, nil, ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("the replicas did not converge within %s after the faults healed: %s", within, last)
+			// What was seen last: the caller reads those replicas anyway,
+			// for the checkers to say how they differ.
+			return ends, hosts, fmt.Errorf("the replicas did not converge within %s after the faults healed: %s", within, last)
 		}
 		time.Sleep(100 * time.Millisecond) // poll interval
 	}
