@@ -10,7 +10,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	g "github.com/rewind-io/rewind/sandbox/internal/wasmgen"
+	g "github.com/rewind-io/rewind/internal/wasmgen"
 )
 
 // tinyModule is a minimal ABI v1 module (abi: false leaves out

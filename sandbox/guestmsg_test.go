@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rewind-io/rewind/sandbox"
-	. "github.com/rewind-io/rewind/sandbox/internal/wasmgen"
+	. "github.com/rewind-io/rewind/internal/wasmgen"
 )
 
 // failingModule is an ABI v1 module whose rewind_init (when init) or

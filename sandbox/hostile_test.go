@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rewind-io/rewind/sandbox"
-	. "github.com/rewind-io/rewind/sandbox/internal/wasmgen"
+	. "github.com/rewind-io/rewind/internal/wasmgen"
 )
 
 // abiModule is a minimal hand-built ABI v1 module: one exported memory of

@@ -1,5 +1,5 @@
 scenario "plugin-bombs" {
-  description = "replays through filter bombs (an endless loop, unbounded memory, unbounded recursion; built from source) beside 4 ordinary replays and live publishing: each bomb's replay fails, bounded, and nothing else is disturbed"
+  description = "replays through filter bombs (an endless loop, unbounded memory, unbounded recursion; built from source) and uploads of table and compile bombs (built by hand) beside 4 ordinary replays and live publishing: each bomb fails, bounded, and nothing else is disturbed"
   nodes    = 3
   duration = "30s"
   short    = "20s"

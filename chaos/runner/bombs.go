@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/chaos/history"
+	"github.com/rewind-io/rewind/internal/wasmgen"
 	"github.com/rewind-io/rewind/sdk/client"
 	"github.com/rewind-io/rewind/sdk/guest/build"
 	"github.com/rewind-io/rewind/sdk/guest/scaffold"
@@ -85,8 +86,8 @@ func setupBombs(ctx context.Context, c *client.Client, dir string) error {
 }
 
 // bomber replays random non-empty partitions of topic through random
-// bombs until ctx ends; each replay must fail, and its answer is recorded
-// as a probe.
+// bombs, and uploads a random upload bomb after each, until ctx ends; each
+// replay and upload must fail, and its answer is recorded as a probe.
 func bomber(ctx context.Context, c *client.Client, rec *recorder, topic string, partitions uint32, rng *rand.Rand) {
 	for ctx.Err() == nil {
 		b := bombs[rng.IntN(len(bombs))]
@@ -116,9 +117,75 @@ func bomber(ctx context.Context, c *client.Client, rec *recorder, topic string, 
 			code = connect.CodeOf(err).String()
 		}
 		rec.probe(history.Probe{RPC: "rewind.v1.SubscribeService/Subscribe", Input: "replay through " + b.what, Code: code, At: time.Now(), MustFail: true})
+		uploadBomb(ctx, c, rec, rng)
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond): // one bomb at a time
 		}
 	}
+}
+
+// uploadBombs are modules the server must refuse at upload, before it
+// compiles a byte of them, built by hand: what each is and the module.
+var uploadBombs = []struct {
+	what string
+	wasm func() []byte
+}{
+	{"a table bomb (a table that may grow without a maximum)", func() []byte {
+		return abiModule(func(m *wasmgen.Module) {
+			tab := m.Table(wasmgen.FuncRef, 1, 0, false)
+			grow := m.Type(nil, []wasmgen.ValType{wasmgen.I32})
+			m.ExportFunc("grow", m.Func(grow, nil, wasmgen.Body(wasmgen.OpRefNull, wasmgen.FuncRef, wasmgen.I32Const(1<<30), wasmgen.FC(wasmgen.FCTableGrow), tab, wasmgen.OpEnd)))
+		})
+	}},
+	{"a table bomb (2^28 entries declared)", func() []byte {
+		return abiModule(func(m *wasmgen.Module) { m.Table(wasmgen.FuncRef, 1<<28, 0, false) })
+	}},
+	{"a compile bomb (100,001 functions)", func() []byte {
+		return abiModule(func(m *wasmgen.Module) {
+			void := m.Type(nil, nil)
+			for range 100_001 {
+				m.Func(void, nil, []byte{wasmgen.OpEnd})
+			}
+		})
+	}},
+}
+
+// abiModule is a minimal module of Rewind's filter ABI v1 (it drops every
+// record), with extra's additions first.
+func abiModule(extra func(m *wasmgen.Module)) []byte {
+	m := new(wasmgen.Module)
+	extra(m)
+	mem := m.Memory(2, 0, false)
+	m.ExportMemory("memory", mem)
+	void := m.Type(nil, nil)
+	ret := m.Type(nil, []wasmgen.ValType{wasmgen.I32})
+	initT := m.Type([]wasmgen.ValType{wasmgen.I32}, []wasmgen.ValType{wasmgen.I32})
+	filterT := m.Type([]wasmgen.ValType{wasmgen.I32, wasmgen.I32}, []wasmgen.ValType{wasmgen.I32})
+	m.ExportFunc("rewind_abi_v1", m.Func(void, nil, []byte{wasmgen.OpEnd}))
+	for _, e := range []struct {
+		name string
+		v    int32
+	}{{"rewind_input", 0}, {"rewind_input_cap", 65536}, {"rewind_output", 65536}, {"rewind_output_cap", 65536}} {
+		m.ExportFunc(e.name, m.Func(ret, nil, wasmgen.Body(wasmgen.I32Const(e.v), wasmgen.OpEnd)))
+	}
+	m.ExportFunc("rewind_init", m.Func(initT, nil, wasmgen.Body(wasmgen.I32Const(0), wasmgen.OpEnd)))
+	m.ExportFunc("rewind_filter", m.Func(filterT, nil, wasmgen.Body(wasmgen.I32Const(0), wasmgen.OpEnd)))
+	return m.Bytes()
+}
+
+// uploadBomb uploads a random upload bomb; it must be refused.
+func uploadBomb(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand) {
+	b := uploadBombs[rng.IntN(len(uploadBombs))]
+	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, _, err := c.UploadPlugin(uctx, "chaos-upload-bomb", b.wasm(), b.what)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	rec.probe(history.Probe{RPC: "rewind.v1.PluginService/UploadPlugin", Input: "upload " + b.what, Code: code, At: time.Now(), MustFail: true})
 }
