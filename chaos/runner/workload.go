@@ -67,48 +67,22 @@ func (r *recorder) publish(p history.Publish, appendTime time.Time) {
 	}
 }
 
-func (r *recorder) read(rd history.Read) {
+// appendLocked appends v to the history's slice *dst under r's lock.
+func appendLocked[T any](r *recorder, dst *[]T, v T) {
 	r.mu.Lock()
-	r.h.Reads = append(r.h.Reads, rd)
+	*dst = append(*dst, v)
 	r.mu.Unlock()
 }
 
-func (r *recorder) follow(f history.Follow) {
-	r.mu.Lock()
-	r.h.Follows = append(r.h.Follows, f)
-	r.mu.Unlock()
-}
-
-func (r *recorder) group(e history.GroupEvent) {
-	r.mu.Lock()
-	r.h.Groups = append(r.h.Groups, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) leader(o history.LeaderObs) {
-	r.mu.Lock()
-	r.h.Leaders = append(r.h.Leaders, o)
-	r.mu.Unlock()
-}
+func (r *recorder) read(rd history.Read)       { appendLocked(r, &r.h.Reads, rd) }
+func (r *recorder) follow(f history.Follow)    { appendLocked(r, &r.h.Follows, f) }
+func (r *recorder) group(e history.GroupEvent) { appendLocked(r, &r.h.Groups, e) }
+func (r *recorder) leader(o history.LeaderObs) { appendLocked(r, &r.h.Leaders, o) }
+func (r *recorder) probe(p history.Probe)      { appendLocked(r, &r.h.Probes, p) }
+func (r *recorder) fault(f history.Fault)      { appendLocked(r, &r.h.Faults, f) }
 
 // node records a member added during the run.
-func (r *recorder) node(id uint64) {
-	r.mu.Lock()
-	r.h.Nodes = append(r.h.Nodes, id)
-	r.mu.Unlock()
-}
-
-func (r *recorder) probe(p history.Probe) {
-	r.mu.Lock()
-	r.h.Probes = append(r.h.Probes, p)
-	r.mu.Unlock()
-}
-
-func (r *recorder) fault(f history.Fault) {
-	r.mu.Lock()
-	r.h.Faults = append(r.h.Faults, f)
-	r.mu.Unlock()
-}
+func (r *recorder) node(id uint64) { appendLocked(r, &r.h.Nodes, id) }
 
 // someAcked picks an acknowledged record of partition p (ok false: none
 // yet).
