@@ -26,7 +26,7 @@ func Reads(h *history.History) Verdict {
 // range. Stats as Reads, plus no_predicate (reads whose filter has no
 // predicate in the history).
 func Filters(h *history.History) Verdict {
-	b := newVerdict("filters", "a filtered replay returns exactly the records of the unfiltered range that the filter's predicate accepts")
+	b := newVerdict("filters", "a filtered replay returns exactly the records of the unfiltered range that the filter's predicate accepts; a transformed one, exactly what the transform makes of them")
 	return judgeReads(b, newIndex(h), true)
 }
 
