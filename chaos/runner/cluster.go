@@ -75,11 +75,21 @@ func freeAddr() (string, error) {
 func newCluster(binary, dir string, n int, env []string, logf func(string, ...any)) (*cluster, error) {
 	c := &cluster{binary: binary, dir: dir, env: env, proxies: map[[2]uint64]*faultnet.Proxy{}, logf: logf}
 	var parts []string
+	// The nodes' ports stay taken until the proxies have theirs, or a
+	// proxy could get a port a node is about to listen on.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
 	for i := range n {
-		addr, err := freeAddr()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
+		held = append(held, l)
+		addr := l.Addr().String()
 		id := uint64(i + 1)
 		nd := &node{id: id, addr: addr, dir: filepath.Join(dir, fmt.Sprintf("node-%d", id)), log: filepath.Join(dir, fmt.Sprintf("node-%d.log", id))}
 		c.nodes = append(c.nodes, nd)

@@ -173,7 +173,15 @@ non-zero when a checker finds a violation.`,
 				ro.Dir = filepath.Join(dir, "nodes")
 				h, err := runner.Run(cmd.Context(), s, ro)
 				if h == nil {
-					return fmt.Errorf("scenario %s: %w", s.Name, err)
+					if !all || cmd.Context().Err() != nil {
+						return fmt.Errorf("scenario %s: %w", s.Name, err)
+					}
+					// The run itself could not be carried out: say so, go
+					// on with the next one.
+					fmt.Fprintf(cmd.OutOrStdout(), "\nscenario %s (seed %d): FAIL, the run could not be carried out: %v\n", s.Name, o.Seed, err)
+					failed++
+					rows = append(rows, summaryRow{s: s, h: &history.History{Scenario: s.Name, Seed: o.Seed}, passed: false})
+					continue
 				}
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "scenario %s: the run had trouble: %v\n", s.Name, err)
