@@ -90,6 +90,7 @@ func newScenarioRun() *cobra.Command {
 		o         runner.Options
 		reportDir string
 		all, keep bool
+		keepData  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run NAME|FILE",
@@ -201,6 +202,10 @@ non-zero when a checker finds a violation.`,
 				printRun(cmd.OutOrStdout(), h, verdicts, st, passed, dir)
 				if !passed {
 					failed++
+				} else if !keepData {
+					// A passing run's node data (some hundreds of MB a
+					// node) is not needed to understand it; the logs stay.
+					removeNodeData(ro.Dir)
 				}
 				rows = append(rows, summaryRow{s: s, h: h, st: st, passed: passed})
 			}
@@ -219,6 +224,7 @@ non-zero when a checker finds a violation.`,
 	f.StringVar(&reportDir, "report", "", "directory for the report, the nodes' data and logs (default: a temporary one)")
 	f.StringVar(&o.Binary, "binary", "", "the rewind binary to run as nodes (default: this one; build with -tags failpoints for storage faults)")
 	f.BoolVar(&keep, "keep", false, "keep the temporary directory")
+	f.BoolVar(&keepData, "keep-data", false, "keep the nodes' data directories of passing runs too (a failed run's are always kept)")
 	f.StringVar(&o.Failpoints, "failpoints", "", "set these failpoints on every node from its start, as NAME=VALUE;NAME (a binary built with -tags failpoints; the injected bugs prove the checkers)")
 	f.BoolVar(&o.SkipBounds, "skip-bounds", false, "do not check the scenario's liveness bounds (they depend on the machine's speed)")
 	return cmd
@@ -350,4 +356,15 @@ func printSummary(w io.Writer, rows []summaryRow) {
 func hasFailpoints(path string) bool {
 	out, err := exec.Command(path, "version").Output()
 	return err == nil && strings.Contains(string(out), failpointsLine)
+}
+
+// removeNodeData removes the nodes' data directories under dir, keeping
+// their logs.
+func removeNodeData(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
