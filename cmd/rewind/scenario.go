@@ -93,8 +93,8 @@ func newScenarioRun() *cobra.Command {
 		keepData  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run NAME|FILE",
-		Short: "Run a scenario (or --all) and check its history",
+		Use:   "run NAME|FILE...",
+		Short: "Run scenarios (or --all) and check their histories",
 		Long: `Run a scenario: a built-in one by name, or a file. The same --seed gives
 the same fault schedule and workload choices. The run's nodes keep their
 data and logs in --report DIR (a temporary directory by default, removed
@@ -104,7 +104,7 @@ non-zero when a checker finds a violation.`,
 			if all {
 				return cobra.NoArgs(cmd, args)
 			}
-			return cobra.ExactArgs(1)(cmd, args)
+			return cobra.MinimumNArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var list []*spec.Scenario
@@ -117,11 +117,13 @@ non-zero when a checker finds a violation.`,
 					list = append(list, s)
 				}
 			} else {
-				s, err := loadScenario(args[0])
-				if err != nil {
-					return err
+				for _, a := range args {
+					s, err := loadScenario(a)
+					if err != nil {
+						return err
+					}
+					list = append(list, s)
 				}
-				list = append(list, s)
 			}
 			if o.Binary == "" {
 				exe, err := os.Executable()
@@ -327,9 +329,13 @@ func printSummary(w io.Writer, rows []summaryRow) {
 		var faults []string
 		seen := map[string]bool{}
 		for _, f := range r.s.Faults {
-			if !seen[f.Action] {
-				seen[f.Action] = true
-				faults = append(faults, f.Action)
+			name := f.Action
+			if name == "failpoint" {
+				name = f.Failpoint
+			}
+			if !seen[name] {
+				seen[name] = true
+				faults = append(faults, name)
 			}
 		}
 		if r.s.Workload.Gauntlet {
@@ -345,9 +351,12 @@ func printSummary(w io.Writer, rows []summaryRow) {
 		if !r.passed {
 			verdict = "**FAIL**"
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %s / %s (%d faults) | %s | %d |\n", r.s.Name, strings.Join(faults, ", "),
-			r.st.Operations, r.st.Acked, r.st.Lost, r.st.Duplicated, r.st.Reordered,
-			r.st.RecoveryP50.Round(time.Millisecond), r.st.RecoveryMax.Round(time.Millisecond), r.st.Faults, verdict, r.h.Seed)
+		recovery := "–"
+		if r.st.Faults > 0 {
+			recovery = fmt.Sprintf("%s / %s (%d faults)", r.st.RecoveryP50.Round(time.Millisecond), r.st.RecoveryMax.Round(time.Millisecond), r.st.Faults)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %d |\n", r.s.Name, strings.Join(faults, ", "),
+			r.st.Operations, r.st.Acked, r.st.Lost, r.st.Duplicated, r.st.Reordered, recovery, verdict, r.h.Seed)
 	}
 }
 
