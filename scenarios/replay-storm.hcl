@@ -1,25 +1,33 @@
 scenario "replay-storm" {
-  description = "8 replays from random positions loop while publishers send at a fixed rate and the leader is paused once: live publishing keeps its bounds"
+  description = "8 full replays of the whole topic loop for 12 s while 3 publishers send at a fixed rate (after a quiet start that sets the baseline), then the leader is paused once: live publishing keeps its latency within a bound of the quiet p99, and the replays keep going"
   nodes    = 3
   duration = "40s"
-  short    = "20s"
+  short    = "30s"
 
   workload {
     publishers = 3
     rate       = 100
     followers  = true
-    replays    = 8
+    replays    = 1
+  }
+
+  fault "storm" {
+    action = "replay-storm"
+    value  = "8"
+    target = "all"
+    start  = "8s"
+    hold   = "12s"
   }
 
   fault "pause" {
     action = "pause"
     target = "leader"
-    start  = "8s"
+    start  = "22s"
     hold   = "3s"
   }
 
   bounds {
-    recover_within   = "6s"
+    recover_within    = "6s"
     publish_p99_after = "2s"
   }
 }

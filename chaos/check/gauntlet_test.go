@@ -107,3 +107,36 @@ func TestTransformedReadsAreJudged(t *testing.T) {
 		}
 	}
 }
+
+// TestP99RatioAgainstTheQuietStart: the p99 of publishes during a fault is
+// compared with the p99 of those sent before the first fault.
+func TestP99RatioAgainstTheQuietStart(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var pubs []history.Publish
+	add := func(at int, lat time.Duration) {
+		start := t0.Add(time.Duration(at) * time.Millisecond)
+		pubs = append(pubs, history.Publish{Outcome: history.Acked, Start: start, End: start.Add(lat)})
+	}
+	for i := range 100 { // quiet: 2 ms
+		add(i*10, 2*time.Millisecond)
+	}
+	for i := range 100 { // during the storm: 9 ms
+		add(2000+i*10, 9*time.Millisecond)
+	}
+	add(4000, time.Millisecond) // after it
+	h := &history.History{Publishes: pubs, Faults: []history.Fault{{Name: "storm", Kind: "replay-storm", Start: t0.Add(2 * time.Second), End: t0.Add(3 * time.Second)}}}
+	h.Bounds.PublishP99Ratio = 5
+	v := Liveness(h)
+	if v.OK || v.Stats["fault0.p99_ratio"] != 4.5 {
+		if v.Stats["fault0.p99_ratio"] != 4.5 {
+			t.Fatalf("ratio %v, want 4.5", v.Stats["fault0.p99_ratio"])
+		}
+	}
+	if !v.OK {
+		t.Fatalf("×4.5 under a bound of ×5: %+v", v.Violations)
+	}
+	h.Bounds.PublishP99Ratio = 4
+	if v := Liveness(h); v.OK {
+		t.Fatal("×4.5 passed a bound of ×4")
+	}
+}

@@ -17,6 +17,7 @@ import (
 //	fault<i>.p99_during_s  p99 latency of the acknowledged publishes whose Start is in [fault start, fault end)
 //	fault<i>.p99_after_s   the same for [fault end, fault end + the fault's length)
 //	fault<i>.acked_during, fault<i>.acked_after  how many publishes those p99s are over
+//	fault<i>.p99_ratio     p99 during over baseline_p99_s, the p99 of the publishes sent before the first fault
 //
 // and over all faults recovery_p50_s, recovery_max_s and unrecovered
 // (faults after whose end nothing was acknowledged). A fault with no End
@@ -30,6 +31,10 @@ func Liveness(h *history.History) Verdict {
 		return b.skip("no faults injected")
 	}
 	acked := ackedByEnd(h)
+	baseline := quietP99(acked, h.Faults)
+	if baseline > 0 {
+		b.set("baseline_p99_s", baseline.Seconds())
+	}
 	var recoveries []time.Duration
 	for i, f := range h.Faults {
 		if f.End.IsZero() {
@@ -49,8 +54,16 @@ func Liveness(h *history.History) Verdict {
 			}
 		}
 		length := f.End.Sub(f.Start)
-		window(b, acked, f, i, "during", f.Start, f.End, h.Bounds.PublishP99During)
+		during := window(b, acked, f, i, "during", f.Start, f.End, h.Bounds.PublishP99During)
 		window(b, acked, f, i, "after", f.End, f.End.Add(length), h.Bounds.PublishP99After)
+		if baseline > 0 && during > 0 {
+			ratio := float64(during) / float64(baseline)
+			b.set(fmt.Sprintf("fault%d.p99_ratio", i), ratio)
+			if r := h.Bounds.PublishP99Ratio; r > 0 && ratio > r {
+				b.addf(nil, nil, "%s: publish p99 during the fault was %s, %.1f× the %s before the first fault, bound ×%g",
+					faultName(i, f), during, ratio, baseline, r)
+			}
+		}
 	}
 	p50, pmax := percentile(recoveries, 0.5), percentile(recoveries, 1)
 	b.set("recovery_p50_s", p50.Seconds())
@@ -83,9 +96,30 @@ func recovery(acked []history.Publish, f history.Fault) (time.Duration, bool) {
 	return acked[i].End.Sub(f.End), true
 }
 
-// window measures the p99 of the publishes sent in [from, to) and checks
-// it against bound.
-func window(b *verdict, acked []history.Publish, f history.Fault, i int, name string, from, to time.Time, bound time.Duration) {
+// quietP99 is the p99 of the publishes sent before the first fault
+// began (0: none).
+func quietP99(acked []history.Publish, faults []history.Fault) time.Duration {
+	if len(faults) == 0 {
+		return 0
+	}
+	first := faults[0].Start
+	for _, f := range faults {
+		if f.Start.Before(first) {
+			first = f.Start
+		}
+	}
+	var lat []time.Duration
+	for _, p := range acked {
+		if p.Start.Before(first) {
+			lat = append(lat, p.End.Sub(p.Start))
+		}
+	}
+	return percentile(lat, 0.99)
+}
+
+// window measures the p99 of the publishes sent in [from, to), checks it
+// against bound, and returns it (0: no publish).
+func window(b *verdict, acked []history.Publish, f history.Fault, i int, name string, from, to time.Time, bound time.Duration) time.Duration {
 	var lat []time.Duration
 	for _, p := range acked {
 		if !p.Start.Before(from) && p.Start.Before(to) {
@@ -94,7 +128,7 @@ func window(b *verdict, acked []history.Publish, f history.Fault, i int, name st
 	}
 	b.set(fmt.Sprintf("fault%d.acked_%s", i, name), float64(len(lat)))
 	if len(lat) == 0 {
-		return
+		return 0
 	}
 	p99 := percentile(lat, 0.99)
 	b.set(fmt.Sprintf("fault%d.p99_%s_s", i, name), p99.Seconds())
@@ -102,6 +136,7 @@ func window(b *verdict, acked []history.Publish, f history.Fault, i int, name st
 		b.addf(nil, nil, "%s: publish p99 %s the fault was %s over %d publishes, bound %s",
 			faultName(i, f), name, p99, len(lat), bound)
 	}
+	return p99
 }
 
 // percentile is the nearest-rank q-quantile (0 < q ≤ 1) of ds, 0 when

@@ -232,6 +232,11 @@ type Bounds struct {
 	// sent during each fault / in the window of the same length after it.
 	PublishP99During time.Duration
 	PublishP99After  time.Duration
+	// PublishP99Ratio: the p99 of the publishes sent during each fault is
+	// at most this many times the p99 of those sent before the first
+	// fault (the quiet start of the run): how much a fault, a replay storm
+	// say, may slow live publishing down. 0: not checked.
+	PublishP99Ratio float64
 }
 
 // Probe is one malformed request sent to a node and the answer it got.

@@ -319,6 +319,17 @@ func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (
 			}
 		}
 		return nil, nil
+	case "replay-storm":
+		// Full replays of the topic loop at once (through every member,
+		// the client's choice); their records are not recorded.
+		n, _ := spec.ParseStorm(f.Value)
+		sctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() { defer wg.Done(); storm(sctx, client.New(c.addrs()), fl.topic) }()
+		}
+		return func(context.Context) error { stop(); wg.Wait(); return nil }, nil
 	case "failpoint":
 		for _, t := range targets {
 			if err := c.failpoint(ctx, t, f.Failpoint, f.Value, true); err != nil {
@@ -390,4 +401,25 @@ func (fl *faulter) revive(ctx context.Context, t uint64) error {
 		return fl.replace(ctx, t)
 	}
 	return fl.c.start(ctx, t)
+}
+
+// storm replays the whole of topic, from the first record to the end, over
+// and over, until ctx ends, dropping what it reads.
+func storm(ctx context.Context, c *client.Client, topic string) {
+	for ctx.Err() == nil {
+		sub, err := c.Subscribe(ctx, topic, client.From(client.Earliest()), client.Until(client.End()))
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // the cluster may be electing
+			}
+			continue
+		}
+		for _, err := range sub.Records() {
+			if err != nil {
+				break
+			}
+		}
+		sub.Close()
+	}
 }

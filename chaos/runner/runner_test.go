@@ -83,7 +83,7 @@ func TestUploadBombsAreModules(t *testing.T) {
 // names actions the runner implements.
 func TestBuiltinScenariosUseKnownTargets(t *testing.T) {
 	known := map[string]bool{"kill": true, "power-loss": true, "pause": true, "restart": true, "rolling-restart": true, "cut": true,
-		"one-way": true, "isolate": true, "split": true, "bridge": true, "delay": true, "bandwidth": true, "replace": true, "failpoint": true}
+		"one-way": true, "isolate": true, "split": true, "bridge": true, "delay": true, "bandwidth": true, "replace": true, "failpoint": true, "replay-storm": true}
 	for _, a := range spec.Actions {
 		if !known[a] {
 			t.Errorf("spec action %q has no case in the runner's inject", a)

@@ -88,7 +88,7 @@ type Group struct {
 }
 
 // Actions a fault may take.
-var Actions = []string{"kill", "power-loss", "pause", "restart", "rolling-restart", "cut", "one-way", "isolate", "split", "bridge", "delay", "bandwidth", "replace", "failpoint"}
+var Actions = []string{"kill", "power-loss", "pause", "restart", "rolling-restart", "cut", "one-way", "isolate", "split", "bridge", "delay", "bandwidth", "replace", "failpoint", "replay-storm"}
 
 // Fault is one entry of the fault schedule.
 type Fault struct {
@@ -111,6 +111,7 @@ type Bounds struct {
 	RecoverWithin    time.Duration
 	PublishP99During time.Duration
 	PublishP99After  time.Duration
+	PublishP99Ratio  float64
 }
 
 // file is the HCL shape of a scenario file.
@@ -178,6 +179,8 @@ type boundsBlock struct {
 	RecoverWithin    hcl.Expression `hcl:"recover_within,optional"`
 	PublishP99During hcl.Expression `hcl:"publish_p99_during,optional"`
 	PublishP99After  hcl.Expression `hcl:"publish_p99_after,optional"`
+	PublishP99Ratio  float64        `hcl:"publish_p99_ratio,optional"`
+	DefRange         hcl.Range      `hcl:",def_range"`
 }
 
 // Error is a scenario file's mistakes, each with its place.
@@ -326,6 +329,10 @@ func (v *validator) scenario(b *scenarioBlock) *Scenario {
 			RecoverWithin:    v.duration(b.Bounds.RecoverWithin, "recover_within", 0),
 			PublishP99During: v.duration(b.Bounds.PublishP99During, "publish_p99_during", 0),
 			PublishP99After:  v.duration(b.Bounds.PublishP99After, "publish_p99_after", 0),
+			PublishP99Ratio:  b.Bounds.PublishP99Ratio,
+		}
+		if r := b.Bounds.PublishP99Ratio; r != 0 && r < 1 {
+			v.errorf(b.Bounds.DefRange, "invalid publish_p99_ratio", "%g: a ratio of at least 1", r)
 		}
 	}
 	return s
@@ -403,6 +410,10 @@ func (v *validator) fault(b faultBlock, s *Scenario) Fault {
 	case "bandwidth":
 		if _, err := ParseRate(f.Value); err != nil {
 			v.errorf(b.DefRange, "invalid value", "%v", err)
+		}
+	case "replay-storm":
+		if n, err := ParseStorm(f.Value); err != nil || n < 1 || n > 64 {
+			v.errorf(b.DefRange, "invalid value", "replay-storm %q: the number of concurrent replays, 1 to 64", f.Value)
 		}
 	}
 	if f.Action == "failpoint" && f.Failpoint == "" {
@@ -487,4 +498,17 @@ func ParseRate(s string) (int64, error) {
 		return 0, fmt.Errorf("bandwidth %q: want bytes per second, like \"262144\", \"256KiB\" or \"1MiB\"", s)
 	}
 	return n * mult, nil
+}
+
+// ParseStorm reads a replay-storm fault's value: how many replays loop
+// at once ("" is 8).
+func ParseStorm(s string) (int, error) {
+	if s == "" {
+		return 8, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || fmt.Sprint(n) != s {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	return n, nil
 }
