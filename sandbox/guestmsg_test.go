@@ -6,8 +6,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/rewind-io/rewind/sandbox"
 	. "github.com/rewind-io/rewind/internal/wasmgen"
+	"github.com/rewind-io/rewind/sandbox"
 )
 
 // failingModule is an ABI v1 module whose rewind_init (when init) or

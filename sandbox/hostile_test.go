@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/rewind-io/rewind/sandbox"
 	. "github.com/rewind-io/rewind/internal/wasmgen"
+	"github.com/rewind-io/rewind/sandbox"
 )
 
 // abiModule is a minimal hand-built ABI v1 module: one exported memory of
