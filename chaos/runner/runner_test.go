@@ -41,7 +41,8 @@ func TestNotStoredIsCertain(t *testing.T) {
 func TestCompactKeepsValuesComparable(t *testing.T) {
 	a := "pub-1-7." + strings.Repeat("x", 5000)
 	b := a[:4000] + "y" + a[4001:]
-	if compact("short") != "short" || compact(a) != compact(a) || compact(a) == compact(b) || len(compact(a)) > 128 {
+	same := strings.Clone(a)
+	if compact("short") != "short" || compact(a) != compact(same) || compact(a) == compact(b) || len(compact(a)) > 128 {
 		t.Fatalf("compact: %q vs %q", compact(a), compact(b))
 	}
 }
