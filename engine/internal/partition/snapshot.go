@@ -83,7 +83,10 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 				// of a retained bind entry, is written again by the
 				// retained log: leave it out, so that the log applies
 				// over the rows as they were at index.
-				if err == nil && (!e.bound && e.offset >= snap.Next || e.bound && e.offset > index) {
+				// Records below the log start are not in the log any
+				// more, even when their batch is (retention trimmed its
+				// head): their rows travel in the snapshot.
+				if err == nil && (!e.bound && e.offset >= max(snap.Next, p.st.LogStart) || e.bound && e.offset > index) {
 					brought[string(it.Key()[len(lo):])] = true
 					continue
 				}
@@ -133,6 +136,9 @@ func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) 
 	p.appliedIndex = index
 	p.logFloor = 0
 	p.restored = true
+	clear(p.passRows)
+	clear(p.passEntries)
+	clear(p.passTerms)
 	p.mu.Lock()
 	p.mu.truncatingTo = max(p.mu.truncatingTo, snap.Next)
 	p.mu.Unlock()
