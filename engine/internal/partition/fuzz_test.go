@@ -28,6 +28,7 @@ func FuzzDecodeState(f *testing.F) {
 
 func FuzzDecodeRows(f *testing.F) {
 	f.Add(indexRow{raftIndex: 3, appendTime: 7, span: 2, size: 100}.encode())
+	f.Add(indexRow{raftIndex: 3, appendTime: 7, span: 2, size: 100, payload: 60, hasPayload: true}.encode()[:legacyIndexRowSize])
 	f.Add(dedupeEntry{offset: 1, appendTime: 2, hash: 3}.encode())
 	f.Add(dedupeEntry{offset: 1, appendTime: 2, hash: 3, bound: true, target: 4}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/raftlog"
 )
@@ -469,5 +471,34 @@ func TestRetentionTrimsCompactedBatches(t *testing.T) {
 	}
 	if off, _ := p.SeekTime(0); off != 5 {
 		t.Fatalf("time seek after restart: %d", off)
+	}
+}
+
+// TestRetentionBytesWithRowsFromBeforePayloadSizes: offset index rows
+// written before they carried the batch's payload size (24 bytes) are still
+// read, and the bytes limit stays exact for them: the batch is read.
+func TestRetentionBytesWithRowsFromBeforePayloadSizes(t *testing.T) {
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) { c.Policy = Policy{Delete: true, MaxBytes: 35} })
+	var batch []record.Record
+	for i := range 10 {
+		batch = append(batch, kv("k", fmt.Sprintf("%09d", i))) // 10 bytes each
+	}
+	for range 2 {
+		if _, err := p.Append(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, base := range []uint64{0, 10} {
+		row, ok, err := p.readRow(base)
+		if err != nil || !ok {
+			t.Fatalf("row %d: %v", base, err)
+		}
+		if err := h.db.Set(keys.OffsetKey(p.Group(), base), row.encode()[:legacyIndexRowSize], pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x, ok, err := p.PlanRetention(h.clock.Load()); err != nil || !ok || x != 17 {
+		t.Fatalf("plan by bytes over old rows: %d %v %v, want 17", x, ok, err)
 	}
 }
