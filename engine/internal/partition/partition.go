@@ -306,10 +306,11 @@ func Open(cfg Config) (*Partition, error) {
 	if err := p.verify(); err != nil {
 		return nil, err
 	}
-	if p.st == (State{}) {
+	if fresh := (State{PayloadKnown: p.st.PayloadKnown}); p.st == fresh {
 		// Nothing applied yet: no previous batch bounds the first one's
 		// time (which may be before 1970).
 		p.st.FirstTime, p.st.LastTime = math.MinInt64, math.MinInt64
+		p.st.PayloadKnown = true
 	}
 	p.proposedTime = math.MinInt64
 	p.appliedIndex = p.st.LastIndex
@@ -741,7 +742,9 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		}
 		if p.st.Empty() {
 			p.st.FirstTime = t
+			p.st.Payload, p.st.PayloadKnown = 0, true
 		}
+		p.st.Payload += payload
 		p.st.Next += uint64(b.Span())
 		p.st.LastTime = t
 		p.st.Bytes += uint64(len(data) - batchEnvelope)

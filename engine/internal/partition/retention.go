@@ -137,7 +137,7 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 	// is lost, and the first kept row stays a real batch.
 	var kept indexRow
 	keptBase := st.Next
-	var trimmed uint64
+	var trimmed, trimmedPayload uint64
 	for x < st.Next {
 		base, row, err := p.rowContaining(x)
 		if err != nil {
@@ -152,12 +152,13 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 				x = base + uint64(row.span)
 				continue
 			}
-			row, trimmed = nrow, saved
+			trimmed, trimmedPayload = saved, uint64(row.payload)-min(uint64(nrow.payload), uint64(row.payload))
+			row = nrow
 		}
 		kept, keptBase = row, base
 		break
 	}
-	removed, err := p.liveBytesBelow(keptBase)
+	removed, removedPayload, err := p.liveBytesBelow(keptBase)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +190,10 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 	p.mu.truncatingTo = max(p.mu.truncatingTo, x)
 	p.mu.Unlock()
 	st.Bytes -= min(removed+trimmed, st.Bytes)
+	st.Payload -= min(removedPayload+trimmedPayload, st.Payload)
+	if st.Empty() {
+		st.Payload, st.PayloadKnown = 0, true
+	}
 	p.cacheBelow = max(p.cacheBelow, x)
 	return nil, nil
 }
@@ -239,16 +244,21 @@ func (p *Partition) rowContaining(x uint64) (uint64, indexRow, error) {
 	return base, row, nil
 }
 
-// liveBytesBelow sums the sizes of the stored batches below offset hi that
-// still hold records at or above the log start: what a truncation to hi
-// removes (bounded by what the plan removes).
-func (p *Partition) liveBytesBelow(hi uint64) (uint64, error) {
+// liveBytesBelow sums the sizes and payloads of the stored batches below
+// offset hi that still hold records at or above the log start: what a
+// truncation to hi removes (bounded by what the plan removes).
+func (p *Partition) liveBytesBelow(hi uint64) (size, payload uint64, err error) {
+	add := func(base uint64, r indexRow) {
+		if base < hi && base+uint64(r.span) > p.st.LogStart {
+			size += uint64(r.size)
+			payload += uint64(r.payload)
+		}
+	}
 	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
 	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, hi)})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var n uint64
 	for valid := it.First(); valid; valid = it.Next() {
 		base, _ := keys.OffsetKeyBase(it.Key())
 		if _, ok := p.passRows[base]; ok {
@@ -257,21 +267,17 @@ func (p *Partition) liveBytesBelow(hi uint64) (uint64, error) {
 		r, err := decodeIndexRow(it.Value())
 		if err != nil {
 			it.Close()
-			return 0, err
+			return 0, 0, err
 		}
-		if base+uint64(r.span) > p.st.LogStart {
-			n += uint64(r.size)
-		}
+		add(base, r)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for base, r := range p.passRows {
-		if base < hi && base+uint64(r.span) > p.st.LogStart {
-			n += uint64(r.size)
-		}
+		add(base, r)
 	}
-	return n, nil
+	return size, payload, nil
 }
 
 // rewriteBatch rewrites the batch at base (its row as this pass left it)
@@ -364,11 +370,12 @@ func (p *Partition) compactBatch(w *pebble.Batch, c CompactCmd) (opErr, err erro
 	for _, d := range c.Drop {
 		drop[d] = true
 	}
-	_, saved, _, err := p.rewriteBatch(w, c.Base, row, func(d uint32) bool { return drop[d] }, true)
+	nrow, saved, _, err := p.rewriteBatch(w, c.Base, row, func(d uint32) bool { return drop[d] }, true)
 	if err != nil {
 		return nil, err
 	}
 	p.st.Bytes -= min(saved, p.st.Bytes)
+	p.st.Payload -= min(uint64(row.payload)-min(uint64(nrow.payload), uint64(row.payload)), p.st.Payload)
 	return nil, nil
 }
 
@@ -400,10 +407,8 @@ func (p *Partition) PlanRetention(now int64) (uint64, bool, error) {
 	if pol.MaxRecords > 0 && vis.Next-vis.LogStart > pol.MaxRecords {
 		x = max(x, vis.Next-pol.MaxRecords)
 	}
-	// Stored bytes bound the payload from above: below the limit, nothing
-	// to do (the common case, without a walk).
-	if pol.MaxBytes > 0 && vis.Bytes > pol.MaxBytes {
-		off, err := p.bytesBoundary(pol.MaxBytes, vis)
+	if pol.MaxBytes > 0 && (vis.PayloadKnown && vis.Payload > pol.MaxBytes || !vis.PayloadKnown && vis.Bytes > pol.MaxBytes) {
+		off, err := p.bytesBoundary(pol.MaxBytes)
 		if err != nil {
 			return 0, false, err
 		}
@@ -413,19 +418,108 @@ func (p *Partition) PlanRetention(now int64) (uint64, bool, error) {
 }
 
 // bytesBoundary returns the first offset of the longest suffix of records
-// whose payload is at most maxBytes. It walks the offset index back from
-// the end, summing each batch's payload from its row; only the batch where
-// the limit falls (and batches whose rows predate the payload field) is
-// read, record by record.
-func (p *Partition) bytesBoundary(maxBytes uint64, vis State) (uint64, error) {
+// whose payload is at most maxBytes. It reads one Pebble snapshot, so the
+// state row and the offset index rows agree (a pass writes them together).
+// Knowing the partition's payload, it walks the offset index forward from
+// the log start over what goes, subtracting each batch's payload, and
+// reads only the batch where the limit falls, record by record: the cost
+// is what is removed, not what is kept.
+func (p *Partition) bytesBoundary(maxBytes uint64) (uint64, error) {
+	snap := p.cfg.DB.NewSnapshot()
+	defer snap.Close()
+	v, closer, err := snap.Get(keys.PartitionStateKey(p.cfg.Group))
+	if err != nil {
+		return 0, err
+	}
+	st, err := decodeState(v)
+	closer.Close()
+	if err != nil {
+		return 0, err
+	}
+	if st.Empty() {
+		return st.LogStart, nil
+	}
+	if !st.PayloadKnown {
+		return p.bytesBoundaryBack(snap, maxBytes, st)
+	}
 	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
-	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, vis.Next)})
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, st.Next)})
 	if err != nil {
 		return 0, err
 	}
 	defer it.Close()
-	rd := p.NewReader()
-	defer rd.Close()
+	left := st.Payload
+	for valid := it.SeekLT(keys.OffsetKey(p.cfg.Group, st.LogStart+1)); valid && left > maxBytes; valid = it.Next() {
+		base, _ := keys.OffsetKeyBase(it.Key())
+		row, err := decodeIndexRow(it.Value())
+		if err != nil {
+			return 0, err
+		}
+		if !row.hasPayload {
+			return p.bytesBoundaryBack(snap, maxBytes, st)
+		}
+		if left-min(uint64(row.payload), left) > maxBytes {
+			left -= min(uint64(row.payload), left)
+			continue
+		}
+		// The limit falls in this batch.
+		next := base + uint64(row.span)
+		err = p.eachRecord(snap, base, row, func(o uint64, r *record.Record) bool {
+			if o < st.LogStart {
+				return true
+			}
+			if left <= maxBytes {
+				next = o
+				return false
+			}
+			left -= min(uint64(r.PayloadSize()), left)
+			return true
+		})
+		return next, err
+	}
+	return st.LogStart, it.Error()
+}
+
+// eachRecord calls fn for the records of the batch at base (row), read from
+// r, in order, until fn returns false.
+func (p *Partition) eachRecord(r pebble.Reader, base uint64, row indexRow, fn func(off uint64, rec *record.Record) bool) error {
+	data, err := raftlog.ReadEntryData(r, p.cfg.Group, row.raftIndex)
+	if err != nil {
+		return err
+	}
+	if len(data) < batchEnvelope || data[0] != kindBatch {
+		return fmt.Errorf("partition %d: %w: entry %d is not a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
+	}
+	b, err := record.Parse(data[batchEnvelope:])
+	if err != nil {
+		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
+	}
+	var rec record.Record
+	it := b.Iter()
+	for it.Next(&rec) {
+		if !fn(base+uint64(rec.OffsetDelta), &rec) {
+			return nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
+	}
+	return nil
+}
+
+// bytesBoundaryBack is bytesBoundary for a partition whose payload is not
+// known (its state was written before it was counted). It walks the
+// offset index back from the end, summing each batch's payload from its
+// row; only the batch where the limit falls (and batches whose rows
+// predate the payload field) is read, record by record. The cost is what
+// is kept.
+func (p *Partition) bytesBoundaryBack(snap *pebble.Snapshot, maxBytes uint64, st State) (uint64, error) {
+	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, st.Next)})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
 	var kept uint64
 	for valid := it.Last(); valid; valid = it.Prev() {
 		base, _ := keys.OffsetKeyBase(it.Key())
@@ -433,28 +527,22 @@ func (p *Partition) bytesBoundary(maxBytes uint64, vis State) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if base+uint64(row.span) <= vis.LogStart {
+		if base+uint64(row.span) <= st.LogStart {
 			break
 		}
 		if row.hasPayload && kept+uint64(row.payload) <= maxBytes {
 			kept += uint64(row.payload)
 			continue
 		}
-		b, _, err := rd.Read(max(base, vis.LogStart))
-		if err != nil {
-			return 0, err
-		}
 		type sized struct{ off, size uint64 }
 		var recs []sized
-		var r record.Record
-		ri := b.Records.Iter()
-		for ri.Next(&r) {
-			if o := b.Base + uint64(r.OffsetDelta); o >= vis.LogStart {
+		if err := p.eachRecord(snap, base, row, func(o uint64, r *record.Record) bool {
+			if o >= st.LogStart {
 				recs = append(recs, sized{o, uint64(r.PayloadSize())})
 			}
-		}
-		if err := ri.Err(); err != nil {
-			return 0, fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, b.Base, ErrCorrupt, err)
+			return true
+		}); err != nil {
+			return 0, err
 		}
 		for i := len(recs) - 1; i >= 0; i-- {
 			if kept+recs[i].size > maxBytes {
@@ -463,7 +551,7 @@ func (p *Partition) bytesBoundary(maxBytes uint64, vis State) (uint64, error) {
 			kept += recs[i].size
 		}
 	}
-	return vis.LogStart, it.Error()
+	return st.LogStart, it.Error()
 }
 
 // PlanCompaction reads the partition from the log start to its end now and

@@ -283,6 +283,7 @@ func TestRetentionKeepsExactlyTheNewestRecords(t *testing.T) {
 		}
 	}
 	check("from the cache")
+	checkPayload(t, p)
 	h.cache.Drop(p.Group())
 	check("from disk")
 	if _, ok, _ := p.PlanRetention(h.clock.Load()); ok {
@@ -377,6 +378,7 @@ func TestRetentionBytesAndAgeAtRecordGranularity(t *testing.T) {
 	if b := p.Bounds(); b.LogStart != 10 || b.Next != 11 || b.FirstTime != 2000 {
 		t.Fatalf("after age retention: %+v", b)
 	}
+	checkPayload(t, p)
 	if off, _ := p.SeekTime(1500); off != 10 {
 		t.Fatalf("time seek: %d, want 10", off)
 	}
@@ -437,6 +439,7 @@ func TestRetentionTrimsCompactedBatches(t *testing.T) {
 	if diff := cmp.Diff([]string{"4:d1", "5:b2", "6:c2"}, stored()); diff != "" {
 		t.Fatalf("after truncating at 3 (-want +got):\n%s", diff)
 	}
+	checkPayload(t, p)
 	// Compaction of the trimmed batch (d superseded).
 	if _, err := p.Append(ctx, []record.Record{kv("d", "d2")}); err != nil { // 7
 		t.Fatal(err)
@@ -451,6 +454,7 @@ func TestRetentionTrimsCompactedBatches(t *testing.T) {
 	if diff := cmp.Diff([]string{"5:b2", "6:c2", "7:d2"}, stored()); diff != "" {
 		t.Fatalf("after compacting the trimmed batch (-want +got):\n%s", diff)
 	}
+	checkPayload(t, p)
 	// The batch [0, 5) now holds nothing at or above 3: a trim at 4 removes
 	// it whole, and the log start is its end.
 	bytesBefore := p.Bounds().Bytes
@@ -474,12 +478,14 @@ func TestRetentionTrimsCompactedBatches(t *testing.T) {
 	}
 }
 
-// TestRetentionBytesWithRowsFromBeforePayloadSizes: offset index rows
-// written before they carried the batch's payload size (24 bytes) are still
-// read, and the bytes limit stays exact for them: the batch is read.
+// TestRetentionBytesWithRowsFromBeforePayloadSizes: offset index rows and
+// a state row written before they carried payload sizes (24-byte rows, a
+// version 2 state) are still read, and the bytes limit stays exact for
+// them: it walks the rows back and reads the batches.
 func TestRetentionBytesWithRowsFromBeforePayloadSizes(t *testing.T) {
 	h := newHarness(t, vfs.NewMem(), 64<<20)
-	p := h.add(0, func(c *Config) { c.Policy = Policy{Delete: true, MaxBytes: 35} })
+	pol := Policy{Delete: true, MaxBytes: 35}
+	p := h.add(0, func(c *Config) { c.Policy = pol })
 	var batch []record.Record
 	for i := range 10 {
 		batch = append(batch, kv("k", fmt.Sprintf("%09d", i))) // 10 bytes each
@@ -489,6 +495,10 @@ func TestRetentionBytesWithRowsFromBeforePayloadSizes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if b := p.Bounds(); !b.PayloadKnown || b.Payload != 200 {
+		t.Fatalf("payload counted at apply: %+v", b)
+	}
+	// Rewrite the rows as the previous version wrote them.
 	for _, base := range []uint64{0, 10} {
 		row, ok, err := p.readRow(base)
 		if err != nil || !ok {
@@ -500,5 +510,58 @@ func TestRetentionBytesWithRowsFromBeforePayloadSizes(t *testing.T) {
 	}
 	if x, ok, err := p.PlanRetention(h.clock.Load()); err != nil || !ok || x != 17 {
 		t.Fatalf("plan by bytes over old rows: %d %v %v, want 17", x, ok, err)
+	}
+	st := p.Bounds().encode()[:stateV2Size]
+	st[0] = 2
+	if err := h.db.Set(keys.PartitionStateKey(p.Group()), st, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	p = h.add(0, func(c *Config) { c.Policy = pol })
+	if b := p.Bounds(); b.PayloadKnown || b.Next != 20 {
+		t.Fatalf("a version 2 state read: %+v", b)
+	}
+	x, ok, err := p.PlanRetention(h.clock.Load())
+	if err != nil || !ok || x != 17 {
+		t.Fatalf("plan by bytes with an old state: %d %v %v, want 17", x, ok, err)
+	}
+	if err := p.Truncate(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := readAll(t, p); len(v) != 3 || v[0] != "000000007" {
+		t.Fatalf("kept %v", v)
+	}
+	// Once empty, the partition knows its payload again.
+	if err := p.Truncate(context.Background(), p.Bounds().Next); err != nil {
+		t.Fatal(err)
+	}
+	if b := p.Bounds(); !b.PayloadKnown || b.Payload != 0 {
+		t.Fatalf("emptied: %+v", b)
+	}
+}
+
+// checkPayload checks the state's payload against the stored records.
+func checkPayload(t *testing.T, p *Partition) {
+	t.Helper()
+	b := p.Bounds()
+	rd := p.NewReader()
+	defer rd.Close()
+	var sum uint64
+	for off := b.LogStart; off < b.Next; {
+		batch, _, err := rd.Read(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := batch.Records.Iter()
+		var r record.Record
+		for it.Next(&r) {
+			if batch.Base+uint64(r.OffsetDelta) >= off {
+				sum += uint64(r.PayloadSize())
+			}
+		}
+		off = batch.End()
+	}
+	if !b.PayloadKnown || b.Payload != sum {
+		t.Fatalf("state payload %d (known %v), the stored records hold %d", b.Payload, b.PayloadKnown, sum)
 	}
 }

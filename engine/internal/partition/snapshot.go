@@ -132,7 +132,7 @@ func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) 
 		}
 	}
 	p.st = State{LogStart: snap.Next, Next: snap.Next, FirstTime: snap.LastTime, LastTime: snap.LastTime,
-		LastIndex: index, LastOther: index}
+		LastIndex: index, LastOther: index, PayloadKnown: true}
 	p.appliedIndex = index
 	p.logFloor = 0
 	p.restored = true

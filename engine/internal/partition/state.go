@@ -23,6 +23,12 @@ type State struct {
 	FirstTime, LastTime int64
 	// Bytes counts stored batch bytes.
 	Bytes uint64
+	// Payload sums record.Record.PayloadSize over the stored records: what
+	// a retention bytes limit counts. It is meaningful only if PayloadKnown:
+	// a state written before it existed does not know it until the
+	// partition is empty once (retention then walks the offset index).
+	Payload      uint64
+	PayloadKnown bool
 	// LastIndex is the raft index of the last applied batch: readers of the
 	// raft log stop there.
 	LastIndex uint64
@@ -36,8 +42,13 @@ type State struct {
 // Empty reports whether the partition holds no records.
 func (s State) Empty() bool { return s.Next == s.LogStart }
 
-const stateVersion = 2
-const stateSize = 1 + 8*8
+// State rows are version 3; version 2 (without Payload) is still read.
+const (
+	stateVersion   = 3
+	stateSize      = 1 + 9*8
+	stateV2Size    = 1 + 8*8
+	unknownPayload = ^uint64(0)
+)
 
 func (s State) encode() []byte {
 	b := make([]byte, 1, stateSize)
@@ -49,16 +60,24 @@ func (s State) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, s.Bytes)
 	b = binary.BigEndian.AppendUint64(b, s.LastIndex)
 	b = binary.BigEndian.AppendUint64(b, s.LastProposer)
-	return binary.BigEndian.AppendUint64(b, s.LastOther)
+	b = binary.BigEndian.AppendUint64(b, s.LastOther)
+	payload := s.Payload
+	if !s.PayloadKnown {
+		payload = unknownPayload
+	}
+	return binary.BigEndian.AppendUint64(b, payload)
 }
 
 func decodeState(b []byte) (State, error) {
-	if len(b) != stateSize || b[0] != stateVersion {
+	if !(len(b) == stateSize && b[0] == stateVersion || len(b) == stateV2Size && b[0] == 2) {
 		return State{}, fmt.Errorf("%w: partition state of %d bytes, version %v", ErrCorrupt, len(b), b[:min(1, len(b))])
 	}
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[1+8*i:]) }
 	s := State{LogStart: u(0), Next: u(1), FirstTime: int64(u(2)), LastTime: int64(u(3)), Bytes: u(4), LastIndex: u(5),
 		LastProposer: u(6), LastOther: u(7)}
+	if len(b) == stateSize && u(8) != unknownPayload {
+		s.Payload, s.PayloadKnown = u(8), true
+	}
 	if s.LogStart > s.Next {
 		return State{}, fmt.Errorf("%w: log start %d after end %d", ErrCorrupt, s.LogStart, s.Next)
 	}
