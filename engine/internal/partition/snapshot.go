@@ -83,10 +83,13 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 				// of a retained bind entry, is written again by the
 				// retained log: leave it out, so that the log applies
 				// over the rows as they were at index.
-				// Records below the log start are not in the log any
-				// more, even when their batch is (retention trimmed its
-				// head): their rows travel in the snapshot.
-				if err == nil && (!e.bound && e.offset >= max(snap.Next, p.st.LogStart) || e.bound && e.offset > index) {
+				// (A batch whose head retention trimmed is brought whole:
+				// the entry a lagging replica receives may be the
+				// original, from raft's entry cache, and its keys must
+				// not look like duplicates there. Given the rewritten
+				// entry, that replica lacks the rows of the trimmed
+				// records, as it does for compacted ones.)
+				if err == nil && (!e.bound && e.offset >= snap.Next || e.bound && e.offset > index) {
 					brought[string(it.Key()[len(lo):])] = true
 					continue
 				}
