@@ -23,8 +23,8 @@ type replicaRecord struct {
 	Value  string
 }
 
-// readLocalReplica reads node url's own replica of partition 0, whole: its
-// log start, its end and its records.
+// readLocalReplica reads node url's own replica of partition 0, whole: the
+// offsets it holds and its records.
 func readLocalReplica(ctx context.Context, url, topic string) (start, end uint64, recs []replicaRecord, err error) {
 	sub, err := client.New(url).Subscribe(ctx, topic, client.Partitions(0), client.FollowerReads(),
 		client.From(client.Earliest()), client.Until(client.End()))
@@ -41,6 +41,11 @@ func readLocalReplica(ctx context.Context, url, topic string) (start, end uint64
 				recs = append(recs, replicaRecord{r.Offset, r.AppendTime.UnixNano(), string(r.Value)})
 			}
 		}
+	}
+	if n := len(recs); n > 0 {
+		// The Started event's bounds may be unset (the stream's stop is
+		// the end itself): the records say where the replica's are.
+		start, end = recs[0].Offset, max(end, recs[n-1].Offset+1)
 	}
 	return start, end, recs, sub.Err()
 }
