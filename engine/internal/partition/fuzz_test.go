@@ -18,6 +18,10 @@ import (
 
 func FuzzDecodeState(f *testing.F) {
 	f.Add(State{LogStart: 1, Next: 9, Bytes: 5, LastIndex: 3}.encode())
+	f.Add(State{LogStart: 1, Next: 9, Bytes: 5, LastIndex: 3, Payload: 4, PayloadKnown: true}.encode())
+	v2 := State{LogStart: 1, Next: 9}.encode()[:stateV2Size]
+	v2[0] = 2
+	f.Add(v2)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if s, err := decodeState(b); err == nil && s.LogStart > s.Next {
