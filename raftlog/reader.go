@@ -123,6 +123,17 @@ func RewriteEntry(b *pebble.Batch, r pebble.Reader, group, index uint64, data []
 	return b.Set(entryKey(group, index), buf, nil)
 }
 
+// RewriteNewEntry is RewriteEntry for a normal entry of the given term
+// that b itself appended (in the same pass, so not readable from the store
+// yet).
+func RewriteNewEntry(b *pebble.Batch, group, index, term uint64, data []byte) error {
+	buf := make([]byte, 0, 1+binary.MaxVarintLen64+len(data))
+	buf = append(buf, byte(pb.EntryNormal))
+	buf = binary.AppendUvarint(buf, term)
+	buf = append(buf, data...)
+	return b.Set(entryKey(group, index), buf, nil)
+}
+
 // ReadEntryData returns a copy of the data of the entry at index.
 func ReadEntryData(r pebble.Reader, group, index uint64) ([]byte, error) {
 	v, closer, err := r.Get(entryKey(group, index))

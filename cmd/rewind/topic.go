@@ -40,9 +40,9 @@ type retentionFlags struct {
 
 func (r *retentionFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&r.age, "retention-age", "", "delete records older than this, e.g. 7d or 12h (0: no limit)")
-	f.StringVar(&r.bytes, "retention-bytes", "", "keep at most this much per partition, e.g. 10GiB or 500MB (0: no limit)")
-	f.Uint64Var(&r.records, "retention-records", 0, "keep at most this many records per partition (0: no limit)")
+	f.StringVar(&r.age, "retention-age", "", "delete every record appended longer ago than this, e.g. 7d or 12h (0: no limit)")
+	f.StringVar(&r.bytes, "retention-bytes", "", "keep the newest records whose sizes (key + value + headers + idempotency key) add up to at most this, per partition, e.g. 10GiB or 500MB (0: no limit)")
+	f.Uint64Var(&r.records, "retention-records", 0, "keep exactly this many newest records per partition (0: no limit)")
 	f.StringVar(&r.cleanup, "cleanup", "", "delete (the default), compact (keep the latest record per key) or compact,delete")
 	f.StringVar(&r.deleteRetention, "delete-retention", "", "how long a tombstone (a key with an empty value) survives compaction (default 24h)")
 }

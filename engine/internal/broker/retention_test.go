@@ -13,11 +13,14 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
 	"github.com/rewind-io/rewind/engine/internal/meta"
+	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/engine/internal/resume"
 	"github.com/rewind-io/rewind/engine/internal/stream"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
@@ -150,6 +153,61 @@ func TestRetentionAtTheEdgeIsNeverSilent(t *testing.T) {
 		t.Fatalf("member starts at %v", pp)
 	}
 	m.leave()
+}
+
+// TestRetentionInsideABatchAtTheEdge: 1,000 records published in one
+// request to a topic that keeps 100 (issue 18) keep exactly offsets
+// 900..999, and every way of naming a removed offset (offset, message ID,
+// resume token) gets OutOfRange with the new log start, while a time seek
+// to the batch's time starts exactly at the log start.
+func TestRetentionInsideABatchAtTheEdge(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(int64(time.Hour))
+	b := openCfg(t, vfs.NewMem(), &clock, nil)
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "r", Partitions: 1, Retention: meta.Retention{MaxRecords: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]string, 1000)
+	for i := range vals {
+		vals[i] = fmt.Sprint(i)
+	}
+	publishTo(t, b, "r", 0, vals...)
+	p := parts(t, b, "r")[0]
+	if err := b.retain(p); err != nil {
+		t.Fatal(err)
+	}
+	bd := p.Bounds()
+	if bd.LogStart != 900 || bd.Next != 1000 {
+		t.Fatalf("after retention: %+v, want [900, 1000)", bd)
+	}
+	got := replayAll(t, b, "r")
+	if len(got) != 100 || got[0].GetOffset() != 900 || string(got[0].GetValue()) != "900" || got[99].GetOffset() != 999 {
+		t.Fatalf("replay after retention: %d records, first %v", len(got), got[0])
+	}
+	for _, start := range []cursor.Start{
+		{Kind: cursor.AtOffset, Offset: 899},
+		{Kind: cursor.AtMessageID, ID: msgid.ID{TopicID: p.TopicID(), Partition: 0, Offset: 899}},
+		{Kind: cursor.FromToken, Token: resume.Token{TopicID: p.TopicID(), Positions: []resume.Position{{Partition: 0, Next: 899}}}},
+	} {
+		err := b.Subscribe(ctx, SubscribeParams{Topic: "r", Start: start, Stop: cursor.Stop{Kind: cursor.AtEnd}}, &collect{})
+		var oor *cursor.OutOfRangeError
+		if !errors.As(err, &oor) || oor.Requested != 899 || oor.LogStart != 900 || oor.EarliestTime != bd.FirstTime {
+			t.Fatalf("start %+v below the log start: %v", start, err)
+		}
+	}
+	var c collect
+	if err := b.Subscribe(ctx, SubscribeParams{Topic: "r", Start: cursor.Start{Kind: cursor.AtTime, Time: bd.FirstTime},
+		Stop: cursor.Stop{Kind: cursor.AtEnd}}, &c); err != nil || len(c.recs) != 100 || c.recs[0].GetOffset() != 900 {
+		t.Fatalf("time seek to the first kept time: %v, %d records", err, len(c.recs))
+	}
+	c = collect{}
+	id := msgid.ID{TopicID: p.TopicID(), Partition: 0, Offset: 900}
+	if err := b.Subscribe(ctx, SubscribeParams{Topic: "r", Start: cursor.Start{Kind: cursor.AtMessageID, ID: id},
+		Stop: cursor.Stop{Kind: cursor.AtEnd}}, &c); err != nil || len(c.recs) == 0 || c.recs[0].GetOffset() < 900 {
+		t.Fatalf("message ID at the log start: %v, %d records", err, len(c.recs))
+	}
 }
 
 type sinkFunc func(*rewindv1.SubscribeResponse) error
@@ -382,8 +440,10 @@ func TestCrashDuringRetentionAndCompaction(t *testing.T) {
 					return
 				default:
 				}
+				// 1 to 9 records a request: retention's cuts fall inside
+				// batches as often as between them.
 				var recs []PublishRecord
-				for k := range 5 {
+				for k := range 1 + rng.IntN(9) {
 					recs = append(recs, PublishRecord{Record: record.Record{
 						Key: []byte(fmt.Sprint("k", rng.IntN(40))), Value: []byte(fmt.Sprint("r", round, "-", i, "-", k))}})
 				}
@@ -458,6 +518,23 @@ func TestCrashDuringRetentionAndCompaction(t *testing.T) {
 			}
 		}
 		t.Logf("round %d: %d acknowledged at the cut, log start %d, %d records kept", round, len(atCrash), bd.LogStart, len(got))
+		// One pass after the restart holds the limit exactly: every record
+		// of the newest 300 offsets stays, none older.
+		if err := b.retain(parts(t, b, "x")[0]); err != nil {
+			t.Fatal(err)
+		}
+		var want, kept []uint64
+		for _, r := range got {
+			if r.GetOffset()+300 >= bd.Next {
+				want = append(want, r.GetOffset())
+			}
+		}
+		for _, r := range replayAll(t, b, "x") {
+			kept = append(kept, r.GetOffset())
+		}
+		if diff := cmp.Diff(want, kept); diff != "" {
+			t.Fatalf("round %d: after a retention pass with end %d (-want +got):\n%s", round, bd.Next, diff)
+		}
 		b.Close()
 	}
 }

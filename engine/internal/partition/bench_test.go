@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/engine/internal/store"
 	"github.com/rewind-io/rewind/raftlog"
@@ -135,4 +136,36 @@ func BenchmarkRetention10M(b *testing.B) {
 	if p.Bounds().LogStart < total {
 		b.Fatalf("log start %d", p.Bounds().LogStart)
 	}
+}
+
+// BenchmarkPlanRetentionBytes plans a bytes limit over 20,000 batches of
+// one 100-byte record, the limit keeping 90 % of them: the planner's cost
+// per housekeeping pass. "forward" is a partition whose state counts its
+// payload (it walks the 10 % that goes); "backward" one whose state
+// predates that (it walks the 90 % that stays, back from the end).
+func BenchmarkPlanRetentionBytes(b *testing.B) {
+	h := newHarness(b, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) { c.Policy = Policy{Delete: true, MaxBytes: 18_000 * 100} })
+	rec := []record.Record{{Value: make([]byte, 100)}}
+	ctx := context.Background()
+	for range 20_000 {
+		if _, err := p.Append(ctx, rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	plan := func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if x, ok, err := p.PlanRetention(h.clock.Load()); err != nil || !ok || x != 2000 {
+				b.Fatalf("plan: %d %v %v", x, ok, err)
+			}
+		}
+	}
+	b.Run("forward", plan)
+	st := p.Bounds().encode()[:stateV2Size]
+	st[0] = 2
+	if err := h.db.Set(keys.PartitionStateKey(p.Group()), st, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("backward", plan)
 }

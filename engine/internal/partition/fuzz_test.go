@@ -18,6 +18,10 @@ import (
 
 func FuzzDecodeState(f *testing.F) {
 	f.Add(State{LogStart: 1, Next: 9, Bytes: 5, LastIndex: 3}.encode())
+	f.Add(State{LogStart: 1, Next: 9, Bytes: 5, LastIndex: 3, Payload: 4, PayloadKnown: true}.encode())
+	v2 := State{LogStart: 1, Next: 9}.encode()[:stateV2Size]
+	v2[0] = 2
+	f.Add(v2)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if s, err := decodeState(b); err == nil && s.LogStart > s.Next {
@@ -28,6 +32,7 @@ func FuzzDecodeState(f *testing.F) {
 
 func FuzzDecodeRows(f *testing.F) {
 	f.Add(indexRow{raftIndex: 3, appendTime: 7, span: 2, size: 100}.encode())
+	f.Add(indexRow{raftIndex: 3, appendTime: 7, span: 2, size: 100, payload: 60, hasPayload: true}.encode()[:legacyIndexRowSize])
 	f.Add(dedupeEntry{offset: 1, appendTime: 2, hash: 3}.encode())
 	f.Add(dedupeEntry{offset: 1, appendTime: 2, hash: 3, bound: true, target: 4}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {

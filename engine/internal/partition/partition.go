@@ -160,8 +160,15 @@ type Partition struct {
 	appliedIndex uint64
 	// logFloor is the highest raft index retention released.
 	logFloor uint64
-	// passEntries holds batch entries rewritten by compaction this pass.
+	// passEntries holds batch entries applied or rewritten (by compaction
+	// or retention) this pass, by raft index; passRows the offset index
+	// rows written this pass, by base offset: both are not in the store
+	// until the pass commits.
 	passEntries map[uint64][]byte
+	passRows    map[uint64]indexRow
+	// passTerms holds the terms of the batch entries applied this pass:
+	// rewriting one needs it, as the store does not hold the entry yet.
+	passTerms map[uint64]uint64
 	// proposingTerm is the term this pass's proposals are appended at;
 	// appliedTerm the term of the last applied entry. A flight of an
 	// earlier term than appliedTerm that is still not applied is lost
@@ -275,6 +282,8 @@ func Open(cfg Config) (*Partition, error) {
 		passGroups: make(map[string]passGroup), opFlights: make(map[uint64]*pendingOp),
 		bindFlights: make(map[uint64]*bindFlight),
 		passEntries: make(map[uint64][]byte),
+		passRows:    make(map[uint64]indexRow),
+		passTerms:   make(map[uint64]uint64),
 		gcFloor:     math.MinInt64,
 	}
 	var seed [8]byte
@@ -297,10 +306,11 @@ func Open(cfg Config) (*Partition, error) {
 	if err := p.verify(); err != nil {
 		return nil, err
 	}
-	if p.st == (State{}) {
+	if fresh := (State{PayloadKnown: p.st.PayloadKnown}); p.st == fresh {
 		// Nothing applied yet: no previous batch bounds the first one's
 		// time (which may be before 1970).
 		p.st.FirstTime, p.st.LastTime = math.MinInt64, math.MinInt64
+		p.st.PayloadKnown = true
 	}
 	p.proposedTime = math.MinInt64
 	p.appliedIndex = p.st.LastIndex
@@ -691,7 +701,8 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 			// rather than assign offsets differently from other replicas.
 			return fmt.Errorf("partition %d: entry %d: %w: %w", p.cfg.Index, e.GetIndex(), ErrCorrupt, err)
 		}
-		if err := b.Validate(); err != nil || b.Count() == 0 {
+		payload, err := b.ValidatePayload()
+		if err != nil || b.Count() == 0 {
 			// Well-formed on the wire but not a valid batch: the proposer
 			// built it wrong. Every replica sees the same bytes, so every
 			// replica skips it the same way.
@@ -716,16 +727,24 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 				return fmt.Errorf("partition %d: entry %d: dedupe expiry: %w", p.cfg.Index, e.GetIndex(), err)
 			}
 		}
-		row := indexRow{raftIndex: e.GetIndex(), appendTime: t, span: b.Span(), size: uint32(len(data) - batchEnvelope)}
+		row := indexRow{raftIndex: e.GetIndex(), appendTime: t, span: b.Span(), size: uint32(len(data) - batchEnvelope),
+			payload: uint32(min(payload, math.MaxUint32)), hasPayload: true}
 		if err := w.Set(keys.OffsetKey(p.cfg.Group, base), row.encode(), nil); err != nil {
 			return err
 		}
+		// Not readable from the store until the pass commits: a retention
+		// or compaction command later in this pass finds it here.
+		p.passRows[base] = row
+		p.passEntries[e.GetIndex()] = data
+		p.passTerms[e.GetIndex()] = e.GetTerm()
 		if err := w.Set(keys.TimeKey(p.cfg.Group, t, base), nil, nil); err != nil {
 			return err
 		}
 		if p.st.Empty() {
 			p.st.FirstTime = t
+			p.st.Payload, p.st.PayloadKnown = 0, true
 		}
+		p.st.Payload += payload
 		p.st.Next += uint64(b.Span())
 		p.st.LastTime = t
 		p.st.Bytes += uint64(len(data) - batchEnvelope)
@@ -781,9 +800,16 @@ func (p *Partition) Durable() {
 	clear(p.passKeys)
 	clear(p.passGroups)
 	clear(p.passEntries)
+	clear(p.passRows)
+	clear(p.passTerms)
 	if p.restored {
 		p.restored = false
 		p.cfg.Cache.Drop(p.cfg.Group)
+	}
+	// Batches applied this pass first: retention or compaction later in
+	// the pass may have removed or rewritten them.
+	for _, ab := range applied {
+		p.cfg.Cache.Put(p.cfg.Group, ab.batch)
 	}
 	if p.cacheBelow > 0 {
 		p.cfg.Cache.DropBelow(p.cfg.Group, p.cacheBelow)
@@ -792,9 +818,6 @@ func (p *Partition) Durable() {
 		p.cfg.Cache.Replace(p.cfg.Group, b)
 	}
 	p.cacheReplace = nil
-	for _, ab := range applied {
-		p.cfg.Cache.Put(p.cfg.Group, ab.batch)
-	}
 	p.mu.Lock()
 	p.mu.visible = p.st
 	p.mu.visibleTerm = p.appliedTerm

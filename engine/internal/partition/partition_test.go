@@ -21,7 +21,7 @@ import (
 // harness runs partitions on a real raft host over a real (in-memory)
 // Pebble store, with a clock the test controls.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	fs    vfs.FS
 	db    *pebble.DB
 	host  *raftlog.Host
@@ -30,7 +30,7 @@ type harness struct {
 	parts []*Partition
 }
 
-func newHarness(t *testing.T, fs vfs.FS, cacheBytes int64) *harness {
+func newHarness(t testing.TB, fs vfs.FS, cacheBytes int64) *harness {
 	t.Helper()
 	h := &harness{t: t, fs: fs, cache: NewCache(cacheBytes)}
 	h.clock.Store(1000)

@@ -128,6 +128,15 @@ func (p *Partition) NewReader() *Reader { return &Reader{p: p} }
 func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 	p := r.p
 	if cb := p.cfg.Cache.Get(p.cfg.Group, from); cb != nil {
+		// The batch holding the log start stays cached, its head trimmed
+		// by retention: an offset below the log start is not read from it.
+		p.mu.Lock()
+		start := max(p.mu.visible.LogStart, p.mu.truncatingTo)
+		p.mu.Unlock()
+		if from < start {
+			r.closeIters()
+			return nil, false, fmt.Errorf("%w: offset %d, log start %d", ErrBelowStart, from, start)
+		}
 		r.closeIters()
 		return cb, true, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -20,10 +21,13 @@ import (
 // PlanCompaction, called by the broker's housekeeping), and executed as raft
 // commands, so every replica removes exactly the same records:
 //
-//   - truncate {offset X}: X is a batch boundary; every batch below it goes,
-//     with one range deletion each on the offset index, the time index and
-//     the raft log (the log is the data). The log start becomes X. Offsets
-//     are never reused.
+//   - truncate {offset X}: every record below X goes. Batches entirely
+//     below it go with one range deletion each on the offset index, the
+//     time index and the raft log (the log is the data); the batch holding
+//     X, if X is inside it, is rewritten without its records below X, the
+//     way compaction rewrites batches (offsets, span and append time kept).
+//     The log start becomes X, so it may be inside a batch. Offsets are
+//     never reused.
 //   - compact {batch, deltas}: the batch's raft entry is rewritten without
 //     those records (record.Compact keeps every other offset and the span),
 //     its index row records the new size. Offsets of dropped records simply
@@ -85,8 +89,9 @@ type CompactCmd struct {
 // longer fits the partition (a newer one ran first). Nothing changed.
 var ErrStalePlan = errors.New("partition: stale retention plan")
 
-// Truncate removes every record below offset x (a batch boundary, as
-// PlanRetention returns) through the raft log.
+// Truncate removes every record below offset x (as PlanRetention returns
+// it; any offset) through the raft log. If x is inside a batch, the batch's
+// head is trimmed. It returns ErrStalePlan if x is past the end.
 func (p *Partition) Truncate(ctx context.Context, x uint64) error {
 	_, err := p.command(ctx, kindTruncate, truncateCmd{Offset: x})
 	return err
@@ -125,42 +130,50 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 	if x > st.Next {
 		return fmt.Errorf("%w: truncate at %d past the end %d", ErrStalePlan, x, st.Next), nil
 	}
+	// Find the batch that holds x. If x is inside it, its head is trimmed:
+	// the batch is rewritten without the records below x (offsets, span
+	// and append time kept). A trim that would leave no record (compaction
+	// removed the rest) removes the whole batch instead: no record above x
+	// is lost, and the first kept row stays a real batch.
 	var kept indexRow
-	if x < st.Next {
-		r, ok, err := p.readRow(x)
+	keptBase := st.Next
+	var trimmed, trimmedPayload uint64
+	for x < st.Next {
+		base, row, err := p.rowContaining(x)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			return fmt.Errorf("%w: %d is not a batch boundary", ErrStalePlan, x), nil
+		if x > base {
+			nrow, saved, empty, err := p.rewriteBatch(w, base, row, func(d uint32) bool { return uint64(d) < x-base }, false)
+			if err != nil {
+				return nil, err
+			}
+			if empty {
+				x = base + uint64(row.span)
+				continue
+			}
+			trimmed, trimmedPayload = saved, uint64(row.payload)-min(uint64(nrow.payload), uint64(row.payload))
+			row = nrow
 		}
-		kept = r
+		kept, keptBase = row, base
+		break
 	}
-	// Bytes leaving: the rows below x (one row per batch; bounded by what
-	// the plan removes).
-	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
-	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, x)})
+	removed, removedPayload, err := p.liveBytesBelow(keptBase)
 	if err != nil {
 		return nil, err
 	}
-	var removed uint64
-	for valid := it.First(); valid; valid = it.Next() {
-		r, err := decodeIndexRow(it.Value())
-		if err != nil {
-			it.Close()
-			return nil, err
+	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	if err := w.DeleteRange(lo, keys.OffsetKey(p.cfg.Group, keptBase), nil); err != nil {
+		return nil, err
+	}
+	for base := range p.passRows {
+		if base < keptBase {
+			delete(p.passRows, base)
 		}
-		removed += uint64(r.size)
-	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return nil, err
-	}
-	if err := w.DeleteRange(lo, keys.OffsetKey(p.cfg.Group, x), nil); err != nil {
-		return nil, err
 	}
 	tlo, thi := keys.GroupSpan(keys.Time, p.cfg.Group)
 	if x < st.Next {
-		thi = keys.TimeKey(p.cfg.Group, kept.appendTime, x)
+		thi = keys.TimeKey(p.cfg.Group, kept.appendTime, keptBase)
 		st.FirstTime = kept.appendTime
 		p.logFloor = kept.raftIndex - 1
 	} else {
@@ -176,9 +189,153 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 	p.mu.Lock()
 	p.mu.truncatingTo = max(p.mu.truncatingTo, x)
 	p.mu.Unlock()
-	st.Bytes -= min(removed, st.Bytes)
+	st.Bytes -= min(removed+trimmed, st.Bytes)
+	st.Payload -= min(removedPayload+trimmedPayload, st.Payload)
+	if st.Empty() {
+		st.Payload, st.PayloadKnown = 0, true
+	}
 	p.cacheBelow = max(p.cacheBelow, x)
 	return nil, nil
+}
+
+// rowAt returns the offset index row of the batch at base as this pass
+// left it.
+func (p *Partition) rowAt(base uint64) (indexRow, bool, error) {
+	if r, ok := p.passRows[base]; ok {
+		return r, true, nil
+	}
+	return p.readRow(base)
+}
+
+// rowContaining returns the batch holding offset x, which must be within
+// the applied state's [log start, next), as this pass left it.
+func (p *Partition) rowContaining(x uint64) (uint64, indexRow, error) {
+	base, found := uint64(0), false
+	for b := range p.passRows {
+		if b <= x && (!found || b > base) {
+			base, found = b, true
+		}
+	}
+	// Rows below the log start's batch may still be in the store (deleted
+	// by this pass); the last row at or below x is never one of them.
+	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, x+1)})
+	if err != nil {
+		return 0, indexRow{}, err
+	}
+	if it.Last() {
+		if b, ok := keys.OffsetKeyBase(it.Key()); ok && (!found || b > base) {
+			base, found = b, true
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return 0, indexRow{}, err
+	}
+	if !found {
+		return 0, indexRow{}, fmt.Errorf("partition %d: %w: no index row at or below offset %d", p.cfg.Index, ErrCorrupt, x)
+	}
+	row, ok, err := p.rowAt(base)
+	if err != nil {
+		return 0, indexRow{}, err
+	}
+	if !ok || x >= base+uint64(row.span) {
+		return 0, indexRow{}, fmt.Errorf("partition %d: %w: offset %d not in the batch at %d", p.cfg.Index, ErrCorrupt, x, base)
+	}
+	return base, row, nil
+}
+
+// liveBytesBelow sums the sizes and payloads of the stored batches below
+// offset hi that still hold records at or above the log start: what a
+// truncation to hi removes (bounded by what the plan removes).
+func (p *Partition) liveBytesBelow(hi uint64) (size, payload uint64, err error) {
+	add := func(base uint64, r indexRow) {
+		if base < hi && base+uint64(r.span) > p.st.LogStart {
+			size += uint64(r.size)
+			payload += uint64(r.payload)
+		}
+	}
+	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, hi)})
+	if err != nil {
+		return 0, 0, err
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		base, _ := keys.OffsetKeyBase(it.Key())
+		if _, ok := p.passRows[base]; ok {
+			continue // counted below, as this pass left it
+		}
+		r, err := decodeIndexRow(it.Value())
+		if err != nil {
+			it.Close()
+			return 0, 0, err
+		}
+		add(base, r)
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return 0, 0, err
+	}
+	for base, r := range p.passRows {
+		add(base, r)
+	}
+	return size, payload, nil
+}
+
+// rewriteBatch rewrites the batch at base (its row as this pass left it)
+// without the records drop selects, the way both key compaction and
+// retention shrink a batch: record.Compact keeps the proposal id, the
+// append time, the span and every other record's offset. The new row
+// (size and payload) and entry are written to w and remembered for the
+// rest of the pass. With keepEmpty false, a rewrite that would leave no
+// record writes nothing and reports empty.
+func (p *Partition) rewriteBatch(w *pebble.Batch, base uint64, row indexRow, drop func(delta uint32) bool, keepEmpty bool) (nrow indexRow, saved uint64, empty bool, err error) {
+	data, ok := p.passEntries[row.raftIndex]
+	if !ok {
+		data, err = raftlog.ReadEntryData(p.cfg.DB, p.cfg.Group, row.raftIndex)
+		if err != nil {
+			return indexRow{}, 0, false, err
+		}
+	}
+	if len(data) < batchEnvelope || data[0] != kindBatch {
+		return indexRow{}, 0, false, fmt.Errorf("partition %d: %w: entry %d is not a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
+	}
+	b, err := record.Parse(data[batchEnvelope:])
+	if err != nil {
+		return indexRow{}, 0, false, fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
+	}
+	compacted, err := record.Compact(b, drop)
+	if err != nil {
+		return indexRow{}, 0, false, fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
+	}
+	entry := append(bytes.Clone(data[:batchEnvelope]), compacted...)
+	nb, err := record.Parse(entry[batchEnvelope:])
+	if err != nil {
+		return indexRow{}, 0, false, err
+	}
+	if nb.Count() == 0 && !keepEmpty {
+		return indexRow{}, 0, true, nil
+	}
+	payload, err := nb.ValidatePayload()
+	if err != nil {
+		return indexRow{}, 0, false, err
+	}
+	if term, ok := p.passTerms[row.raftIndex]; ok {
+		err = raftlog.RewriteNewEntry(w, p.cfg.Group, row.raftIndex, term, entry)
+	} else {
+		err = raftlog.RewriteEntry(w, p.cfg.DB, p.cfg.Group, row.raftIndex, entry)
+	}
+	if err != nil {
+		return indexRow{}, 0, false, err
+	}
+	p.passEntries[row.raftIndex] = entry
+	saved = uint64(row.size) - min(uint64(len(compacted)), uint64(row.size))
+	row.size = uint32(len(compacted))
+	row.payload, row.hasPayload = uint32(min(payload, math.MaxUint32)), true
+	if err := w.Set(keys.OffsetKey(p.cfg.Group, base), row.encode(), nil); err != nil {
+		return indexRow{}, 0, false, err
+	}
+	p.passRows[base] = row
+	p.cacheReplace = append(p.cacheReplace, &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: nb})
+	return row, saved, false, nil
 }
 
 func (p *Partition) applyCompact(w *pebble.Batch, cmd compactCmd) (opErr, err error) {
@@ -199,60 +356,40 @@ func (p *Partition) applyCompact(w *pebble.Batch, cmd compactCmd) (opErr, err er
 }
 
 func (p *Partition) compactBatch(w *pebble.Batch, c CompactCmd) (opErr, err error) {
-	if c.Base < p.st.LogStart {
-		return fmt.Errorf("%w: batch %d is below the log start", ErrStalePlan, c.Base), nil
-	}
-	row, ok, err := p.readRow(c.Base)
+	row, ok, err := p.rowAt(c.Base)
 	if err != nil {
 		return nil, err
 	}
 	if !ok || row.raftIndex != c.RaftIndex {
 		return fmt.Errorf("%w: no batch at %d in entry %d", ErrStalePlan, c.Base, c.RaftIndex), nil
 	}
-	data, ok := p.passEntries[c.RaftIndex]
-	if !ok {
-		data, err = raftlog.ReadEntryData(p.cfg.DB, p.cfg.Group, c.RaftIndex)
-		if err != nil {
-			return nil, err
-		}
-	}
-	if len(data) < batchEnvelope || data[0] != kindBatch {
-		return nil, fmt.Errorf("partition %d: %w: entry %d is not a batch", p.cfg.Index, ErrCorrupt, c.RaftIndex)
-	}
-	b, err := record.Parse(data[batchEnvelope:])
-	if err != nil {
-		return nil, fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, c.Base, ErrCorrupt, err)
+	if c.Base+uint64(row.span) <= p.st.LogStart {
+		return fmt.Errorf("%w: batch %d is below the log start", ErrStalePlan, c.Base), nil
 	}
 	drop := make(map[uint32]bool, len(c.Drop))
 	for _, d := range c.Drop {
 		drop[d] = true
 	}
-	compacted, err := record.Compact(b, func(d uint32) bool { return drop[d] })
+	nrow, saved, _, err := p.rewriteBatch(w, c.Base, row, func(d uint32) bool { return drop[d] }, true)
 	if err != nil {
-		return nil, fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, c.Base, ErrCorrupt, err)
-	}
-	entry := append(bytes.Clone(data[:batchEnvelope]), compacted...)
-	if err := raftlog.RewriteEntry(w, p.cfg.DB, p.cfg.Group, c.RaftIndex, entry); err != nil {
-		return nil, err
-	}
-	p.passEntries[c.RaftIndex] = entry
-	saved := uint64(row.size) - uint64(len(compacted))
-	row.size = uint32(len(compacted))
-	if err := w.Set(keys.OffsetKey(p.cfg.Group, c.Base), row.encode(), nil); err != nil {
 		return nil, err
 	}
 	p.st.Bytes -= min(saved, p.st.Bytes)
-	nb, err := record.Parse(entry[batchEnvelope:])
-	if err != nil {
-		return nil, err
-	}
-	p.cacheReplace = append(p.cacheReplace, &Batch{Base: c.Base, AppendTime: row.appendTime, Span: row.span, RaftIndex: c.RaftIndex, Records: nb})
+	p.st.Payload -= min(uint64(row.payload)-min(uint64(nrow.payload), uint64(row.payload)), p.st.Payload)
 	return nil, nil
 }
 
 // PlanRetention returns the offset below which the policy's limits remove
-// records (a batch boundary), and whether anything is to be removed. It
-// reads the store and does not change anything.
+// records, and whether anything is to be removed. The offset is exact, at
+// record granularity (it may fall inside a batch, whose head Truncate then
+// trims):
+//
+//   - records: the partition keeps the newest MaxRecords offsets;
+//   - bytes: the longest suffix of records whose PayloadSize sum (what the
+//     record size limit counts) is at most MaxBytes;
+//   - age: every record appended before now - MaxAge goes.
+//
+// It reads the store and does not change anything.
 func (p *Partition) PlanRetention(now int64) (uint64, bool, error) {
 	pol := p.Policy()
 	vis := p.Bounds()
@@ -268,14 +405,10 @@ func (p *Partition) PlanRetention(now int64) (uint64, bool, error) {
 		x = max(x, off)
 	}
 	if pol.MaxRecords > 0 && vis.Next-vis.LogStart > pol.MaxRecords {
-		off, err := p.boundaryAtOrAfter(vis.Next-pol.MaxRecords, vis)
-		if err != nil {
-			return 0, false, err
-		}
-		x = max(x, off)
+		x = max(x, vis.Next-pol.MaxRecords)
 	}
-	if pol.MaxBytes > 0 && vis.Bytes > pol.MaxBytes {
-		off, err := p.bytesBoundary(pol.MaxBytes, vis)
+	if pol.MaxBytes > 0 && (vis.PayloadKnown && vis.Payload > pol.MaxBytes || !vis.PayloadKnown && vis.Bytes > pol.MaxBytes) {
+		off, err := p.bytesBoundary(pol.MaxBytes)
 		if err != nil {
 			return 0, false, err
 		}
@@ -284,41 +417,141 @@ func (p *Partition) PlanRetention(now int64) (uint64, bool, error) {
 	return x, x > vis.LogStart, nil
 }
 
-// boundaryAtOrAfter returns the first batch base >= off (the end if none).
-func (p *Partition) boundaryAtOrAfter(off uint64, vis State) (uint64, error) {
-	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: keys.OffsetKey(p.cfg.Group, off), UpperBound: keys.OffsetKey(p.cfg.Group, vis.Next)})
+// bytesBoundary returns the first offset of the longest suffix of records
+// whose payload is at most maxBytes. It reads one Pebble snapshot, so the
+// state row and the offset index rows agree (a pass writes them together).
+// Knowing the partition's payload, it walks the offset index forward from
+// the log start over what goes, subtracting each batch's payload, and
+// reads only the batch where the limit falls, record by record: the cost
+// is what is removed, not what is kept.
+func (p *Partition) bytesBoundary(maxBytes uint64) (uint64, error) {
+	snap := p.cfg.DB.NewSnapshot()
+	defer snap.Close()
+	v, closer, err := snap.Get(keys.PartitionStateKey(p.cfg.Group))
+	if err != nil {
+		return 0, err
+	}
+	st, err := decodeState(v)
+	closer.Close()
+	if err != nil {
+		return 0, err
+	}
+	if st.Empty() {
+		return st.LogStart, nil
+	}
+	if !st.PayloadKnown {
+		return p.bytesBoundaryBack(snap, maxBytes, st)
+	}
+	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, st.Next)})
 	if err != nil {
 		return 0, err
 	}
 	defer it.Close()
-	if !it.First() {
-		return vis.Next, it.Error()
-	}
-	base, _ := keys.OffsetKeyBase(it.Key())
-	return base, nil
-}
-
-// bytesBoundary returns the first batch base from which at most maxBytes
-// are stored.
-func (p *Partition) bytesBoundary(maxBytes uint64, vis State) (uint64, error) {
-	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: keys.OffsetKey(p.cfg.Group, vis.LogStart), UpperBound: keys.OffsetKey(p.cfg.Group, vis.Next)})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	left := vis.Bytes
-	for valid := it.First(); valid; valid = it.Next() {
-		if left <= maxBytes {
-			base, _ := keys.OffsetKeyBase(it.Key())
-			return base, nil
-		}
-		r, err := decodeIndexRow(it.Value())
+	left := st.Payload
+	for valid := it.SeekLT(keys.OffsetKey(p.cfg.Group, st.LogStart+1)); valid && left > maxBytes; valid = it.Next() {
+		base, _ := keys.OffsetKeyBase(it.Key())
+		row, err := decodeIndexRow(it.Value())
 		if err != nil {
 			return 0, err
 		}
-		left -= min(uint64(r.size), left)
+		if !row.hasPayload {
+			return p.bytesBoundaryBack(snap, maxBytes, st)
+		}
+		if left-min(uint64(row.payload), left) > maxBytes {
+			left -= min(uint64(row.payload), left)
+			continue
+		}
+		// The limit falls in this batch.
+		next := base + uint64(row.span)
+		err = p.eachRecord(snap, base, row, func(o uint64, r *record.Record) bool {
+			if o < st.LogStart {
+				return true
+			}
+			if left <= maxBytes {
+				next = o
+				return false
+			}
+			left -= min(uint64(r.PayloadSize()), left)
+			return true
+		})
+		return next, err
 	}
-	return vis.Next, it.Error()
+	return st.LogStart, it.Error()
+}
+
+// eachRecord calls fn for the records of the batch at base (row), read from
+// r, in order, until fn returns false.
+func (p *Partition) eachRecord(r pebble.Reader, base uint64, row indexRow, fn func(off uint64, rec *record.Record) bool) error {
+	data, err := raftlog.ReadEntryData(r, p.cfg.Group, row.raftIndex)
+	if err != nil {
+		return err
+	}
+	if len(data) < batchEnvelope || data[0] != kindBatch {
+		return fmt.Errorf("partition %d: %w: entry %d is not a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
+	}
+	b, err := record.Parse(data[batchEnvelope:])
+	if err != nil {
+		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
+	}
+	var rec record.Record
+	it := b.Iter()
+	for it.Next(&rec) {
+		if !fn(base+uint64(rec.OffsetDelta), &rec) {
+			return nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
+	}
+	return nil
+}
+
+// bytesBoundaryBack is bytesBoundary for a partition whose payload is not
+// known (its state was written before it was counted). It walks the
+// offset index back from the end, summing each batch's payload from its
+// row; only the batch where the limit falls (and batches whose rows
+// predate the payload field) is read, record by record. The cost is what
+// is kept.
+func (p *Partition) bytesBoundaryBack(snap *pebble.Snapshot, maxBytes uint64, st State) (uint64, error) {
+	lo, _ := keys.GroupSpan(keys.Offset, p.cfg.Group)
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: keys.OffsetKey(p.cfg.Group, st.Next)})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	var kept uint64
+	for valid := it.Last(); valid; valid = it.Prev() {
+		base, _ := keys.OffsetKeyBase(it.Key())
+		row, err := decodeIndexRow(it.Value())
+		if err != nil {
+			return 0, err
+		}
+		if base+uint64(row.span) <= st.LogStart {
+			break
+		}
+		if row.hasPayload && kept+uint64(row.payload) <= maxBytes {
+			kept += uint64(row.payload)
+			continue
+		}
+		type sized struct{ off, size uint64 }
+		var recs []sized
+		if err := p.eachRecord(snap, base, row, func(o uint64, r *record.Record) bool {
+			if o >= st.LogStart {
+				recs = append(recs, sized{o, uint64(r.PayloadSize())})
+			}
+			return true
+		}); err != nil {
+			return 0, err
+		}
+		for i := len(recs) - 1; i >= 0; i-- {
+			if kept+recs[i].size > maxBytes {
+				return recs[i].off + 1, nil
+			}
+			kept += recs[i].size
+		}
+	}
+	return st.LogStart, it.Error()
 }
 
 // PlanCompaction reads the partition from the log start to its end now and

@@ -83,6 +83,12 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 				// of a retained bind entry, is written again by the
 				// retained log: leave it out, so that the log applies
 				// over the rows as they were at index.
+				// (A batch whose head retention trimmed is brought whole:
+				// the entry a lagging replica receives may be the
+				// original, from raft's entry cache, and its keys must
+				// not look like duplicates there. Given the rewritten
+				// entry, that replica lacks the rows of the trimmed
+				// records, as it does for compacted ones.)
 				if err == nil && (!e.bound && e.offset >= snap.Next || e.bound && e.offset > index) {
 					brought[string(it.Key()[len(lo):])] = true
 					continue
@@ -129,10 +135,13 @@ func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) 
 		}
 	}
 	p.st = State{LogStart: snap.Next, Next: snap.Next, FirstTime: snap.LastTime, LastTime: snap.LastTime,
-		LastIndex: index, LastOther: index}
+		LastIndex: index, LastOther: index, PayloadKnown: true}
 	p.appliedIndex = index
 	p.logFloor = 0
 	p.restored = true
+	clear(p.passRows)
+	clear(p.passEntries)
+	clear(p.passTerms)
 	p.mu.Lock()
 	p.mu.truncatingTo = max(p.mu.truncatingTo, snap.Next)
 	p.mu.Unlock()

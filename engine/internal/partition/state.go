@@ -23,6 +23,12 @@ type State struct {
 	FirstTime, LastTime int64
 	// Bytes counts stored batch bytes.
 	Bytes uint64
+	// Payload sums record.Record.PayloadSize over the stored records: what
+	// a retention bytes limit counts. It is meaningful only if PayloadKnown:
+	// a state written before it existed does not know it until the
+	// partition is empty once (retention then walks the offset index).
+	Payload      uint64
+	PayloadKnown bool
 	// LastIndex is the raft index of the last applied batch: readers of the
 	// raft log stop there.
 	LastIndex uint64
@@ -36,8 +42,13 @@ type State struct {
 // Empty reports whether the partition holds no records.
 func (s State) Empty() bool { return s.Next == s.LogStart }
 
-const stateVersion = 2
-const stateSize = 1 + 8*8
+// State rows are version 3; version 2 (without Payload) is still read.
+const (
+	stateVersion   = 3
+	stateSize      = 1 + 9*8
+	stateV2Size    = 1 + 8*8
+	unknownPayload = ^uint64(0)
+)
 
 func (s State) encode() []byte {
 	b := make([]byte, 1, stateSize)
@@ -49,16 +60,24 @@ func (s State) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, s.Bytes)
 	b = binary.BigEndian.AppendUint64(b, s.LastIndex)
 	b = binary.BigEndian.AppendUint64(b, s.LastProposer)
-	return binary.BigEndian.AppendUint64(b, s.LastOther)
+	b = binary.BigEndian.AppendUint64(b, s.LastOther)
+	payload := s.Payload
+	if !s.PayloadKnown {
+		payload = unknownPayload
+	}
+	return binary.BigEndian.AppendUint64(b, payload)
 }
 
 func decodeState(b []byte) (State, error) {
-	if len(b) != stateSize || b[0] != stateVersion {
+	if !(len(b) == stateSize && b[0] == stateVersion || len(b) == stateV2Size && b[0] == 2) {
 		return State{}, fmt.Errorf("%w: partition state of %d bytes, version %v", ErrCorrupt, len(b), b[:min(1, len(b))])
 	}
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[1+8*i:]) }
 	s := State{LogStart: u(0), Next: u(1), FirstTime: int64(u(2)), LastTime: int64(u(3)), Bytes: u(4), LastIndex: u(5),
 		LastProposer: u(6), LastOther: u(7)}
+	if len(b) == stateSize && u(8) != unknownPayload {
+		s.Payload, s.PayloadKnown = u(8), true
+	}
 	if s.LogStart > s.Next {
 		return State{}, fmt.Errorf("%w: log start %d after end %d", ErrCorrupt, s.LogStart, s.Next)
 	}
@@ -71,21 +90,33 @@ type indexRow struct {
 	raftIndex  uint64
 	appendTime int64
 	span       uint32
-	size       uint32 // bytes of the batch now (compaction shrinks it)
+	size       uint32 // bytes of the batch now (compaction and retention shrink it)
+	// payload is the record-size-limit measure (record.Record.PayloadSize)
+	// summed over the records the batch holds now: what the bytes limit
+	// counts. Rows written before it existed lack it (hasPayload false);
+	// it is then computed from the batch when needed.
+	payload    uint32
+	hasPayload bool
 }
 
-const indexRowSize = 24
+// Offset index rows are 28 bytes; rows of 24 bytes (without the payload)
+// are still read.
+const (
+	indexRowSize       = 28
+	legacyIndexRowSize = 24
+)
 
 func (r indexRow) encode() []byte {
 	b := make([]byte, 0, indexRowSize)
 	b = binary.BigEndian.AppendUint64(b, r.raftIndex)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.appendTime))
 	b = binary.BigEndian.AppendUint32(b, r.span)
-	return binary.BigEndian.AppendUint32(b, r.size)
+	b = binary.BigEndian.AppendUint32(b, r.size)
+	return binary.BigEndian.AppendUint32(b, r.payload)
 }
 
 func decodeIndexRow(b []byte) (indexRow, error) {
-	if len(b) != indexRowSize {
+	if len(b) != indexRowSize && len(b) != legacyIndexRowSize {
 		return indexRow{}, fmt.Errorf("%w: offset index row of %d bytes", ErrCorrupt, len(b))
 	}
 	r := indexRow{
@@ -93,6 +124,9 @@ func decodeIndexRow(b []byte) (indexRow, error) {
 		appendTime: int64(binary.BigEndian.Uint64(b[8:])),
 		span:       binary.BigEndian.Uint32(b[16:]),
 		size:       binary.BigEndian.Uint32(b[20:]),
+	}
+	if len(b) == indexRowSize {
+		r.payload, r.hasPayload = binary.BigEndian.Uint32(b[24:]), true
 	}
 	if r.span == 0 {
 		return indexRow{}, fmt.Errorf("%w: offset index row with an empty span", ErrCorrupt)
@@ -102,8 +136,9 @@ func decodeIndexRow(b []byte) (indexRow, error) {
 
 // verify checks the applied state against the offset index at open, so a
 // damaged store is refused instead of serving wrong history: the first row
-// must start at the log start, the last must end at the next offset and
-// point at the last applied batch.
+// must hold the log start (retention may have trimmed its head, so the log
+// start can be inside it), the last must end at the next offset and point
+// at the last applied batch.
 func (p *Partition) verify() error {
 	lo, hi := keys.GroupSpan(keys.Offset, p.cfg.Group)
 	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -128,8 +163,12 @@ func (p *Partition) verify() error {
 	if st.Empty() {
 		return fail("state is empty at %d but the offset index has a batch at %d", st.Next, first)
 	}
-	if first != st.LogStart {
-		return fail("first batch at %d, log start %d", first, st.LogStart)
+	firstRow, err := decodeIndexRow(it.Value())
+	if err != nil {
+		return err
+	}
+	if first > st.LogStart || st.LogStart >= first+uint64(firstRow.span) {
+		return fail("first batch [%d, %d), log start %d", first, first+uint64(firstRow.span), st.LogStart)
 	}
 	if !it.Last() {
 		return it.Error()

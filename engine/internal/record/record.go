@@ -223,19 +223,28 @@ func (b Batch) Span() uint32 { return binary.LittleEndian.Uint32(b.data[26:]) }
 // relies on (lengths, strictly increasing deltas below the span, the record
 // count).
 func (b Batch) Validate() error {
+	_, err := b.ValidatePayload()
+	return err
+}
+
+// ValidatePayload is Validate that also returns the sum of the records'
+// PayloadSize: what a retention bytes limit counts.
+func (b Batch) ValidatePayload() (uint64, error) {
 	it := b.Iter()
 	var r Record
 	n := uint32(0)
+	var payload uint64
 	for it.Next(&r) {
 		n++
+		payload += uint64(r.PayloadSize())
 	}
 	if err := it.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	if n != b.Count() {
-		return fmt.Errorf("%w: header says %d records, body has %d", ErrCorrupt, b.Count(), n)
+		return 0, fmt.Errorf("%w: header says %d records, body has %d", ErrCorrupt, b.Count(), n)
 	}
-	return nil
+	return payload, nil
 }
 
 // Iter returns an iterator over the records.

@@ -83,16 +83,18 @@ func (CleanupPolicy) EnumDescriptor() ([]byte, []int) {
 }
 
 // Retention says how long history is kept. Zero values mean "no limit".
-// Limits apply per partition, in whole record batches: a partition keeps at
-// most max_bytes and max_records (it may keep a batch's worth fewer), and
-// nothing appended longer than max_age ago.
+// Limits apply per partition and are exact, record by record: after a
+// retention pass (every second) a partition holds exactly what they allow,
+// never less; between passes it may hold what arrived meanwhile too.
 type Retention struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Records older than this (by append time) are deleted.
+	// Records appended longer ago than this are deleted.
 	MaxAge *durationpb.Duration `protobuf:"bytes,1,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
-	// Per partition: the oldest records are deleted beyond this many bytes.
+	// Per partition: the newest records whose sizes add up to at most this
+	// are kept, a record's size being what max_record_bytes counts (key,
+	// value, header keys and values, idempotency key).
 	MaxBytes uint64 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	// Per partition: the oldest records are deleted beyond this many records.
+	// Per partition: the newest this many offsets are kept.
 	MaxRecords uint64        `protobuf:"varint,3,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
 	Cleanup    CleanupPolicy `protobuf:"varint,4,opt,name=cleanup,proto3,enum=rewind.v1.CleanupPolicy" json:"cleanup,omitempty"`
 	// How long a tombstone survives compaction (default 24 h).
