@@ -29,5 +29,6 @@ scenario "replay-storm" {
   bounds {
     recover_within    = "6s"
     publish_p99_after = "2s"
+    publish_p99_ratio = 3
   }
 }
