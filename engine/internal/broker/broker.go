@@ -416,7 +416,12 @@ func (b *Broker) Drain() {
 		return
 	}
 	b.mu.closed = true
-	topics := b.mu.topics
+	// A copy: reconcile may still add a topic to the map after the lock
+	// is let go (the race detector saw Drain iterate while it did).
+	topics := make([]*liveTopic, 0, len(b.mu.topics))
+	for _, lt := range b.mu.topics {
+		topics = append(topics, lt)
+	}
 	b.mu.Unlock()
 	b.drain() // streams end, relayed ones too
 	for _, lt := range topics {
