@@ -24,23 +24,7 @@ func abiModule(filterBody []byte, extra func(m *Module)) []byte {
 }
 
 func abiModulePages(pages uint32, filterBody []byte, extra func(m *Module)) []byte {
-	m := new(Module)
-	if extra != nil {
-		extra(m)
-	}
-	mem := m.Memory(pages, 0, false)
-	m.ExportMemory("memory", mem)
-	void := m.Type(nil, nil)
-	ret := m.Type(nil, []ValType{I32})
-	initT := m.Type([]ValType{I32}, []ValType{I32})
-	filterT := m.Type([]ValType{I32, I32}, []ValType{I32})
-	m.ExportFunc("rewind_abi_v1", m.Func(void, nil, []byte{OpEnd}))
-	for name, v := range map[string]int32{"rewind_input": 0, "rewind_input_cap": 65536, "rewind_output": 65536, "rewind_output_cap": 65536} {
-		m.ExportFunc(name, m.Func(ret, nil, Body(I32Const(v), OpEnd)))
-	}
-	m.ExportFunc("rewind_init", m.Func(initT, nil, Body(I32Const(0), OpEnd)))
-	m.ExportFunc("rewind_filter", m.Func(filterT, nil, filterBody))
-	return m.Bytes()
+	return ABIModule(pages, filterBody, extra)
 }
 
 // dropAll is a rewind_filter body that returns 0 bytes (drops everything).

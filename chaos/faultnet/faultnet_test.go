@@ -9,7 +9,11 @@ import (
 )
 
 // echoServer answers every line with the same line.
-func echoServer(t *testing.T) string {
+func echoServer(t *testing.T) string { return recordingEchoServer(t, nil) }
+
+// recordingEchoServer is echoServer that also sends every line it received
+// to got (nil: nowhere).
+func recordingEchoServer(t *testing.T, got chan<- string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -29,6 +33,9 @@ func echoServer(t *testing.T) string {
 					line, err := r.ReadString('\n')
 					if err != nil {
 						return
+					}
+					if got != nil {
+						got <- line
 					}
 					if _, err := c.Write([]byte(line)); err != nil {
 						return
@@ -132,28 +139,7 @@ func TestCloseEndsConnectionsHeldByACut(t *testing.T) {
 // answer is held. Healing releases both, in order.
 func TestOneWayCut(t *testing.T) {
 	got := make(chan string, 16) // what the target received
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		r := bufio.NewReader(c)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			got <- line
-			c.Write([]byte(line))
-		}
-	}()
-	p, err := Listen(ln.Addr().String())
+	p, err := Listen(recordingEchoServer(t, got))
 	if err != nil {
 		t.Fatal(err)
 	}

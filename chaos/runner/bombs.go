@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -13,8 +12,6 @@ import (
 	"github.com/rewind-io/rewind/chaos/history"
 	"github.com/rewind-io/rewind/internal/wasmgen"
 	"github.com/rewind-io/rewind/sdk/client"
-	"github.com/rewind-io/rewind/sdk/guest/build"
-	"github.com/rewind-io/rewind/sdk/guest/scaffold"
 )
 
 // bombs are filter modules that cannot finish a replay, as Go sources of
@@ -64,22 +61,10 @@ func main() {}
 // chaos-bomb-NAME.
 func setupBombs(ctx context.Context, c *client.Client, dir string) error {
 	for _, b := range bombs {
-		proj := filepath.Join(dir, "bomb-"+b.name)
-		if _, err := scaffold.Write(proj, "bomb"+b.name, scaffold.Go); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(proj, "main.go"), fmt.Appendf(nil, bombMain, b.src), 0o644); err != nil {
-			return err
-		}
-		if err := os.Remove(filepath.Join(proj, "main_test.go")); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-		wasm, err := build.Go(ctx, proj)
+		err := buildPlugin(ctx, c, filepath.Join(dir, "bomb-"+b.name), "chaos-bomb-"+b.name, "the scenario runner's "+b.what,
+			func([]byte) ([]byte, error) { return fmt.Appendf(nil, bombMain, b.src), nil })
 		if err != nil {
-			return fmt.Errorf("build the %s bomb (it needs the Go toolchain): %w", b.name, err)
-		}
-		if _, _, err := c.UploadPlugin(ctx, "chaos-bomb-"+b.name, wasm, "the scenario runner's "+b.what); err != nil {
-			return fmt.Errorf("register the %s bomb: %w", b.name, err)
+			return err
 		}
 	}
 	return nil
@@ -151,27 +136,10 @@ var uploadBombs = []struct {
 	}},
 }
 
-// abiModule is a minimal module of Rewind's filter ABI v1 (it drops every
-// record), with extra's additions first.
+// abiModule is a minimal filter module (it drops every record), with
+// extra's additions.
 func abiModule(extra func(m *wasmgen.Module)) []byte {
-	m := new(wasmgen.Module)
-	extra(m)
-	mem := m.Memory(2, 0, false)
-	m.ExportMemory("memory", mem)
-	void := m.Type(nil, nil)
-	ret := m.Type(nil, []wasmgen.ValType{wasmgen.I32})
-	initT := m.Type([]wasmgen.ValType{wasmgen.I32}, []wasmgen.ValType{wasmgen.I32})
-	filterT := m.Type([]wasmgen.ValType{wasmgen.I32, wasmgen.I32}, []wasmgen.ValType{wasmgen.I32})
-	m.ExportFunc("rewind_abi_v1", m.Func(void, nil, []byte{wasmgen.OpEnd}))
-	for _, e := range []struct {
-		name string
-		v    int32
-	}{{"rewind_input", 0}, {"rewind_input_cap", 65536}, {"rewind_output", 65536}, {"rewind_output_cap", 65536}} {
-		m.ExportFunc(e.name, m.Func(ret, nil, wasmgen.Body(wasmgen.I32Const(e.v), wasmgen.OpEnd)))
-	}
-	m.ExportFunc("rewind_init", m.Func(initT, nil, wasmgen.Body(wasmgen.I32Const(0), wasmgen.OpEnd)))
-	m.ExportFunc("rewind_filter", m.Func(filterT, nil, wasmgen.Body(wasmgen.I32Const(0), wasmgen.OpEnd)))
-	return m.Bytes()
+	return wasmgen.ABIModule(2, wasmgen.Body(wasmgen.I32Const(0), wasmgen.OpEnd), extra)
 }
 
 // uploadBomb uploads a random upload bomb; it must be refused.

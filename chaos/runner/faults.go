@@ -135,14 +135,12 @@ func (fl *faulter) leaderOf(ctx context.Context, p uint32) uint64 {
 		if !fl.c.up(nd.id) {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := client.New("http://"+nd.addr, client.WithPublishRetry(1, 0, time.Second)).ClusterStatus(sctx)
-		cancel()
+		st, err := statusOf(ctx, nd)
 		if err != nil {
 			continue
 		}
-		for _, ps := range st.GetPartitions() {
-			if ps.GetTopic() == fl.topic && ps.GetPartition() == p && ps.GetLeader() != 0 && ps.GetTerm() >= term {
+		for _, ps := range partitionsOf(st, fl.topic) {
+			if ps.GetPartition() == p && ps.GetLeader() != 0 && ps.GetTerm() >= term {
 				best, term = ps.GetLeader(), ps.GetTerm()
 			}
 		}

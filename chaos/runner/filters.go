@@ -22,16 +22,41 @@ const keyPrefixPlugin = "chaos-key-prefix"
 // setupKeyPrefix builds the key-prefix filter of `rewind plugin new` from
 // source (it needs the Go toolchain) and registers it.
 func setupKeyPrefix(ctx context.Context, c *client.Client, dir string) error {
-	proj := filepath.Join(dir, "key-prefix-filter")
-	if _, err := scaffold.Write(proj, "chaoskeys", scaffold.Go); err != nil {
+	return buildPlugin(ctx, c, filepath.Join(dir, "key-prefix-filter"), keyPrefixPlugin, "the scenario runner's key-prefix filter (rewind plugin new)", nil)
+}
+
+// buildPlugin writes the Go project of `rewind plugin new` into proj, lets
+// edit change its main.go (nil: none; its test is removed then, as it
+// tests the original), builds the module from source (it needs the Go
+// toolchain) and registers it as name.
+func buildPlugin(ctx context.Context, c *client.Client, proj, name, what string, edit func(main []byte) ([]byte, error)) error {
+	if _, err := scaffold.Write(proj, "chaosplugin", scaffold.Go); err != nil {
 		return err
+	}
+	if edit != nil {
+		main := filepath.Join(proj, "main.go")
+		src, err := os.ReadFile(main)
+		if err != nil {
+			return err
+		}
+		if src, err = edit(src); err != nil {
+			return err
+		}
+		if err := os.WriteFile(main, src, 0o644); err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(proj, "main_test.go")); err != nil && !os.IsNotExist(err) {
+			return err
+		}
 	}
 	wasm, err := build.Go(ctx, proj)
 	if err != nil {
-		return fmt.Errorf("build the key-prefix filter (filtered replays need the Go toolchain): %w", err)
+		return fmt.Errorf("build %s (it needs the Go toolchain): %w", what, err)
 	}
-	_, _, err = c.UploadPlugin(ctx, keyPrefixPlugin, wasm, "the scenario runner's key-prefix filter (rewind plugin new)")
-	return err
+	if _, _, err := c.UploadPlugin(ctx, name, wasm, what); err != nil {
+		return fmt.Errorf("register %s: %w", what, err)
+	}
+	return nil
 }
 
 // keyPrefixFilter is a filtered replay's name in the history, its config
@@ -50,21 +75,13 @@ const tagSuffix = "+rewound"
 // a transform that keeps the records whose key starts with the configured
 // prefix and appends tagSuffix to their values, and registers it.
 func setupTagTransform(ctx context.Context, c *client.Client, dir string) error {
-	proj := filepath.Join(dir, "tag-transform")
-	if _, err := scaffold.Write(proj, "chaostag", scaffold.Go); err != nil {
-		return err
-	}
-	main := filepath.Join(proj, "main.go")
-	src, err := os.ReadFile(main)
-	if err != nil {
-		return err
-	}
 	const keep = "func keep(r filter.Record) bool { return bytes.HasPrefix(r.Key, prefix) }"
-	if !bytes.Contains(src, []byte(keep)) || !bytes.Contains(src, []byte("filter.Filter(keep)")) {
-		return errors.New("the scaffolded filter changed: the tag transform cannot be made from it")
-	}
-	src = bytes.Replace(src, []byte("filter.Filter(keep)"), []byte("filter.Transform(tag)"), 1)
-	src = bytes.Replace(src, []byte(keep), []byte(`var scratch []byte
+	return buildPlugin(ctx, c, filepath.Join(dir, "tag-transform"), tagTransformPlugin, "the scenario runner's tag transform", func(src []byte) ([]byte, error) {
+		if !bytes.Contains(src, []byte(keep)) || !bytes.Contains(src, []byte("filter.Filter(keep)")) {
+			return nil, errors.New("the scaffolded filter changed: the tag transform cannot be made from it")
+		}
+		src = bytes.Replace(src, []byte("filter.Filter(keep)"), []byte("filter.Transform(tag)"), 1)
+		return bytes.Replace(src, []byte(keep), []byte(`var scratch []byte
 
 func tag(r filter.Record) (filter.Record, bool) {
 	if !bytes.HasPrefix(r.Key, prefix) {
@@ -73,19 +90,8 @@ func tag(r filter.Record) (filter.Record, bool) {
 	scratch = append(append(scratch[:0], r.Value...), "`+tagSuffix+`"...)
 	r.Value = scratch
 	return r, true
-}`), 1)
-	if err := os.WriteFile(main, src, 0o644); err != nil {
-		return err
-	}
-	if err := os.Remove(filepath.Join(proj, "main_test.go")); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	wasm, err := build.Go(ctx, proj)
-	if err != nil {
-		return fmt.Errorf("build the tag transform (transformed replays need the Go toolchain): %w", err)
-	}
-	_, _, err = c.UploadPlugin(ctx, tagTransformPlugin, wasm, "the scenario runner's tag transform")
-	return err
+}`), 1), nil
+	})
 }
 
 // tagTransform is a transformed replay's name in the history, its config

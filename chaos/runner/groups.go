@@ -65,11 +65,8 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 					cctx, ccancel := context.WithTimeout(context.WithoutCancel(mctx), 3*time.Second)
 					err := c.Commit(cctx, group, topic, last.gen, map[uint32]uint64{p: last.next})
 					ccancel()
-					kind := history.Committed
-					switch {
-					case connect.CodeOf(err) == connect.CodeFailedPrecondition:
-						kind = history.CommitRefused
-					case err != nil:
+					kind, known := commitKind(err)
+					if !known {
 						continue
 					}
 					rec.group(history.GroupEvent{Group: group, Member: name, Kind: kind, Generation: last.gen, Topic: topic, Partition: p, Offset: last.next, At: time.Now(), Sent: sent})
@@ -97,12 +94,9 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(mctx), 3*time.Second)
 			err := sub.Commit(cctx, map[uint32]uint64{e.Partition: next})
 			ccancel()
-			kind := history.Committed
-			switch {
-			case connect.CodeOf(err) == connect.CodeFailedPrecondition:
-				kind = history.CommitRefused // fenced
-			case err != nil:
-				continue // its outcome is unknown: no event
+			kind, known := commitKind(err)
+			if !known {
+				continue
 			}
 			rec.group(history.GroupEvent{Group: group, Member: name, Kind: kind, Generation: gen, Topic: topic, Partition: e.Partition, Offset: next, At: time.Now(), Sent: sent})
 			if kind == history.Committed {
@@ -191,4 +185,17 @@ func resetGroup(ctx context.Context, c *client.Client, rec *recorder, group, top
 	for _, r := range res.Rows {
 		rec.group(history.GroupEvent{Group: group, Kind: history.Reset, Generation: res.Generation, Topic: topic, Partition: r.Partition, Offset: r.New, At: time.Now()})
 	}
+}
+
+// commitKind is the event a commit's answer makes: Committed, or
+// CommitRefused when it was fenced (FailedPrecondition); known is false
+// when its outcome is unknown (no event then).
+func commitKind(err error) (kind history.GroupEventKind, known bool) {
+	switch {
+	case err == nil:
+		return history.Committed, true
+	case connect.CodeOf(err) == connect.CodeFailedPrecondition:
+		return history.CommitRefused, true
+	}
+	return "", false
 }
