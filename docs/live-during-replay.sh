@@ -29,6 +29,10 @@ LAT_RATE=${LAT_RATE:-2000}
 LAT_DUR=${LAT_DUR:-10}
 SYSTEMS=${SYSTEMS:-rewind nats redis}
 REWIND_FLAGS=${REWIND_FLAGS:-}
+# REPLAY_NICE=19 runs the replaying clients at that nice level, as if they
+# ran on other machines: the servers (and the latency publisher) then get
+# the processors first, and what remains is each server's own isolation.
+REPLAY_NICE=${REPLAY_NICE:-0}
 OUT=${OUT:-$(mktemp -d -t live-replay.XXXXXX)}
 mkdir -p "$OUT"
 # shellcheck source=/dev/null
@@ -76,11 +80,11 @@ replay_load() {
   LOAD_PIDS=()
   for ((i = 0; i < n; i++)); do
     case $sys in
-    rewind) timeout "$secs" bash -c 'while :; do "$0" --server "$1" bench replay --topic history; done' \
+    rewind) nice -n "$REPLAY_NICE" timeout "$secs" bash -c 'while :; do "$0" --server "$1" bench replay --topic history; done' \
       "$REWIND" 127.0.0.1:$RPORT >/dev/null 2>&1 & ;;
-    nats) timeout "$secs" bash -c 'while :; do nats -s "$0" bench js ordered --stream=history --msgs="$1" --size=100 --no-progress; done' \
+    nats) nice -n "$REPLAY_NICE" timeout "$secs" bash -c 'while :; do nats -s "$0" bench js ordered --stream=history --msgs="$1" --size=100 --no-progress; done' \
       "$NATS_URL" "$HISTORY" >/dev/null 2>&1 & ;;
-    redis) timeout "$secs" bash -c 'while :; do probe redis-replay -addr "$0" -key history -count 1000; done' \
+    redis) nice -n "$REPLAY_NICE" timeout "$secs" bash -c 'while :; do probe redis-replay -addr "$0" -key history -count 1000; done' \
       127.0.0.1:$REDIS_PORT >/dev/null 2>&1 & ;;
     esac
     LOAD_PIDS+=($!)

@@ -22,9 +22,9 @@ import (
 // Here the leader sends the entries it still holds in raft's entry cache
 // (the originals), which the replica applies before the compaction
 // command. An entry old enough to be read back from the store comes
-// rewritten, with no record left: the apply path skips a batch of no
-// records ("skipping invalid batch"), which would shift the offsets. That
-// path is not reproduced by this test yet (see the stop's notes).
+// rewritten, with no record left but its span; the partition package's
+// TestReplicaGivenACompactionEmptiedBatchKeepsOffsets covers that path
+// (it used to be skipped as invalid and shifted the offsets).
 func TestLaggingReplicaAppliesABatchCompactionEmptied(t *testing.T) {
 	c := startFaultCluster(t, func(cfg *engine.Config) { cfg.CompactionInterval = 50 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -702,7 +702,12 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 			return fmt.Errorf("partition %d: entry %d: %w: %w", p.cfg.Index, e.GetIndex(), ErrCorrupt, err)
 		}
 		payload, err := b.ValidatePayload()
-		if err != nil || b.Count() == 0 {
+		// A batch with no record but a span is one that key compaction
+		// emptied on the leader and rewrote in place (compactBatch keeps
+		// it so that its offsets stay taken). A replica that lagged gets
+		// it in that form from the leader's store and must give it the
+		// same offsets; only a batch with nothing in it at all is invalid.
+		if err != nil || b.Span() == 0 {
 			// Well-formed on the wire but not a valid batch: the proposer
 			// built it wrong. Every replica sees the same bytes, so every
 			// replica skips it the same way.

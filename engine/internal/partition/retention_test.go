@@ -10,6 +10,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/record"
@@ -563,5 +565,82 @@ func checkPayload(t *testing.T, p *Partition) {
 	}
 	if !b.PayloadKnown || b.Payload != sum {
 		t.Fatalf("state payload %d (known %v), the stored records hold %d", b.Payload, b.PayloadKnown, sum)
+	}
+}
+
+// TestReplicaGivenACompactionEmptiedBatchKeepsOffsets: key compaction keeps
+// a batch whose records were all superseded as an empty batch (its span
+// stays, so its offsets stay taken) and rewrites its raft entry in place. A
+// replica that lagged behind gets that rewritten entry from the leader's
+// store, not the original. It must give the empty batch the same offsets the
+// leader did; skipping it as invalid shifted every later offset by its span.
+func TestReplicaGivenACompactionEmptiedBatchKeepsOffsets(t *testing.T) {
+	policy := Policy{Compact: true}
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) { c.Policy = policy })
+	ctx := context.Background()
+	for _, batch := range [][]record.Record{
+		{kv("a", "a1"), kv("b", "b1")}, // both superseded below: emptied
+		{kv("a", "a2"), kv("b", "b2")},
+		{kv("c", "c1")},
+	} {
+		if _, err := p.Append(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := p.PlanCompaction(h.clock.Load(), 0)
+	if err != nil || len(plan.Cmds) == 0 {
+		t.Fatalf("plan: %+v %v", plan, err)
+	}
+	if err := p.Compact(ctx, plan.Cmds...); err != nil {
+		t.Fatal(err)
+	}
+	row, ok, err := p.rowAt(0)
+	if err != nil || !ok || row.span != 2 {
+		t.Fatalf("the emptied batch's row: %+v %v %v", row, ok, err)
+	}
+	data, err := raftlog.ReadEntryData(h.db, p.Group(), row.raftIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := record.Parse(data[batchEnvelope:]); err != nil || b.Count() != 0 || b.Span() != 2 {
+		t.Fatalf("the stored entry should now be an empty batch of span 2: count %d span %d, %v", b.Count(), b.Span(), err)
+	}
+
+	// The lagging replica: the same group on another store, applying the
+	// leader's stored entries (batches and the compaction command) in one
+	// catch-up pass, as raft hands them to it.
+	var ents []*pb.Entry
+	for i := uint64(1); i <= row.raftIndex+10; i++ {
+		d, err := raftlog.ReadEntryData(h.db, p.Group(), i)
+		if err != nil {
+			continue // raft's own entries (bootstrap) are not stored here
+		}
+		if len(d) > 0 {
+			ents = append(ents, &pb.Entry{Index: proto.Uint64(i), Term: proto.Uint64(2), Data: d})
+		}
+	}
+	h2 := newHarness(t, vfs.NewMem(), 64<<20)
+	r, err := Open(Config{Group: p.Group(), TopicID: 1, Index: 0, DB: h2.db, Host: h2.host, Cache: h2.cache, Now: h2.clock.Load, Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := h2.db.NewBatch()
+	if err := r.Apply(w, ents); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	r.Durable()
+	if got, want := r.Bounds().Next, p.Bounds().Next; got != want || want != 5 {
+		t.Fatalf("the replica ends at offset %d, the leader at %d (want 5)", got, want)
+	}
+	for _, base := range []uint64{0, 2, 4} {
+		lr, _, _ := p.rowAt(base)
+		rr, ok, err := r.rowAt(base)
+		if err != nil || !ok || rr.span != lr.span || rr.raftIndex != lr.raftIndex {
+			t.Fatalf("offset %d: replica row %+v (%v %v), leader row %+v", base, rr, ok, err, lr)
+		}
 	}
 }
