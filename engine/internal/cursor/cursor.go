@@ -125,6 +125,16 @@ type Cursor struct {
 	Clamped bool
 }
 
+// pinned is a selected partition's log with its bounds read once: the start
+// and the stop of one stream see the same end ("the last 5 records, to the
+// end" is 5 records even while publishes land).
+type pinned struct {
+	Log
+	st partition.State
+}
+
+func (p pinned) Bounds() partition.State { return p.st }
+
 // Resolve returns one cursor per selected partition (in the order given)
 // for start and stop. topic holds every partition of the topic, indexed by
 // partition number (a message ID may name a partition the stream does not
@@ -137,7 +147,7 @@ func Resolve(topicID uint64, topic []Log, selected []uint32, start Start, stop S
 		if int(p) >= len(topic) {
 			return nil, fmt.Errorf("%w: partition %d does not exist (the topic has %d)", ErrInvalid, p, len(topic))
 		}
-		logs[i] = topic[p]
+		logs[i] = pinned{Log: topic[p], st: topic[p].Bounds()}
 		cs[i] = Cursor{Partition: p, MinTime: math.MinInt64, StopOffset: NoOffset, StopTime: NoTime}
 	}
 	if err := resolveStart(topicID, topic, logs, start, now, cs); err != nil {

@@ -841,3 +841,43 @@ func (l fakeLog) SeekTime(t int64) (uint64, error) {
 func (l fakeLog) TimeOf(offset uint64) (int64, error) {
 	return 0, errors.New("fakeLog: TimeOf is not faked")
 }
+
+// growingLog is a log that a publisher appends one record to between any
+// two looks at its bounds.
+type growingLog struct {
+	fakeLog
+	next *uint64
+}
+
+func (l growingLog) Bounds() partition.State {
+	st := l.st
+	st.Next = *l.next
+	*l.next++
+	return st
+}
+
+// TestResolveReadsEachPartitionsBoundsOnce: "the last 5 records, to the
+// end" is exactly 5 records even when a publish lands while the stream is
+// resolved. The start and the stop used to read the end separately, so a
+// record appended between them made the range one longer.
+func TestResolveReadsEachPartitionsBoundsOnce(t *testing.T) {
+	next := uint64(20)
+	l := growingLog{fakeLog: fakeLog{st: partition.State{LogStart: 0, FirstTime: 500, LastTime: 900}}, next: &next}
+	for _, tc := range []struct {
+		start cursor.Start
+		want  uint64 // records in the range
+	}{
+		{cursor.Start{Kind: cursor.RecordsBack, N: 5}, 5},
+		{cursor.Start{Kind: cursor.Latest}, 0},
+		{cursor.Start{Kind: cursor.Earliest}, 20},
+	} {
+		next = 20
+		cs, err := cursor.Resolve(topicID, []cursor.Log{l}, []uint32{0}, tc.start, cursor.Stop{Kind: cursor.AtEnd}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cs[0].StopOffset - cs[0].Next; got != tc.want {
+			t.Errorf("start %+v to the end: [%d, %d) holds %d records, want %d", tc.start, cs[0].Next, cs[0].StopOffset, got, tc.want)
+		}
+	}
+}
