@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CPU an idle three-member cluster spends per member, by partition count:
-# the "What idle partitions cost" figures in docs/benchmarks.md.
+# the "What idle partitions cost" figures in docs/benchmarks.md, with each
+# member's resident memory at the end.
 #
 #   REWIND=<rewind binary> docs/idle-cost.sh 0 30 300
 set -euo pipefail
@@ -27,7 +28,8 @@ for P in "$@"; do
   a=($(ticks)); sleep 20; b=($(ticks))
   hz=$(getconf CLK_TCK)
   for i in 0 1 2; do
-    echo "partitions=$P node$((i + 1)) cpu=$(echo "scale=2; (${b[$i]}-${a[$i]})*100/$hz/20" | bc)%"
+    rss=$(awk '/^VmRSS/ {print $2}' /proc/${pids[$i]}/status)
+    echo "partitions=$P node$((i + 1)) cpu=$(echo "scale=2; (${b[$i]}-${a[$i]})*100/$hz/20" | bc)% rss_mib=$((rss / 1024))"
   done
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
 done

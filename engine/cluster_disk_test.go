@@ -20,7 +20,7 @@ import (
 // startCluster runs n nodes in this process, on loopback, as one cluster;
 // mutate adjusts each node's configuration. It returns their base URLs,
 // and functions that stop them, by node id - 1.
-func startCluster(t *testing.T, n int, mutate func(id uint64, c *engine.Config)) (urls []string, stops []func()) {
+func startCluster(t testing.TB, n int, mutate func(id uint64, c *engine.Config)) (urls []string, stops []func()) {
 	t.Helper()
 	members := map[uint64]string{}
 	lns := make([]net.Listener, n)
