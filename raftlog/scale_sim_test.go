@@ -24,15 +24,15 @@ import (
 // simLoad is what a run of the simulation measured.
 type simLoad struct {
 	groups, nodes               int
-	electTicks                  int     // ticks until every group first had a leader
-	msgsPerTick                 float64 // raft messages on the wire per idle tick
-	bytesPerTick                float64 // their marshalled bytes
-	framesPerTick               float64 // (sender, receiver) pairs per pass: transport frames
-	heapPerReplica              float64 // bytes of Go heap per group replica
-	tickWork                    time.Duration
-	orphaned                    int   // groups the lost node led
-	reelectTicks                int   // ticks until each of them had a new leader
-	reelect                     []int // per orphaned group, the tick it had one (ascending)
+	electTicks                  int           // ticks until every group first had a leader
+	msgsPerTick                 float64       // raft messages on the wire per idle tick
+	bytesPerTick                float64       // their marshalled bytes
+	framesPerTick               float64       // (sender, receiver) pairs per pass: transport frames
+	heapPerReplica              float64       // bytes of Go heap per group replica
+	tickWork                    time.Duration // CPU time of the process per idle tick
+	orphaned                    int           // groups the lost node led
+	reelectTicks                int           // ticks until each of them had a new leader
+	reelect                     []int         // per orphaned group, the tick it had one (ascending)
 	leadersBefore, leadersAfter []int
 }
 
@@ -133,11 +133,11 @@ func runScaleSim(t testing.TB, groups, nodes, idleTicks int) simLoad {
 		step()
 	}
 	msgs, bytes, frames = 0, 0, 0
-	start := time.Now()
+	cpu := processCPU()
 	for range idleTicks {
 		step()
 	}
-	load.tickWork = time.Since(start) / time.Duration(idleTicks)
+	load.tickWork = (processCPU() - cpu) / time.Duration(idleTicks)
 	load.msgsPerTick = float64(msgs) / float64(idleTicks)
 	load.bytesPerTick = float64(bytes) / float64(idleTicks)
 	load.framesPerTick = float64(frames) / float64(idleTicks)
@@ -177,7 +177,7 @@ func runScaleSim(t testing.TB, groups, nodes, idleTicks int) simLoad {
 
 func (l simLoad) String() string {
 	return fmt.Sprintf("%d groups × 3 replicas over %d nodes: elected in %d ticks; idle: %.0f msgs (%.0f B) in %.1f frames per tick, "+
-		"%.0f B of heap per replica, %s of host work per tick (all nodes, one process); node 1 led %d groups, "+
+		"%.0f B of heap per replica, %s of CPU per tick (all nodes, one process, the collector included); node 1 led %d groups, "+
 		"each had a new leader after %d ticks at the median, %d at p99, %d at most; leaders per node before %v, after %v",
 		l.groups, l.nodes, l.electTicks, l.msgsPerTick, l.bytesPerTick, l.framesPerTick, l.heapPerReplica,
 		l.tickWork.Round(time.Microsecond), l.orphaned, l.reelectAt(0.5), l.reelectAt(0.99), l.reelectTicks, l.leadersBefore, l.leadersAfter)
