@@ -1,0 +1,232 @@
+package tier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// ErrNotFound is returned for an object that does not exist.
+var ErrNotFound = errors.New("tier: object not found")
+
+// Object describes a stored object.
+type Object struct {
+	Name string
+	Size int64
+}
+
+// Store is an object store holding segments. Objects are written whole and
+// never changed; names use '/' as the separator.
+type Store interface {
+	// Put stores data under name, durably, replacing nothing: writing a
+	// name again writes the same bytes (names are content-derived).
+	Put(ctx context.Context, name string, data []byte) error
+	// ReadRange returns n bytes of the object from byte off.
+	ReadRange(ctx context.Context, name string, off, n int64) ([]byte, error)
+	// Size returns the object's size.
+	Size(ctx context.Context, name string) (int64, error)
+	// List returns the objects whose names start with prefix, sorted.
+	List(ctx context.Context, prefix string) ([]Object, error)
+	// Delete removes the object; deleting a missing object is no error.
+	Delete(ctx context.Context, name string) error
+	// String names the store for messages (no credentials).
+	String() string
+}
+
+// Open returns the store a --tier URL names: file:///path is a directory
+// on this machine (or a shared mount).
+func Open(rawURL string) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("tier: %q is not a URL: %w", rawURL, err)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("tier: %q: a file URL names a local path (file:///path)", rawURL)
+		}
+		if u.Path == "" || !filepath.IsAbs(u.Path) {
+			return nil, fmt.Errorf("tier: %q: the path must be absolute (file:///path)", rawURL)
+		}
+		return NewFileStore(u.Path)
+	case "s3":
+		return nil, fmt.Errorf("tier: %q: the s3 backend is not built yet; use file:///path", rawURL)
+	default:
+		return nil, fmt.Errorf("tier: %q: unknown scheme %q (want file)", rawURL, u.Scheme)
+	}
+}
+
+// FileStore keeps objects as files under a directory.
+type FileStore struct{ dir string }
+
+// NewFileStore returns a store over dir, creating it if needed.
+func NewFileStore(dir string) (*FileStore, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("tier: %w", err)
+	}
+	return &FileStore{dir: dir}, nil
+}
+
+func (s *FileStore) String() string { return "file://" + s.dir }
+
+// path maps an object name to its file, refusing names that would leave
+// the directory.
+func (s *FileStore) path(name string) (string, error) {
+	if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || !fs.ValidPath(name) {
+		return "", fmt.Errorf("tier: invalid object name %q", name)
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(name)), nil
+}
+
+// Put writes a temporary file, syncs it, renames it into place and syncs
+// the directory: a crash leaves either no object or the whole object (and
+// perhaps a temporary file, which List does not show).
+func (s *FileStore) Put(ctx context.Context, name string, data []byte) error {
+	p, err := s.path(name)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("tier: put %s: %w", name, err)
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("tier: put %s: %w", name, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("tier: put %s: %w", name, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("tier: put %s: %w", name, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ReadRange reads n bytes at off; fewer bytes than asked is an error.
+func (s *FileStore) ReadRange(ctx context.Context, name string, off, n int64) ([]byte, error) {
+	p, err := s.path(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("tier: read %s: bad range %d+%d", name, off, n)
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tier: read %s: %w", name, err)
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s: %d bytes at %d run past its end", ErrCorrupt, name, n, off)
+		}
+		return nil, fmt.Errorf("tier: read %s: %w", name, err)
+	}
+	return buf, nil
+}
+
+// Size returns the file's size.
+func (s *FileStore) Size(ctx context.Context, name string) (int64, error) {
+	p, err := s.path(name)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("tier: stat %s: %w", name, err)
+	}
+	return fi.Size(), nil
+}
+
+// List walks the directory for names under prefix (temporary files are
+// left out).
+func (s *FileStore) List(ctx context.Context, prefix string) ([]Object, error) {
+	var out []Object
+	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".tmp-") {
+			return nil
+		}
+		rel, err := filepath.Rel(s.dir, p)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		if !strings.HasPrefix(name, prefix) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, Object{Name: name, Size: fi.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tier: list %s: %w", prefix, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Delete removes the file.
+func (s *FileStore) Delete(ctx context.Context, name string) error {
+	p, err := s.path(name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("tier: delete %s: %w", name, err)
+	}
+	return nil
+}
