@@ -41,7 +41,8 @@ type Store interface {
 }
 
 // Open returns the store a --tier URL names: file:///path is a directory
-// on this machine (or a shared mount).
+// on this machine (or a shared mount); s3://bucket/prefix?endpoint=&region=
+// a bucket of an S3-compatible store (NewS3Store).
 func Open(rawURL string) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -57,9 +58,9 @@ func Open(rawURL string) (Store, error) {
 		}
 		return NewFileStore(u.Path)
 	case "s3":
-		return nil, fmt.Errorf("tier: %q: the s3 backend is not built yet; use file:///path", rawURL)
+		return NewS3Store(u)
 	default:
-		return nil, fmt.Errorf("tier: %q: unknown scheme %q (want file)", rawURL, u.Scheme)
+		return nil, fmt.Errorf("tier: %q: unknown scheme %q (want file or s3)", rawURL, u.Scheme)
 	}
 }
 
