@@ -43,8 +43,8 @@ func New(b *broker.Broker, log hclog.Logger) *Server {
 }
 
 // Handler returns an http.Handler serving every service, plus gRPC health,
-// reflection, /metrics (Prometheus text format) and the /livez and /readyz
-// probes (health.go).
+// reflection, /metrics (Prometheus text format, metrics.go) and the
+// /healthz, /livez and /readyz probes (health.go).
 func (s *Server) Handler() http.Handler {
 	opts := []connect.HandlerOption{
 		// limitBody bounds what is read off the wire; this bounds what a
@@ -69,6 +69,7 @@ func (s *Server) Handler() http.Handler {
 		rewindv1connect.PluginServiceName,
 	}
 	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.HandleFunc("GET /healthz", livez)
 	mux.HandleFunc("GET /livez", livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	hc := &healthChecker{b: s.b, services: map[string]bool{}}

@@ -512,17 +512,35 @@ func (b *Broker) Err() error {
 func (b *Broker) Draining() <-chan struct{} { return b.draining.Done() }
 
 // ErrNotReady marks a node that should get no traffic: it is shutting
-// down, or its store failed.
+// down, its store failed, or it knows no leader of the metadata group.
 var ErrNotReady = errors.New("node not ready")
 
-// Ready returns nil while the node serves, else why not (an ErrNotReady):
-// its store failed, or it is shutting down. Health checks report it.
+// ErrNoMetaLeader says that the node knows no leader of the metadata
+// group: it is cut off from a majority of the members, or they are still
+// electing one. Topics cannot be created or changed and groups are not
+// coordinated until one is known.
+var ErrNoMetaLeader = errors.New("no leader of the metadata group is known")
+
+// Ready returns nil while the node serves, else why not (an ErrNotReady).
+// Ready means:
+//
+//  1. the store is recovered: Open returned, so every raft group replayed
+//     its log (a node is not served before), and no WAL write or fsync
+//     failed since (Err);
+//  2. the node is not draining (Drain, then Close);
+//  3. the metadata group has a known leader (this node or another).
+//
+// Health checks (/readyz, gRPC health) report it. It takes no lock held
+// across I/O and is cheap enough for a probe every second.
 func (b *Broker) Ready() error {
 	if err := b.Err(); err != nil {
 		return fmt.Errorf("%w: storage failed: %w", ErrNotReady, err)
 	}
 	if err := b.open(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	if st, ok := b.host.Status(meta.GroupID); !ok || st.Leader == 0 {
+		return fmt.Errorf("%w: %w", ErrNotReady, ErrNoMetaLeader)
 	}
 	return nil
 }
