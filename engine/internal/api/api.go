@@ -32,6 +32,8 @@ type Server struct {
 	peer      *http.Client
 	// maxRequest is MaxRequestBytes; tests lower it.
 	maxRequest int64
+	// publishDurations times client publishes to their acknowledgement.
+	publishDurations durations
 }
 
 // New returns the handlers for b.
@@ -68,7 +70,7 @@ func (s *Server) Handler() http.Handler {
 		rewindv1connect.GroupServiceName,
 		rewindv1connect.PluginServiceName,
 	}
-	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /healthz", livez)
 	mux.HandleFunc("GET /livez", livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
