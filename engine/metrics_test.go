@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -407,4 +408,105 @@ func (s scrape) has(name string) bool {
 		}
 	}
 	return false
+}
+
+// TestMetricsInACluster checks the per-node scope of the metrics on a real
+// three-node cluster: records published through one node are counted once
+// over the cluster (by the leaders that appended them), exactly one node
+// leads the metadata group and only it exposes the group lag, every
+// partition group has one leader among the nodes, and every node's scrape
+// is promlint-clean.
+func TestMetricsInACluster(t *testing.T) {
+	urls, _ := startCluster(t, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, u := range urls {
+		waitProbe(t, u+"/readyz", http.StatusOK)
+	}
+	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, urls[0])
+	if _, err := topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: "t", Config: &rewindv1.TopicConfig{Partitions: 3, ReplicationFactor: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, urls[0])
+	for p := range uint32(3) {
+		req := &rewindv1.PublishRequest{Topic: "t"}
+		for i := range 10 {
+			// Idempotency keys make a retry after an unknown outcome safe:
+			// a record stored the first time is a duplicate the second,
+			// and duplicates are not counted.
+			req.Records = append(req.Records, &rewindv1.PublishRecord{Value: []byte("0123456789"), Partition: &p, IdempotencyKey: fmt.Sprintf("%d-%d", p, i)})
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			_, err := pub.Publish(ctx, req)
+			if err == nil {
+				break
+			}
+			if connect.CodeOf(err) != connect.CodeUnavailable || time.Now().After(deadline) {
+				t.Fatalf("publish to partition %d: %v", p, err)
+			}
+			time.Sleep(50 * time.Millisecond) // poll: the partition elects its first leader
+		}
+	}
+	// Which node leads the metadata group: exactly one says so.
+	leader := -1
+	deadline := time.Now().Add(time.Minute)
+	for {
+		leaders := 0
+		for i, u := range urls {
+			if v, _ := scrapeMetrics(t, u).value("rewind_raft_is_leader", "group", "meta"); v == 1 {
+				leader, leaders = i, leaders+1
+			}
+		}
+		if leaders == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes say they lead the metadata group", leaders)
+		}
+		time.Sleep(20 * time.Millisecond) // poll: an election
+	}
+	groups := rewindv1connect.NewGroupServiceClient(http.DefaultClient, urls[leader])
+	if _, err := groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: "audit", Topic: "t", Create: true,
+		Target: &rewindv1.ResetTarget{Target: &rewindv1.ResetTarget_Earliest{Earliest: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	var published float64
+	for i, u := range urls {
+		s := scrapeMetrics(t, u)
+		s.lint(t)
+		v, _ := s.value("rewind_published_records_total", "topic", "t")
+		published += v
+		_, hasLag := s.families["rewind_group_lag_records"]
+		if hasLag != (i == leader) {
+			t.Errorf("node %d exposes group lag: %v; want it on the metadata leader (node %d) only", i+1, hasLag, leader+1)
+		}
+		if i == leader {
+			for p := range 3 {
+				s.expect(t, 10, "rewind_group_lag_records", "group", "audit", "topic", "t", "partition", fmt.Sprint(p))
+			}
+		}
+	}
+	if published != 30 {
+		t.Errorf("rewind_published_records_total summed over the nodes = %v, want 30 (each record counted once)", published)
+	}
+	// Every partition group has one leader among the nodes (leadership may
+	// still move: poll).
+	deadline = time.Now().Add(time.Minute)
+	for {
+		var leading, noLeader float64
+		for _, u := range urls {
+			s := scrapeMetrics(t, u)
+			v, _ := s.value("rewind_raft_partition_groups", "role", "leader")
+			w, _ := s.value("rewind_raft_partition_groups", "role", "no_leader")
+			leading, noLeader = leading+v, noLeader+w
+		}
+		if leading == 3 && noLeader == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partition groups: %v leading, %v without a leader over the nodes; want 3 and 0", leading, noLeader)
+		}
+		time.Sleep(20 * time.Millisecond) // poll: a leadership transfer in progress
+	}
 }
