@@ -215,6 +215,9 @@ func TestMetricsOfARealNode(t *testing.T) {
 		}
 	}
 	const records, recordBytes = 15, 15*100 + 1
+	if _, err := pub.Publish(ctx, &rewindv1.PublishRequest{Topic: "nope", Records: []*rewindv1.PublishRecord{{Value: value}}}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("publish to a missing topic: %v, want NotFound", err)
+	}
 
 	// A group member reads everything, commits 6 of partition 0's 10
 	// records and all 5 of partition 1's; a live stream waits beside it.
@@ -297,6 +300,8 @@ func TestMetricsOfARealNode(t *testing.T) {
 	s.expect(t, 2*recordBytes, "rewind_delivered_bytes_total", "topic", "orders")
 	s.expect(t, 2*records, "rewind_records_delivered_total")
 	s.expect(t, 4, "rewind_publish_duration_seconds") // its count: 4 requests acknowledged
+	s.expect(t, 1, "rewind_publish_failures_total", "code", "not_found")
+	s.expect(t, 0, "rewind_publish_failures_total", "code", "unavailable")
 	if v := s.must(t, "rewind_replay_read_bytes_total"); v < recordBytes {
 		t.Errorf("rewind_replay_read_bytes_total = %v after replaying %d payload bytes", v, recordBytes)
 	}

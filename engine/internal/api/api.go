@@ -6,6 +6,7 @@ package api
 
 import (
 	"net/http"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -32,8 +33,10 @@ type Server struct {
 	peer      *http.Client
 	// maxRequest is MaxRequestBytes; tests lower it.
 	maxRequest int64
-	// publishDurations times client publishes to their acknowledgement.
+	// publishDurations times client publishes to their acknowledgement;
+	// publishFailures counts those that failed, by Connect code.
 	publishDurations durations
+	publishFailures  [connect.CodeUnauthenticated + 1]atomic.Uint64
 }
 
 // New returns the handlers for b.

@@ -68,6 +68,13 @@ func (h *durations) metric(desc *prometheus.Desc) prometheus.Metric {
 	return prometheus.MustNewConstHistogram(desc, cum, time.Duration(h.sum.Load()).Seconds(), buckets)
 }
 
+// countPublishFailure counts a client's publish that failed with err.
+func (s *Server) countPublishFailure(ctx context.Context, err error) {
+	if code := connect.CodeOf(err); !isHop(ctx) && int(code) < len(s.publishFailures) {
+		s.publishFailures[code].Add(1)
+	}
+}
+
 // isHop reports whether the request came from another node (a forwarded
 // publish): the edge that received the client's request times it.
 func isHop(ctx context.Context) bool {
@@ -105,6 +112,7 @@ var (
 	deliveredBytes   = desc("rewind_delivered_bytes_total", "Payload bytes of those records.", "topic")
 	deliveredAll     = desc("rewind_records_delivered_total", "Records this node's streams sent, every topic (deleted ones included).")
 	publishDuration  = desc("rewind_publish_duration_seconds", "Time from a client's publish request arriving at this node to its acknowledgement (successful publishes).")
+	publishFailures  = desc("rewind_publish_failures_total", "Client publish requests to this node that failed as a whole, by Connect code (unavailable, resource_exhausted, invalid_argument, ...).", "code")
 
 	// Publish stages and the raft loop.
 	stageHists = []struct {
@@ -169,7 +177,7 @@ type collector struct{ s *Server }
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		partitionBytes, partitionRecords, partitionLogStart, partitionEnd,
-		publishedRecords, publishedBytes, deliveredRecords, deliveredBytes, deliveredAll, publishDuration,
+		publishedRecords, publishedBytes, deliveredRecords, deliveredBytes, deliveredAll, publishDuration, publishFailures,
 		streamsOpen, replayReadBytes, replayTurns, replayCPU, replayWait, replayDeferred, replayFactor,
 		fetchesServed, fetchBytes, remoteReads,
 		groupLagRecords, groupLagSeconds, groupLagOmitted,
@@ -222,6 +230,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(deliveredAll, float64(b.Delivered()))
 	ch <- c.s.publishDurations.metric(publishDuration)
+	for code := connect.CodeCanceled; code <= connect.CodeUnauthenticated; code++ {
+		counter(publishFailures, float64(c.s.publishFailures[code].Load()), code.String())
+	}
 	q, st, w, sy := b.Timings()
 	for _, h := range stageHists {
 		ch <- constHistogram(h.d, h.get(q, st, w, sy))

@@ -44,7 +44,9 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 	}
 	topicID, res, err := publish(ctx, req.GetTopic(), recs)
 	if err != nil {
-		return nil, toConnect(s.log, err)
+		err = toConnect(s.log, err)
+		s.countPublishFailure(ctx, err)
+		return nil, err
 	}
 	if !isHop(ctx) {
 		s.publishDurations.add(time.Since(start))
