@@ -422,7 +422,9 @@ func (s scrape) has(name string) bool {
 // partition group has one leader among the nodes, and every node's scrape
 // is promlint-clean.
 func TestMetricsInACluster(t *testing.T) {
-	urls, _ := startCluster(t, 3, nil)
+	// A 100 ms tick (elections after 1-2 s) keeps leaderships put on a
+	// busy machine; the checks below still allow for them to move.
+	urls, _ := startCluster(t, 3, func(_ uint64, c *engine.Config) { c.TickInterval = 100 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, u := range urls {
@@ -453,47 +455,79 @@ func TestMetricsInACluster(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // poll: the partition elects its first leader
 		}
 	}
-	// Which node leads the metadata group: exactly one says so.
-	leader := -1
+	// metaLeader polls until exactly one node says it leads the metadata
+	// group, and returns its index.
+	metaLeader := func() int {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			leader, leaders := -1, 0
+			for i, u := range urls {
+				if v, _ := scrapeMetrics(t, u).value("rewind_raft_is_leader", "group", "meta"); v == 1 {
+					leader, leaders = i, leaders+1
+				}
+			}
+			if leaders == 1 {
+				return leader
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d nodes say they lead the metadata group", leaders)
+			}
+			time.Sleep(20 * time.Millisecond) // poll: an election
+		}
+	}
+	// Create the group through its coordinator (the metadata leader; on a
+	// busy machine leadership may move meanwhile: ask again).
 	deadline := time.Now().Add(time.Minute)
 	for {
-		leaders := 0
-		for i, u := range urls {
-			if v, _ := scrapeMetrics(t, u).value("rewind_raft_is_leader", "group", "meta"); v == 1 {
-				leader, leaders = i, leaders+1
-			}
-		}
-		if leaders == 1 {
+		groups := rewindv1connect.NewGroupServiceClient(http.DefaultClient, urls[metaLeader()])
+		_, err := groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: "audit", Topic: "t", Create: true,
+			Target: &rewindv1.ResetTarget{Target: &rewindv1.ResetTarget_Earliest{Earliest: true}}})
+		if err == nil {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d nodes say they lead the metadata group", leaders)
+		if connect.CodeOf(err) != connect.CodeUnavailable || time.Now().After(deadline) {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond) // poll: an election
-	}
-	groups := rewindv1connect.NewGroupServiceClient(http.DefaultClient, urls[leader])
-	if _, err := groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: "audit", Topic: "t", Create: true,
-		Target: &rewindv1.ResetTarget{Target: &rewindv1.ResetTarget_Earliest{Earliest: true}}}); err != nil {
-		t.Fatal(err)
+		time.Sleep(20 * time.Millisecond) // poll: a metadata election
 	}
 	var published float64
-	for i, u := range urls {
+	for _, u := range urls {
 		s := scrapeMetrics(t, u)
 		s.lint(t)
 		v, _ := s.value("rewind_published_records_total", "topic", "t")
 		published += v
-		_, hasLag := s.families["rewind_group_lag_records"]
-		if hasLag != (i == leader) {
-			t.Errorf("node %d exposes group lag: %v; want it on the metadata leader (node %d) only", i+1, hasLag, leader+1)
-		}
-		if i == leader {
-			for p := range 3 {
-				s.expect(t, 10, "rewind_group_lag_records", "group", "audit", "topic", "t", "partition", fmt.Sprint(p))
-			}
-		}
 	}
 	if published != 30 {
 		t.Errorf("rewind_published_records_total summed over the nodes = %v, want 30 (each record counted once)", published)
+	}
+	// The lag is on the metadata leader only, 10 records in each partition
+	// (the leader is asked again after each round, in case it moved).
+	deadline = time.Now().Add(time.Minute)
+	for {
+		leader := metaLeader()
+		var problems []string
+		for i, u := range urls {
+			s := scrapeMetrics(t, u)
+			if _, hasLag := s.families["rewind_group_lag_records"]; hasLag != (i == leader) {
+				problems = append(problems, fmt.Sprintf("node %d exposes group lag: %v, with node %d leading the metadata group", i+1, hasLag, leader+1))
+			}
+			if i != leader {
+				continue
+			}
+			for p := range 3 {
+				if v, ok := s.value("rewind_group_lag_records", "group", "audit", "topic", "t", "partition", fmt.Sprint(p)); v != 10 {
+					problems = append(problems, fmt.Sprintf("node %d: lag of partition %d = %v (%v), want 10", i+1, p, v, ok))
+				}
+			}
+		}
+		if len(problems) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(strings.Join(problems, "\n"))
+		}
+		time.Sleep(20 * time.Millisecond) // poll: the metadata leadership moved between the scrapes
 	}
 	// Every partition group has one leader among the nodes (leadership may
 	// still move: poll).
