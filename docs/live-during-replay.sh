@@ -96,7 +96,7 @@ replay_load() {
 # delivered, NATS's messages out, Redis's XRANGE calls of 1000 entries.
 delivered() {
   case $1 in
-  rewind) curl -fsS "http://127.0.0.1:$RPORT/metrics" | sed -nE 's/^rewind_records_delivered_total ([0-9]+)$/\1/p' ;;
+  rewind) curl -fsS "http://127.0.0.1:$RPORT/metrics" | awk '$1 == "rewind_records_delivered_total" { printf "%.0f\n", $2 }' ;;
   nats) curl -fsS "http://127.0.0.1:$((NATS_BASE_PORT + 4000))/varz" | jq .out_msgs ;;
   redis) redis-cli -p $REDIS_PORT info commandstats | sed -nE 's/^cmdstat_xrange:calls=([0-9]+),.*/\1/p' |
     awk '{print $1 * 1000} END{if (NR == 0) print 0}' ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Where a node's publishes spend their time: p50, p90 and p99 of each
-# publish timing histogram in its /metrics (bucket bounds, so "< 512 µs"
+# publish timing histogram in its /metrics (rewind_publish_duration_seconds,
+# request to acknowledgement, and the stages; bucket bounds, so "< 512 µs"
 # means the quantile falls in the bucket below 512 µs), since the node
 # started or, with a second argument, over that many seconds from now.
 #
@@ -26,7 +27,8 @@ snap | awk -v prev="$before" '
         if (total == 0) { line = line "   -"; continue }
         for (k = 1; k <= n[name]; k++) if (cum[name, k] >= qs[i] * total) break
         b = bound[name, k]
-        v = (b == "+Inf") ? "> 1 s" : (b + 0 < 0.001 ? sprintf("< %.0f µs", b * 1e6) : sprintf("< %.3g ms", b * 1e3))
+        top = bound[name, n[name] - 1] # the largest finite bound
+        v = (b == "+Inf") ? sprintf("> %.3g s", top) : (b + 0 < 0.001 ? sprintf("< %.0f µs", b * 1e6) : sprintf("< %.3g ms", b * 1e3))
         line = line sprintf("   p%s %s", qs[i] * 100, v)
       }
       print line

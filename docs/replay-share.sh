@@ -14,7 +14,7 @@ LAT_RATE=${LAT_RATE:-2000}
 LAT_DUR=${LAT_DUR:-10}
 REPS=${REPS:-2}
 ADDR=127.0.0.1:${PORT:-7091}
-delivered() { curl -fsS "http://$ADDR/metrics" | sed -nE 's/^rewind_records_delivered_total ([0-9]+)$/\1/p'; }
+delivered() { curl -fsS "http://$ADDR/metrics" | awk '$1 == "rewind_records_delivered_total" { printf "%.0f\n", $2 }'; }
 for share in $SHARES; do
   dir=$(mktemp -d -t replay-share.XXXXXX)
   "$REWIND" serve --listen "$ADDR" --data "$dir" --replay-share "$share" >"$dir.log" 2>&1 &

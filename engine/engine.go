@@ -301,7 +301,8 @@ func peerClient(dial func(ctx context.Context, network, addr string) (net.Conn, 
 }
 
 // Handler serves the public API (Connect, gRPC and gRPC-web), gRPC health
-// and reflection, and the raft transport between members; in a build with
+// and reflection, the /healthz, /livez and /readyz probes, /metrics
+// (Prometheus), and the raft transport between members; in a build with
 // the failpoints tag also /debug/failpoints (internal/failpoint).
 func (n *Node) Handler() http.Handler {
 	h := n.api.Handler()

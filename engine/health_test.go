@@ -72,8 +72,10 @@ func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 			t.Fatalf("health of %q before the fault: %v", s, got)
 		}
 	}
-	if code, body := probe(t, srv.URL+"/readyz"); code != http.StatusOK {
-		t.Fatalf("/readyz before the fault: %d %s", code, body)
+	for _, p := range []string{"/readyz", "/healthz", "/livez"} {
+		if code, body := probe(t, srv.URL+p); code != http.StatusOK {
+			t.Fatalf("%s before the fault: %d %s", p, code, body)
+		}
 	}
 	ctx := context.Background()
 	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, srv.URL)
@@ -105,8 +107,10 @@ func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 	if code, body := probe(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, syscall.ENOSPC.Error()) {
 		t.Fatalf("/readyz after the store failed: %d %q, want 503 naming the disk error", code, body)
 	}
-	if code, body := probe(t, srv.URL+"/livez"); code != http.StatusOK {
-		t.Fatalf("/livez: %d %s", code, body)
+	for _, p := range []string{"/livez", "/healthz"} {
+		if code, body := probe(t, srv.URL+p); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", p, code, body)
+		}
 	}
 }
 
@@ -135,7 +139,9 @@ func TestHealthTurnsNotServingWhileDraining(t *testing.T) {
 	if code, _ := probe(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz while draining: %d", code)
 	}
-	if code, _ := probe(t, srv.URL+"/livez"); code != http.StatusOK {
-		t.Fatalf("/livez while draining: %d", code)
+	for _, p := range []string{"/livez", "/healthz"} {
+		if code, _ := probe(t, srv.URL+p); code != http.StatusOK {
+			t.Fatalf("%s while draining: %d", p, code)
+		}
 	}
 }

@@ -265,6 +265,21 @@ func (c *cluster) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "node", &only)
 		return c.fmtLog(scanGroup(t, d), only)
 
+	case "counters":
+		// What each running node counted for the group (Counters).
+		group := scanGroup(t, d)
+		var b strings.Builder
+		for _, n := range c.nodes {
+			if !n.up() {
+				continue
+			}
+			if g, ok := n.h.groups[group]; ok {
+				fmt.Fprintf(&b, "n%d: leader-changes=%d proposals-dropped=%d snapshots-sent=%d\n", n.id,
+					g.counters.LeaderChanges.Load(), g.counters.ProposalsDropped.Load(), g.counters.SnapshotsSent.Load())
+			}
+		}
+		return b.String()
+
 	case "check":
 		if p := c.check(scanGroup(t, d)); len(p) > 0 {
 			return strings.Join(p, "\n") + "\n"

@@ -244,6 +244,25 @@ type GroupConfig struct {
 	// them to the leader itself.
 	ForwardProposals bool
 	SM               StateMachine
+	// Counters, when set, counts the group's leader changes, dropped
+	// proposals and snapshots sent; many groups may share one (a node
+	// sums its partitions' groups into one, metrics).
+	Counters *Counters
+}
+
+// Counters count raft events of the groups that share them. The host's
+// loop adds to them; anyone may read them at any time.
+type Counters struct {
+	// LeaderChanges counts the times a group learned of a new leader
+	// (a change to "no leader" is not counted).
+	LeaderChanges atomic.Uint64
+	// ProposalsDropped counts proposals raft refused (no leader it could
+	// forward to, a leadership transfer in progress, the uncommitted tail
+	// over MaxUncommittedBytes); their proposers were told (Dropped).
+	ProposalsDropped atomic.Uint64
+	// SnapshotsSent counts the snapshots this node, leading, sent to a
+	// replica too far behind for the log (a new or long-cut-off replica).
+	SnapshotsSent atomic.Uint64
 }
 
 // Status is a snapshot of one group, refreshed after every pass that
@@ -324,6 +343,8 @@ type group struct {
 	recovered   chan struct{}
 	startCommit uint64
 	stopped     bool
+	// counters is GroupConfig.Counters, or a private one.
+	counters *Counters
 }
 
 // Open returns a host over cfg.DB with no groups running. Call Start to run
@@ -506,6 +527,10 @@ func (h *Host) addGroup(gc GroupConfig) (*group, error) {
 	g := &group{
 		id: gc.ID, rn: rn, st: st, sm: gc.SM,
 		recovered: make(chan struct{}), startCommit: st.hard.GetCommit(),
+		counters: gc.Counters,
+	}
+	if g.counters == nil {
+		g.counters = new(Counters)
 	}
 	if sn, ok := gc.SM.(Snapshotter); ok {
 		st.snapData = sn.SnapshotData
@@ -807,6 +832,7 @@ func (h *Host) takeProposals() {
 			}
 			clear(h.proposed)
 			if len(dropped) > 0 {
+				g.counters.ProposalsDropped.Add(uint64(len(dropped)))
 				g.sm.Dropped(dropped, dropErr)
 			}
 			return nil
@@ -903,9 +929,15 @@ func (h *Host) pass() (more bool, err error) {
 				g.sm.Durable()
 			}
 			for _, m := range rd.Messages {
+				if m.GetType() == pb.MsgSnap {
+					g.counters.SnapshotsSent.Add(1)
+				}
 				h.outbox = append(h.outbox, Envelope{Group: g.id, Msg: m})
 			}
 			if rd.SoftState != nil && rd.SoftState.Lead != g.leader {
+				if rd.SoftState.Lead != 0 {
+					g.counters.LeaderChanges.Add(1)
+				}
 				g.leader = rd.SoftState.Lead
 				g.sm.LeaderChanged(g.leader, g.rn.BasicStatus().GetTerm())
 				if g.leader != 0 && g.wantPropose {

@@ -62,15 +62,24 @@ func (f *Filter) Run(ctx context.Context, b *Batch, dst []Output) ([]Output, err
 	defer r.releaseCall()
 	in, err := f.instance()
 	if err != nil {
+		r.countFailure(err)
 		return dst, withIndex(err, 0)
 	}
 	dst, err = f.run(in, b, dst)
 	if err != nil {
+		r.countFailure(err)
 		in.close(in.ctx)
 		return dst, err
 	}
 	r.putIdle(in)
 	return dst, nil
+}
+
+// countFailure counts a failed run by its kind (Stats).
+func (r *Runtime) countFailure(err error) {
+	if e, ok := err.(*Error); ok && int(e.Kind) < len(r.stats.failures) {
+		r.stats.failures[e.Kind].Add(1)
+	}
 }
 
 func withIndex(err error, i int) error {
@@ -133,6 +142,8 @@ func (f *Filter) call(in *instance, b *Batch, i, j int, dst []Output) ([]Output,
 	in.stack[0], in.stack[1] = uint64(j-i), uint64(len(data))
 	in.begin(lim.FuelPerCall)
 	err := in.filter.CallWithStack(in.ctx, in.stack[:])
+	f.m.r.stats.calls.Add(1)
+	f.m.r.stats.fuel.Add(uint64(lim.FuelPerCall - max(in.fuelLeft(), 0)))
 	in.flushLogs()
 	if err != nil {
 		return dst, false, in.classify(err, "rewind_filter", lim.FuelPerCall)

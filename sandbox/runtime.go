@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -45,6 +46,7 @@ type Runtime struct {
 	cache wazero.CompilationCache
 	max   int
 
+	stats    counters
 	calls    chan struct{} // a token per running guest call
 	compiles chan struct{} // one compile at a time
 	// compiling counts compile jobs and wazero compilations in progress,
@@ -114,6 +116,32 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.mu.unused = list.New()
 	r.mu.idle = list.New()
 	return r, nil
+}
+
+// counters count what filters did (Stats), without locks.
+type counters struct {
+	calls, fuel atomic.Uint64
+	failures    [KindConfig + 1]atomic.Uint64 // by Kind
+}
+
+// Stats counts what the runtime's filters did since it started.
+type Stats struct {
+	// Calls counts guest calls of rewind_filter; Fuel the fuel they
+	// burned (a call that ran out counts its whole budget).
+	Calls, Fuel uint64
+	// Failures counts the runs of filters (Filter.Run) that failed, by
+	// kind of failure; the index is the Kind (index 0 is unused).
+	Failures [KindConfig + 1]uint64
+}
+
+// Stats returns the runtime's counters. Safe for concurrent use.
+func (r *Runtime) Stats() Stats {
+	var st Stats
+	st.Calls, st.Fuel = r.stats.calls.Load(), r.stats.fuel.Load()
+	for k := range st.Failures {
+		st.Failures[k] = r.stats.failures[k].Load()
+	}
+	return st
 }
 
 // Limits returns the runtime's limits, defaults filled in.

@@ -14,9 +14,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine"
+	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
+	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
 	"github.com/rewind-io/rewind/sdk/client"
-	peerv1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
-	"github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1/peerv1connect"
 )
 
 // counter reads a counter from a node's /metrics.
@@ -30,11 +30,12 @@ func counter(t *testing.T, addr, name string) uint64 {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
+			// The exposition writes numbers as floats (1.234567e+06).
+			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return n
+			return uint64(n)
 		}
 	}
 	t.Fatalf("%s: no %s in /metrics", addr, name)

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
 	"github.com/rewind-io/rewind/raftlog"
-	peerv1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )

@@ -6,9 +6,9 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
+	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
+	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
 	"github.com/rewind-io/rewind/raftlog"
-	peerv1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
-	"github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1/peerv1connect"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )

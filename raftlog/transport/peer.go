@@ -11,8 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/hashicorp/go-hclog"
-	peerv1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
-	"github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1/peerv1connect"
+	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
+	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )

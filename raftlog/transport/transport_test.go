@@ -13,10 +13,10 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
+	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/raftlog/transport"
-	peerv1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
-	"github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1/peerv1connect"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )

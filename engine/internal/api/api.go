@@ -6,6 +6,7 @@ package api
 
 import (
 	"net/http"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -32,6 +33,10 @@ type Server struct {
 	peer      *http.Client
 	// maxRequest is MaxRequestBytes; tests lower it.
 	maxRequest int64
+	// publishDurations times client publishes to their acknowledgement;
+	// publishFailures counts those that failed, by Connect code.
+	publishDurations durations
+	publishFailures  [connect.CodeUnauthenticated + 1]atomic.Uint64
 }
 
 // New returns the handlers for b.
@@ -43,8 +48,8 @@ func New(b *broker.Broker, log hclog.Logger) *Server {
 }
 
 // Handler returns an http.Handler serving every service, plus gRPC health,
-// reflection, /metrics (Prometheus text format) and the /livez and /readyz
-// probes (health.go).
+// reflection, /metrics (Prometheus text format, metrics.go) and the
+// /healthz, /livez and /readyz probes (health.go).
 func (s *Server) Handler() http.Handler {
 	opts := []connect.HandlerOption{
 		// limitBody bounds what is read off the wire; this bounds what a
@@ -68,7 +73,8 @@ func (s *Server) Handler() http.Handler {
 		rewindv1connect.GroupServiceName,
 		rewindv1connect.PluginServiceName,
 	}
-	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.Handle("GET /metrics", s.metricsHandler())
+	mux.HandleFunc("GET /healthz", livez)
 	mux.HandleFunc("GET /livez", livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	hc := &healthChecker{b: s.b, services: map[string]bool{}}

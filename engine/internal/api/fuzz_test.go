@@ -131,7 +131,7 @@ func TestMetrics(t *testing.T) {
 	defer resp.Body.Close()
 	var b strings.Builder
 	io.Copy(&b, resp.Body)
-	for _, want := range []string{`rewind_partition_bytes{topic="t",partition="2"}`, "# TYPE rewind_partition_end_offset gauge", "rewind_disk_full 0"} {
+	for _, want := range []string{`rewind_partition_bytes{partition="2",topic="t"}`, "# TYPE rewind_partition_end_offset gauge", "rewind_disk_full 0"} {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, b.String())
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -11,20 +12,28 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/broker"
 )
 
-// Health has two questions, answered apart so that an orchestrator can act
-// on each:
+// Health has three questions, answered apart so that an orchestrator can
+// act on each:
 //
-//   - live (GET /livez): the process runs and answers HTTP. Always 200; a
-//     node that cannot answer is restarted by the probe timing out.
+//   - healthy (GET /healthz) and live (GET /livez): the process runs and
+//     its HTTP server answers. Always 200 with "ok"; a node that cannot
+//     answer is restarted by the probe timing out. /healthz is the name
+//     load balancers and most tools ask for; /livez the Kubernetes one.
 //   - ready (GET /readyz, and gRPC health for "" and every service): the
-//     node can serve. 503 / NOT_SERVING once its store failed (a WAL write
-//     or fsync failed: disk full, gone, read-only), and while it shuts
-//     down. A node whose store failed also exits (engine.Node.Failed), so
-//     it is never left half alive; the probes tell load balancers the
-//     moment it happens.
+//     node can serve (broker.Ready): its store is recovered and has not
+//     failed, it is not draining, and the metadata group has a known
+//     leader. 503 / NOT_SERVING otherwise, the body saying why. A node
+//     whose store failed also exits (engine.Node.Failed), so it is never
+//     left half alive; the probes tell load balancers the moment it
+//     happens.
 //
 // A disk below --min-free-disk is not "not ready": reads go on, and the
 // node's partitions hand their leadership to other replicas (broker).
+
+// watchPoll is how often a gRPC health watch re-checks readiness for the
+// changes no channel announces (the metadata group gaining or losing its
+// leader); failures and draining are announced at once.
+const watchPoll = 500 * time.Millisecond
 
 // healthChecker answers gRPC health checks from the broker's readiness.
 type healthChecker struct {
@@ -43,8 +52,10 @@ func (h *healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 }
 
-// Watch implements grpchealth.Watcher: the status only ever changes from
-// SERVING to NOT_SERVING, when the store fails or the node drains.
+// Watch implements grpchealth.Watcher: the status is re-checked when the
+// store fails or the node drains (at once; it never serves again after
+// either) and every watchPoll (the metadata leader may come and go);
+// grpchealth sends only changes.
 func (h *healthChecker) Watch(ctx context.Context, req *grpchealth.CheckRequest, onChange func()) (func(), error) {
 	if _, err := h.Check(ctx, req); err != nil {
 		return nil, err
@@ -53,17 +64,26 @@ func (h *healthChecker) Watch(ctx context.Context, req *grpchealth.CheckRequest,
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		select {
-		case <-h.b.Failed():
-		case <-h.b.Draining():
-		case <-stop:
+		t := time.NewTicker(watchPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.b.Failed():
+			case <-h.b.Draining():
+			case <-t.C:
+				onChange()
+				continue
+			case <-stop:
+				return
+			}
+			onChange()
 			return
 		}
-		onChange()
 	}()
 	return func() { close(stop); <-done }, nil
 }
 
+// livez answers /livez and /healthz.
 func livez(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintln(w, "ok")

@@ -16,8 +16,8 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/engine/internal/remote"
-	peerv1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
-	"github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1/peerv1connect"
+	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
+	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
 )
 
 // MaxFetchWait bounds the long poll a fetch may ask for.

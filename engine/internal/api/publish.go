@@ -16,6 +16,7 @@ import (
 
 // Publish implements rewindv1connect.PublishServiceHandler.
 func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
+	start := time.Now()
 	in := req.GetRecords()
 	recs := make([]broker.PublishRecord, len(in))
 	var headers []record.Header
@@ -43,7 +44,12 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 	}
 	topicID, res, err := publish(ctx, req.GetTopic(), recs)
 	if err != nil {
-		return nil, toConnect(s.log, err)
+		err = toConnect(s.log, err)
+		s.countPublishFailure(ctx, err)
+		return nil, err
+	}
+	if !isHop(ctx) {
+		s.publishDurations.add(time.Since(start))
 	}
 	out := &rewindv1.PublishResponse{Results: make([]*rewindv1.PublishResult, len(res))}
 	slab := make([]rewindv1.PublishResult, len(res))

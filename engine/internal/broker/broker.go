@@ -251,6 +251,11 @@ type Broker struct {
 	timings partition.Timings
 	// delivered counts the records streams sent (metrics).
 	delivered atomic.Uint64
+	// streamCounts counts open streams and the history they read;
+	// metaRaft and partRaft the raft events of the metadata group and of
+	// the partitions' groups (metrics.go).
+	streamCounts       streamCounters
+	metaRaft, partRaft raftlog.Counters
 
 	mu struct {
 		sync.Mutex
@@ -298,6 +303,8 @@ type liveTopic struct {
 	meta  *meta.Topic
 	parts []*partition.Partition
 	rr    roundRobin
+	// counters is shared by every copy of the topic's liveTopic.
+	counters *topicCounters
 }
 
 // Open opens the store in cfg.Dir and starts the node.
@@ -375,7 +382,7 @@ func Open(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	b.meta = m
-	mg := raftlog.GroupConfig{ID: meta.GroupID, Voters: b.initialVoters(), SM: m, ForwardProposals: true}
+	mg := raftlog.GroupConfig{ID: meta.GroupID, Voters: b.initialVoters(), SM: m, ForwardProposals: true, Counters: &b.metaRaft}
 	if cfg.Join {
 		mg.Voters, mg.Join = nil, true
 	}
@@ -512,17 +519,35 @@ func (b *Broker) Err() error {
 func (b *Broker) Draining() <-chan struct{} { return b.draining.Done() }
 
 // ErrNotReady marks a node that should get no traffic: it is shutting
-// down, or its store failed.
+// down, its store failed, or it knows no leader of the metadata group.
 var ErrNotReady = errors.New("node not ready")
 
-// Ready returns nil while the node serves, else why not (an ErrNotReady):
-// its store failed, or it is shutting down. Health checks report it.
+// ErrNoMetaLeader says that the node knows no leader of the metadata
+// group: it is cut off from a majority of the members, or they are still
+// electing one. Topics cannot be created or changed and groups are not
+// coordinated until one is known.
+var ErrNoMetaLeader = errors.New("no leader of the metadata group is known")
+
+// Ready returns nil while the node serves, else why not (an ErrNotReady).
+// Ready means:
+//
+//  1. the store is recovered: Open returned, so every raft group replayed
+//     its log (a node is not served before), and no WAL write or fsync
+//     failed since (Err);
+//  2. the node is not draining (Drain, then Close);
+//  3. the metadata group has a known leader (this node or another).
+//
+// Health checks (/readyz, gRPC health) report it. It takes no lock held
+// across I/O and is cheap enough for a probe every second.
 func (b *Broker) Ready() error {
 	if err := b.Err(); err != nil {
 		return fmt.Errorf("%w: storage failed: %w", ErrNotReady, err)
 	}
 	if err := b.open(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	if st, ok := b.host.Status(meta.GroupID); !ok || st.Leader == 0 {
+		return fmt.Errorf("%w: %w", ErrNotReady, ErrNoMetaLeader)
 	}
 	return nil
 }
@@ -591,7 +616,7 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 	if _, ok := b.mu.topics[t.ID]; ok {
 		return nil
 	}
-	lt := &liveTopic{meta: t}
+	lt := &liveTopic{meta: t, counters: new(topicCounters)}
 	for i := range t.Groups {
 		voters := t.ReplicasOf(i)
 		if voters == nil {
@@ -628,7 +653,7 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 	// Proposals are forwarded inside raft: publishes are routed to the
 	// leader anyway, but subscriber group commits are proposed where the
 	// group's coordinator runs.
-	gc := raftlog.GroupConfig{ID: g, Voters: voters, SM: p, ForwardProposals: true}
+	gc := raftlog.GroupConfig{ID: g, Voters: voters, SM: p, ForwardProposals: true, Counters: &b.partRaft}
 	if join {
 		gc.Voters, gc.Join = nil, true
 	}
@@ -650,7 +675,7 @@ func (b *Broker) reassign(t *meta.Topic) error {
 	if !ok {
 		return nil
 	}
-	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts)}
+	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts), counters: old.counters}
 	var errs []error
 	for i := range t.Groups {
 		if lt.parts[i] != nil || !slices.Contains(t.ReplicasOf(i), b.cfg.NodeID) {

@@ -221,24 +221,32 @@ func (b *Broker) DescribeGroup(name string) ([]GroupTopicInfo, error) {
 			if err != nil {
 				return nil, err
 			}
-			bd := p.Bounds()
-			gp := GroupPartitionInfo{Partition: uint32(i), State: st, Bounds: bd, Member: owner[uint32(i)], HasCommits: ok && st.Committed}
-			gp.BelowLogStart = gp.HasCommits && st.Offset < bd.LogStart
-			from := bd.LogStart
-			if gp.HasCommits {
-				from = min(max(st.Offset, bd.LogStart), bd.Next)
-			}
-			gp.Lag = bd.Next - from
-			if gp.Lag > 0 {
-				if t, err := p.TimeOf(from); err == nil {
-					gp.LagNanos = max(0, now-t)
-				}
-			}
+			gp := partitionLag(p, st, ok && st.Committed, now)
+			gp.Partition, gp.Member = uint32(i), owner[uint32(i)]
 			ti.Partitions = append(ti.Partitions, gp)
 		}
 		out = append(out, ti)
 	}
 	return out, nil
+}
+
+// partitionLag is a group's state and lag in partition p, given its row
+// st (committed: it committed an offset there) at time now.
+func partitionLag(p *partition.Partition, st partition.GroupState, committed bool, now int64) GroupPartitionInfo {
+	bd := p.Bounds()
+	gp := GroupPartitionInfo{Partition: p.Index(), State: st, Bounds: bd, HasCommits: committed}
+	gp.BelowLogStart = gp.HasCommits && st.Offset < bd.LogStart
+	from := bd.LogStart
+	if gp.HasCommits {
+		from = min(max(st.Offset, bd.LogStart), bd.Next)
+	}
+	gp.Lag = bd.Next - from
+	if gp.Lag > 0 {
+		if t, err := p.TimeOf(from); err == nil {
+			gp.LagNanos = max(0, now-t)
+		}
+	}
+	return gp
 }
 
 // DeleteGroup deletes a group's rows on every topic. Refused while it has

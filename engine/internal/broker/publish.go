@@ -309,9 +309,15 @@ func (b *Broker) partitionOutcome(lt *liveTopic, p uint32, idx []int, a *partiti
 		return nil, b.publishError(lt.meta.Name, err)
 	}
 	if a != nil {
+		var recs, bytes uint64
 		a.Each(func(i int, off uint64, t int64, dup bool) {
 			out[idx[i]] = PublishResult{Partition: p, Offset: off, AppendTime: t, Duplicate: dup}
+			if !dup {
+				recs, bytes = recs+1, bytes+uint64(a.Records[i].PayloadSize())
+			}
 		})
+		lt.counters.published.Records.Add(recs)
+		lt.counters.published.Bytes.Add(bytes)
 		var ms []moved
 		for _, m := range a.Elsewhere {
 			if m.Partition >= lt.meta.Partitions || m.Partition == p {

@@ -59,6 +59,11 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	}
 	sp.Options.Sched = b.sched
 	sp.Options.Delivered = &b.delivered
+	sp.Options.Counts = &lt.counters.delivered
+	sp.Options.ReplayBytes = &b.streamCounts.replayBytes
+	open := &b.streamCounts.open[kindOf(&sp)]
+	open.Add(1)
+	defer open.Add(-1)
 	if sp.Group != "" {
 		if lt, err = b.topic(sp.Topic); err != nil {
 			return err

@@ -80,11 +80,26 @@ type Options struct {
 	Sched *sched.Scheduler
 	// Delivered, when set, counts the records the stream sends.
 	Delivered *atomic.Uint64
+	// Counts, when set, also counts the records the stream sends and
+	// their payload bytes; many streams may share one (a topic's).
+	Counts *Counts
+	// ReplayBytes, when set, counts the encoded bytes of the batches the
+	// stream reads while a partition has not caught up (history, in a
+	// catch-up turn).
+	ReplayBytes *atomic.Uint64
 	// Route, when set, chooses the source a group member's stream reads
 	// an assigned partition from, given its local replica (the node's own
 	// replica, or the partition's leader through package remote). It runs
 	// on the stream's goroutine; an error ends the stream.
 	Route func(partition uint32, local Source) (Source, error)
+}
+
+// Counts are delivery counters that streams add to without locks.
+type Counts struct {
+	// Records counts the records sent; Bytes their payload bytes (key,
+	// value, header keys and values, idempotency key: what a publisher
+	// chose, not the framing).
+	Records, Bytes atomic.Uint64
 }
 
 func (o Options) withDefaults() Options {
@@ -468,6 +483,9 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 			if err != nil {
 				return err
 			}
+			if rb := s.opts.ReplayBytes; rb != nil && !sl.cur.CaughtUp {
+				rb.Add(uint64(len(b.Records.Bytes())))
+			}
 			pb.b, pb.it = b, b.Records.Iter()
 		}
 		b := pb.b
@@ -539,6 +557,17 @@ func (s *streamer) sendRecords(partition uint32) error {
 	s.resp.Event = &rewindv1.SubscribeResponse_Records{Records: &s.recEv}
 	if d := s.opts.Delivered; d != nil {
 		d.Add(uint64(len(s.ptrs)))
+	}
+	if c := s.opts.Counts; c != nil {
+		var n int
+		for _, r := range s.ptrs {
+			n += len(r.Key) + len(r.Value) + len(r.IdempotencyKey)
+			for _, h := range r.Headers {
+				n += len(h.Key) + len(h.Value)
+			}
+		}
+		c.Records.Add(uint64(len(s.ptrs)))
+		c.Bytes.Add(uint64(n))
 	}
 	return s.sink.Send(&s.resp)
 }

@@ -202,7 +202,7 @@ const file_rewind_peer_v1_raft_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\fR\amessage\"\x0e\n" +
 	"\fSendResponse2R\n" +
 	"\vRaftService\x12C\n" +
-	"\x04Send\x12\x1b.rewind.peer.v1.SendRequest\x1a\x1c.rewind.peer.v1.SendResponse(\x01B;Z9github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1;peerv1b\x06proto3"
+	"\x04Send\x12\x1b.rewind.peer.v1.SendRequest\x1a\x1c.rewind.peer.v1.SendResponse(\x01B@Z>github.com/rewind-io/rewind/internal/gen/rewind/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_rewind_peer_v1_raft_proto_rawDescOnce sync.Once

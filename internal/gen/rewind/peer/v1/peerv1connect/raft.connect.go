@@ -8,7 +8,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	v1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
+	v1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
 	http "net/http"
 	strings "strings"
 )

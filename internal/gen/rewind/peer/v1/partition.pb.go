@@ -813,7 +813,7 @@ const file_rewind_peer_v1_partition_proto_rawDesc = "" +
 	"\x10PartitionService\x12D\n" +
 	"\x05Fetch\x12\x1c.rewind.peer.v1.FetchRequest\x1a\x1d.rewind.peer.v1.FetchResponse\x12G\n" +
 	"\x06Locate\x12\x1d.rewind.peer.v1.LocateRequest\x1a\x1e.rewind.peer.v1.LocateResponse\x12A\n" +
-	"\x04Bind\x12\x1b.rewind.peer.v1.BindRequest\x1a\x1c.rewind.peer.v1.BindResponseB;Z9github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1;peerv1b\x06proto3"
+	"\x04Bind\x12\x1b.rewind.peer.v1.BindRequest\x1a\x1c.rewind.peer.v1.BindResponseB@Z>github.com/rewind-io/rewind/internal/gen/rewind/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_rewind_peer_v1_partition_proto_rawDescOnce sync.Once

@@ -1,0 +1,99 @@
+package engine_test
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rewind-io/rewind/engine"
+)
+
+// waitProbe polls url until it answers code, for up to a minute (an
+// election on a busy machine), and returns the last body.
+func waitProbe(t *testing.T, url string, code int) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, body := probe(t, url)
+		if got == code {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d %q, want %d", url, got, body, code)
+		}
+		time.Sleep(20 * time.Millisecond) // poll: an election or a hand-off
+	}
+}
+
+// TestReadyNeedsAMetadataLeader runs the three probes through a cluster's
+// life on real nodes over loopback: a member started alone of three is
+// healthy and live but not ready (no majority elects a metadata leader);
+// once a second member starts, both become ready; a member drained through
+// Node.Drain (what `rewind serve` does on SIGTERM) is healthy but not
+// ready, while the others stay ready.
+func TestReadyNeedsAMetadataLeader(t *testing.T) {
+	const n = 3
+	members := map[uint64]string{}
+	lns := make([]net.Listener, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], members[uint64(i+1)] = ln, ln.Addr().String()
+	}
+	nodes := make([]*engine.Node, n)
+	start := func(i int) string {
+		cfg := engine.Config{
+			Dir: t.TempDir(), NodeID: uint64(i + 1), Logger: hclog.NewNullLogger(), InitialCluster: members,
+			ClusterID: engine.ClusterIDOf(members), TickInterval: 20 * time.Millisecond,
+			StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
+		}
+		node, err := engine.Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = node
+		srv := engine.NewHTTPServer(node.Handler())
+		go srv.Serve(lns[i])
+		t.Cleanup(func() { node.Drain(); srv.Close(); node.Close() })
+		return "http://" + members[uint64(i+1)]
+	}
+
+	u1 := start(0)
+	for _, p := range []string{"/healthz", "/livez"} {
+		if code, body := probe(t, u1+p); code != http.StatusOK || body != "ok\n" {
+			t.Fatalf("%s of a lone member: %d %q", p, code, body)
+		}
+	}
+	// Alone, it cannot win an election: however long it waits (here many
+	// election timeouts), it is not ready.
+	time.Sleep(10 * 10 * 20 * time.Millisecond)
+	if code, body := probe(t, u1+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no leader of the metadata group") {
+		t.Fatalf("/readyz of a lone member of three: %d %q, want 503 naming the missing metadata leader", code, body)
+	}
+
+	u2 := start(1)
+	waitProbe(t, u1+"/readyz", http.StatusOK)
+	waitProbe(t, u2+"/readyz", http.StatusOK)
+	u3 := start(2)
+	waitProbe(t, u3+"/readyz", http.StatusOK)
+
+	nodes[2].Drain()
+	if code, body := probe(t, u3+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Fatalf("/readyz of a draining member: %d %q, want 503", code, body)
+	}
+	for _, p := range []string{"/healthz", "/livez"} {
+		if code, _ := probe(t, u3+p); code != http.StatusOK {
+			t.Fatalf("%s of a draining member: %d, want 200", p, code)
+		}
+	}
+	// The two others keep (or, if node 3 led the metadata group, regain
+	// after its hand-off) a leader.
+	waitProbe(t, u1+"/readyz", http.StatusOK)
+	waitProbe(t, u2+"/readyz", http.StatusOK)
+}
