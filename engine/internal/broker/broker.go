@@ -720,7 +720,7 @@ func (b *Broker) deleteGroup(g uint64) error {
 	b.cache.Drop(g)
 	batch := b.db.NewBatch()
 	defer batch.Close()
-	for _, prefix := range []byte{keys.Offset, keys.Time, keys.Dedupe, keys.Expiry, keys.Commit} {
+	for _, prefix := range keys.PartitionRows {
 		s, e := keys.GroupSpan(prefix, g)
 		if err := batch.DeleteRange(s, e, nil); err != nil {
 			return err

@@ -15,6 +15,7 @@
 //	'd' <group:8> <idempotency key>       dedupe index: offset, time, payload hash
 //	'e' <group:8> <append time:8> <idempotency key>  dedupe expiry order
 //	'c' <group:8> <subscriber group name> a subscriber group's commit and fence
+//	'T' <group:8> <base offset:8>         tiered storage manifest: one row per segment object
 //
 // Append times are stored with the sign bit flipped so that negative times
 // (before 1970) still sort first.
@@ -31,7 +32,12 @@ const (
 	Dedupe    = 'd'
 	Expiry    = 'e'
 	Commit    = 'c'
+	Tier      = 'T'
 )
+
+// PartitionRows are the prefixes of a partition's rows (its applied state
+// aside): what deleting a partition, or replacing it by a snapshot, clears.
+var PartitionRows = []byte{Offset, Time, Dedupe, Expiry, Commit, Tier}
 
 // FormatKey holds the store format version.
 var FormatKey = []byte{Meta, 'f'}
@@ -135,6 +141,11 @@ func ExpiryKeyParts(k []byte) (appendTime int64, idem []byte, ok bool) {
 		return 0, nil, false
 	}
 	return int64(binary.BigEndian.Uint64(k[9:]) ^ 1<<63), k[17:], true
+}
+
+// TierKey is the manifest row of the tiered segment starting at base.
+func TierKey(group, base uint64) []byte {
+	return binary.BigEndian.AppendUint64(groupKey(Tier, group), base)
 }
 
 // CommitKey is the row of a subscriber group's state in one partition.

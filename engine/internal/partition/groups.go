@@ -185,6 +185,12 @@ func (p *Partition) applyCommand(w *pebble.Batch, data []byte) error {
 			return fmt.Errorf("partition %d: %w: truncate command: %v", p.cfg.Index, ErrCorrupt, err)
 		}
 		opErr, err = p.applyTruncate(w, c)
+	case kindTier:
+		var c TierSegment
+		if err := json.Unmarshal(data[9:], &c); err != nil {
+			return fmt.Errorf("partition %d: %w: tier command: %v", p.cfg.Index, ErrCorrupt, err)
+		}
+		opErr, err = p.applyTier(w, c)
 	case kindCompact:
 		var c compactCmd
 		if err := json.Unmarshal(data[9:], &c); err != nil {

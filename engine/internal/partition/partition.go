@@ -76,6 +76,7 @@ const (
 	kindTruncate = 3 // retention: remove the records below an offset (retention.go)
 	kindCompact  = 4 // key compaction: drop records from one batch (retention.go)
 	kindBind     = 5 // bind idempotency keys to other partitions (bind.go)
+	kindTier     = 6 // tiered storage: a segment joins the manifest (tier.go)
 )
 
 // batchEnvelope is what precedes a record batch in its raft entry: the kind
@@ -180,10 +181,16 @@ type Partition struct {
 	// the new log start and to swap in compacted ones.
 	cacheBelow   uint64
 	cacheReplace []*Batch
+	// tierRows is the applied tiered storage manifest (tier.go), replaced
+	// (never modified) when it changes; tierChanged tells Durable to
+	// publish it.
+	tierRows    []TierSegment
+	tierChanged bool
 
 	mu struct {
 		sync.Mutex
 		visible State
+		tier    []TierSegment // the visible manifest
 		leader  uint64
 		// lastLeader is the last non-zero leader; leaderChanged is closed
 		// and replaced at every change of leader.
@@ -306,6 +313,9 @@ func Open(cfg Config) (*Partition, error) {
 	if err := p.verify(); err != nil {
 		return nil, err
 	}
+	if err := p.loadTier(); err != nil {
+		return nil, err
+	}
 	if fresh := (State{PayloadKnown: p.st.PayloadKnown}); p.st == fresh {
 		// Nothing applied yet: no previous batch bounds the first one's
 		// time (which may be before 1970).
@@ -316,6 +326,7 @@ func Open(cfg Config) (*Partition, error) {
 	p.appliedIndex = p.st.LastIndex
 	p.mu.policy = cfg.Policy
 	p.mu.visible = p.st
+	p.mu.tier = p.tierRows
 	p.mu.room = make(chan struct{})
 	p.mu.subs = make(map[chan<- struct{}]struct{})
 	p.mu.leaderChanged = make(chan struct{})
@@ -630,7 +641,7 @@ func proposalID(entry []byte) (uint64, bool) {
 	switch {
 	case len(entry) >= batchEnvelope+record.HeaderSize && entry[0] == kindBatch:
 		return binary.LittleEndian.Uint64(entry[batchEnvelope+6:]), true
-	case len(entry) >= 9 && (entry[0] == kindGroup || entry[0] == kindTruncate || entry[0] == kindCompact || entry[0] == kindBind):
+	case len(entry) >= 9 && (entry[0] == kindGroup || entry[0] == kindTruncate || entry[0] == kindCompact || entry[0] == kindBind || entry[0] == kindTier):
 		return binary.LittleEndian.Uint64(entry[1:]), true
 	}
 	return 0, false
@@ -678,7 +689,7 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		p.appliedIndex = e.GetIndex()
 		switch data[0] {
 		case kindBatch:
-		case kindGroup, kindTruncate, kindCompact:
+		case kindGroup, kindTruncate, kindCompact, kindTier:
 			if err := p.applyCommand(w, data); err != nil {
 				return fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, e.GetIndex(), err)
 			}
@@ -825,6 +836,9 @@ func (p *Partition) Durable() {
 	p.cacheReplace = nil
 	p.mu.Lock()
 	p.mu.visible = p.st
+	if p.tierChanged {
+		p.mu.tier, p.tierChanged = p.tierRows, false
+	}
 	p.mu.visibleTerm = p.appliedTerm
 	p.notifyLocked()
 	p.mu.Unlock()

@@ -24,6 +24,8 @@ import (
 //   - the dedupe rows of records below the jump and the binding rows of
 //     bind entries below it (bind.go): a later record or bind with the
 //     same key is checked against them exactly as on the leader;
+//   - the tiered storage manifest, as the leader has it now (tier.go; a
+//     tier command in the retained log re-applied over it changes nothing);
 //   - the subscriber group rows, as the leader has them now. A group
 //     command in the retained log is then applied over a state that may
 //     already include it, so a replica that jumped can briefly show a
@@ -35,7 +37,8 @@ import (
 type snapshot struct {
 	Next     uint64 `json:"next"`
 	LastTime int64  `json:"last_time"`
-	// Rows are raw key/value pairs of the dedupe, expiry and group spans.
+	// Rows are raw key/value pairs of the dedupe, expiry, group and tier
+	// manifest spans.
 	Rows []snapRow `json:"rows,omitempty"`
 }
 
@@ -70,7 +73,7 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 	}
 	// Dedupe rows come first, so their expiry rows can follow them out.
 	brought := map[string]bool{} // idempotency keys the retained log brings
-	for _, prefix := range []byte{keys.Dedupe, keys.Expiry, keys.Commit} {
+	for _, prefix := range []byte{keys.Dedupe, keys.Expiry, keys.Commit, keys.Tier} {
 		lo, hi := keys.GroupSpan(prefix, p.cfg.Group)
 		it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
@@ -116,15 +119,23 @@ func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) 
 	if err := json.Unmarshal(data, &snap); err != nil {
 		return fmt.Errorf("partition %d: %w: snapshot: %v", p.cfg.Index, ErrCorrupt, err)
 	}
-	for _, prefix := range []byte{keys.Offset, keys.Time, keys.Dedupe, keys.Expiry, keys.Commit} {
+	for _, prefix := range keys.PartitionRows {
 		lo, hi := keys.GroupSpan(prefix, p.cfg.Group)
 		if err := w.DeleteRange(lo, hi, nil); err != nil {
 			return err
 		}
 	}
+	var tierRows []TierSegment
 	for _, r := range snap.Rows {
 		if len(r.K) == 0 {
 			return fmt.Errorf("partition %d: %w: empty snapshot row key", p.cfg.Index, ErrCorrupt)
+		}
+		if r.K[0] == keys.Tier {
+			var s TierSegment
+			if err := json.Unmarshal(r.V, &s); err != nil {
+				return fmt.Errorf("partition %d: %w: snapshot tier row: %v", p.cfg.Index, ErrCorrupt, err)
+			}
+			tierRows = append(tierRows, s)
 		}
 		lo, hi := keys.GroupSpan(r.K[0], p.cfg.Group)
 		if string(r.K) < string(lo) || string(r.K) >= string(hi) {
@@ -139,6 +150,7 @@ func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) 
 	p.appliedIndex = index
 	p.logFloor = 0
 	p.restored = true
+	p.tierRows, p.tierChanged = tierRows, true
 	clear(p.passRows)
 	clear(p.passEntries)
 	clear(p.passTerms)

@@ -1,0 +1,169 @@
+package partition
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/rewind-io/rewind/engine/internal/keys"
+	"github.com/rewind-io/rewind/engine/internal/tier"
+)
+
+// Tiered storage, first step: the leader copies sealed ranges of the
+// partition's history into segment objects (package tier) and records each
+// in the manifest through raft, so every replica agrees on what is tiered.
+// Nothing local is deleted yet, and reads still come from local storage;
+// local deletion below the tier end and reads from segments come next
+// (docs/design.md §12, "Tiered storage").
+
+// TierSegment is one manifest row: offsets [Base, End) are in object Name.
+type TierSegment struct {
+	Base      uint64 `json:"base"`
+	End       uint64 `json:"end"`
+	FirstTime int64  `json:"first_time"`
+	LastTime  int64  `json:"last_time"`
+	Bytes     uint64 `json:"bytes"`   // the object's size
+	Payload   uint64 `json:"payload"` // record payload bytes in it
+	Batches   uint32 `json:"batches"`
+	Name      string `json:"name"`
+}
+
+// loadTier reads the manifest rows at open.
+func (p *Partition) loadTier() error {
+	lo, hi := keys.GroupSpan(keys.Tier, p.cfg.Group)
+	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	var rows []TierSegment
+	for valid := it.First(); valid; valid = it.Next() {
+		var s TierSegment
+		if err := json.Unmarshal(it.Value(), &s); err != nil {
+			it.Close()
+			return fmt.Errorf("partition %d: %w: tier manifest row %x: %v", p.cfg.Index, ErrCorrupt, it.Key(), err)
+		}
+		if n := len(rows); n > 0 && s.Base != rows[n-1].End {
+			it.Close()
+			return fmt.Errorf("partition %d: %w: tier manifest row at %d does not follow the one ending at %d", p.cfg.Index, ErrCorrupt, s.Base, rows[n-1].End)
+		}
+		rows = append(rows, s)
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	p.tierRows = rows
+	return nil
+}
+
+// Tiered returns the visible manifest: the segments in offset order. The
+// slice is never modified; do not modify it.
+func (p *Partition) Tiered() []TierSegment {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.tier
+}
+
+// tierEnd is the offset where the next segment starts: the end of the last
+// one, or the log start when nothing is tiered yet.
+func tierEnd(rows []TierSegment, logStart uint64) uint64 {
+	if len(rows) == 0 {
+		return logStart
+	}
+	return rows[len(rows)-1].End
+}
+
+// applyTier records a segment in the manifest. The same segment again (a
+// command re-applied over a snapshot, or a second leader's upload of the
+// same range, which has the same name) changes nothing; a segment that does
+// not start where the manifest ends is stale.
+func (p *Partition) applyTier(w *pebble.Batch, c TierSegment) (opErr, err error) {
+	for _, r := range p.tierRows {
+		if r.Base == c.Base {
+			if r == c {
+				return nil, nil
+			}
+			return fmt.Errorf("%w: offsets from %d are already tiered in %s", ErrStalePlan, c.Base, r.Name), nil
+		}
+	}
+	if c.End <= c.Base || c.Name == "" {
+		return fmt.Errorf("%w: tier segment [%d, %d) %q", ErrStalePlan, c.Base, c.End, c.Name), nil
+	}
+	if n := len(p.tierRows); n > 0 && c.Base != p.tierRows[n-1].End {
+		return fmt.Errorf("%w: tier segment at %d, the manifest ends at %d", ErrStalePlan, c.Base, p.tierRows[n-1].End), nil
+	}
+	if len(p.tierRows) == 0 && (c.Base > p.st.LogStart || c.End <= p.st.LogStart) {
+		return fmt.Errorf("%w: the first tier segment [%d, %d) must hold the log start %d", ErrStalePlan, c.Base, c.End, p.st.LogStart), nil
+	}
+	if c.End > p.st.Next {
+		return fmt.Errorf("%w: tier segment ends at %d, past the end %d", ErrStalePlan, c.End, p.st.Next), nil
+	}
+	v, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Set(keys.TierKey(p.cfg.Group, c.Base), v, nil); err != nil {
+		return nil, err
+	}
+	// Copy on write: readers hold the visible slice.
+	p.tierRows = append(p.tierRows[:len(p.tierRows):len(p.tierRows)], c)
+	p.tierChanged = true
+	return nil, nil
+}
+
+// UploadTier copies the next sealed range of whole batches, from the
+// manifest's end up to at most upTo and about maxBytes, into a segment
+// object in st, then records it through raft. It reports false when there
+// is nothing to upload. Run it on the leader. The object is written before
+// the command: a crash or a lost leadership in between leaves an object no
+// manifest row names (found and deleted later), never a row without its
+// object. A repeated upload of the same range writes the same object under
+// the same name, and its command changes nothing.
+func (p *Partition) UploadTier(ctx context.Context, st tier.Store, upTo uint64, maxBytes int) (TierSegment, bool, error) {
+	vis := p.Bounds()
+	from := tierEnd(p.Tiered(), vis.LogStart)
+	upTo = min(upTo, vis.Next)
+	if from >= upTo {
+		return TierSegment{}, false, nil
+	}
+	r := p.NewReader()
+	defer r.Close()
+	var batches []tier.Batch
+	var payload uint64
+	size := 0
+	for off := from; off < upTo && (size < maxBytes || len(batches) == 0); {
+		b, _, err := r.Read(off)
+		if err != nil {
+			return TierSegment{}, false, err
+		}
+		if b.End() > upTo {
+			break // not sealed yet: only whole batches below upTo
+		}
+		pl, err := b.Records.ValidatePayload()
+		if err != nil {
+			return TierSegment{}, false, fmt.Errorf("partition %d offset %d: %w", p.cfg.Index, b.Base, err)
+		}
+		batches = append(batches, tier.Batch{Base: b.Base, Span: b.Span, AppendTime: b.AppendTime, Data: b.Records.Bytes()})
+		payload += pl
+		size += len(b.Records.Bytes())
+		off = b.End()
+	}
+	if len(batches) == 0 {
+		return TierSegment{}, false, nil
+	}
+	obj, f, err := tier.Build(batches)
+	if err != nil {
+		return TierSegment{}, false, fmt.Errorf("partition %d: %w", p.cfg.Index, err)
+	}
+	seg := TierSegment{Base: f.Base, End: f.End, FirstTime: f.FirstTime, LastTime: f.LastTime, Bytes: uint64(len(obj)),
+		Payload: payload, Batches: f.Count, Name: tier.Name(p.cfg.TopicID, p.cfg.Index, f, obj)}
+	if err := st.Put(ctx, seg.Name, obj); err != nil {
+		return TierSegment{}, false, err
+	}
+	if _, err := p.command(ctx, kindTier, seg); err != nil {
+		return TierSegment{}, false, err
+	}
+	return seg, true, nil
+}
