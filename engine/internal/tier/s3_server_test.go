@@ -47,7 +47,10 @@ func weedBinary(t testing.TB) string {
 		if _, err := os.Stat(weedPath); err == nil {
 			return
 		}
-		out, err := exec.Command("go", "mod", "download", "-json", "github.com/seaweedfs/seaweedfs@"+seaweedVersion).Output()
+		// Outside any module, so that nothing here touches Rewind's go.mod.
+		dl := exec.Command("go", "mod", "download", "-json", "github.com/seaweedfs/seaweedfs@"+seaweedVersion)
+		dl.Dir, dl.Env = os.TempDir(), append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+		out, err := dl.Output()
 		if err != nil {
 			weedErr = fmt.Errorf("go mod download seaweedfs: %w", err)
 			return
