@@ -8,9 +8,12 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rewind-io/rewind/internal/atomicfile"
 )
 
 // ErrNotFound is returned for an object that does not exist.
@@ -80,7 +83,8 @@ func (s *FileStore) String() string { return "file://" + s.dir }
 // path maps an object name to its file, refusing names that would leave
 // the directory.
 func (s *FileStore) path(name string) (string, error) {
-	if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || !fs.ValidPath(name) {
+	if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || !fs.ValidPath(name) ||
+		strings.HasPrefix(path.Base(name), ".") {
 		return "", fmt.Errorf("tier: invalid object name %q", name)
 	}
 	return filepath.Join(s.dir, filepath.FromSlash(name)), nil
@@ -97,45 +101,13 @@ func (s *FileStore) Put(ctx context.Context, name string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("tier: put %s: %w", name, err)
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("tier: put %s: %w", name, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("tier: put %s: %w", name, err)
-	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.Write(p, data, 0o644); err != nil {
 		return fmt.Errorf("tier: put %s: %w", name, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // ReadRange reads n bytes at off; fewer bytes than asked is an error.
@@ -195,7 +167,7 @@ func (s *FileStore) List(ctx context.Context, prefix string) ([]Object, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), ".tmp-") {
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
 			return nil
 		}
 		rel, err := filepath.Rel(s.dir, p)

@@ -1,0 +1,32 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteReplacesWholeAndLeavesNoTemporary(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f.json")
+	for _, data := range []string{"first", "second, longer"} {
+		if err := Write(p, []byte(data), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != data {
+			t.Fatalf("read %q %v, want %q", got, err, data)
+		}
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode %v %v", fi.Mode(), err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("directory holds %d entries, want only the file", len(ents))
+	}
+	if err := Write(filepath.Join(dir, "missing", "f"), nil, 0o644); err == nil {
+		t.Fatal("wrote into a missing directory")
+	}
+}
