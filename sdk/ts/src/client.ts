@@ -134,7 +134,9 @@ export interface PublishResult {
   partition: number;
   offset: bigint;
   messageId: string;
+  /** The broker's append time (millisecond precision; appendTimeUnixNanos is exact). */
   appendTime: Date;
+  appendTimeUnixNanos: bigint;
   /** The record was stored before under its idempotency key: the fields are the original's. */
   duplicate: boolean;
 }
@@ -174,6 +176,7 @@ export interface RetentionOptions {
 
 /** Options of createTopic. */
 export interface TopicOptions extends RetentionOptions, CallOptions {
+  /** Partitions (default 1). */
   partitions?: number;
   replicationFactor?: number;
   maxRecordBytes?: number;
@@ -466,6 +469,7 @@ export class Client {
         offset: r.offset,
         messageId: r.messageId,
         appendTime: new Date(Number(r.appendTimeUnixNanos / 1_000_000n)),
+        appendTimeUnixNanos: r.appendTimeUnixNanos,
         duplicate: r.duplicate,
       };
     });
@@ -497,7 +501,7 @@ export class Client {
   /** createTopic creates a topic (AlreadyExists if it exists). */
   async createTopic(name: string, opts: TopicOptions = {}): Promise<Topic> {
     const config = {
-      partitions: opts.partitions ?? 0,
+      partitions: opts.partitions ?? 1,
       replicationFactor: opts.replicationFactor ?? 0,
       maxRecordBytes: opts.maxRecordBytes ?? 0,
       retention: retentionProto(opts),

@@ -32,7 +32,14 @@ export { Code, ConnectError };
  * it may have taken effect; check before trying again.
  */
 export class RewindError extends ConnectError {
-  override name = "RewindError";
+  // The name stays "ConnectError": Connect recognises its errors by name
+  // (ConnectError[Symbol.hasInstance]), and a RewindError must stay one.
+
+  /** x instanceof RewindError is the ordinary prototype check (not ConnectError's, which any ConnectError passes). */
+  static override [Symbol.hasInstance](v: unknown): boolean {
+    return Function.prototype[Symbol.hasInstance].call(this, v);
+  }
+
   /** The OffsetRange detail of an OutOfRange error. */
   readonly offsetRange?: OffsetRange;
   /** The RecordTooLarge detail of a refused publish. */
@@ -109,7 +116,6 @@ export class PartialError extends Error {
  * reconnect window; cause is the last attempt's error.
  */
 export class ReconnectError extends RewindError {
-  override name = "ReconnectError";
   constructor(
     last: RewindError,
     /** The window, in milliseconds. */

@@ -56,6 +56,16 @@ export const Position = {
   offset: (n: number | bigint): Position => ({ kind: "offset", offset: u64(n, "offset") }),
   /** The first record appended at or after this time (exact to the nanosecond with an Instant). */
   time: (t: Date | Instant): Position => ({ kind: "time", time: instantOf(t) }),
+  /** The first record appended at or after this many nanoseconds since the Unix epoch (a record's appendTimeUnixNanos). */
+  unixNanos: (ns: bigint): Position => {
+    let seconds = ns / 1_000_000_000n;
+    let rem = ns % 1_000_000_000n;
+    if (rem < 0n) {
+      seconds -= 1n;
+      rem += 1_000_000_000n;
+    }
+    return { kind: "time", time: { seconds, nanos: Number(rem) } };
+  },
   /** The record with this ID (other partitions: the first record at or after its append time). */
   messageId: (id: string): Position => ({ kind: "messageId", id }),
   /** n records before the end of each partition (clamped to the log start). */
