@@ -16,6 +16,7 @@ export type {
   Record,
   ResetOptions,
   RetentionOptions,
+  TestRecord,
   TestSource,
   TopicOptions,
   TransportFactory,

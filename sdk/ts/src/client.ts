@@ -196,8 +196,18 @@ export interface ResetOptions extends CallOptions {
 
 /** Where a plugin test reads its input: given records, or a range of a topic. */
 export type TestSource =
-  | { records: Array<Partial<Omit<Record, "appendTime" | "eventTime">> & { value?: Bytes; key?: Bytes }> }
+  | { records: TestRecord[] }
   | { topic: string; from?: PositionLike; partitions?: number[]; limit?: number };
+
+/** A record a plugin test runs on. */
+export interface TestRecord {
+  key?: Bytes;
+  value?: Bytes;
+  headers?: { key: string; value: Bytes }[];
+  partition?: number;
+  offset?: number | bigint;
+  idempotencyKey?: string;
+}
 
 /** A filter a stream or a plugin test runs: a registered plugin ("NAME", "NAME@VERSION", "sha256:HEX") or a module sent inline. */
 export interface FilterSpec {
@@ -633,10 +643,12 @@ export class Client {
             value: {
               records: source.records.map(
                 (r): MessageInitShape<typeof RecordSchema> => ({
-                  ...r,
+                  partition: r.partition,
+                  offset: r.offset !== undefined ? BigInt(r.offset) : undefined,
                   key: bytes(r.key),
                   value: bytes(r.value),
-                  offset: r.offset !== undefined ? BigInt(r.offset) : undefined,
+                  headers: (r.headers ?? []).map((h) => ({ key: h.key, value: bytes(h.value) })),
+                  idempotencyKey: r.idempotencyKey,
                 }),
               ),
             },
