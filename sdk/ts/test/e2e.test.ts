@@ -389,6 +389,27 @@ describe("groups", () => {
     assert.ok(!(await client.listGroups()).some((g) => g.group === "new-group"));
   });
 
+  test("autoCommit commits what records() handed over, up to a break mid-event", async () => {
+    const topic = await newTopic(1);
+    const group = `g${topics}`;
+    await client.publish(topic, ["a", "b", "c", "d", "e"]); // one request: one event, or a few
+    const got: string[] = [];
+    for await (const r of client.subscribe(topic, { group, autoCommit: true }).records()) {
+      got.push(text(r.value));
+      if (got.length === 2) break;
+    }
+    assert.deepEqual(got, ["a", "b"]);
+    assert.deepEqual((await client.describeGroup(group))[0].partitions.map((p) => p.committedOffset), [2n]);
+    // The next member goes on from there.
+    const next: string[] = [];
+    for await (const r of client.subscribe(topic, { group, autoCommit: { intervalMs: 60_000 } }).records()) {
+      next.push(text(r.value));
+      if (next.length === 3) break;
+    }
+    assert.deepEqual(next, ["c", "d", "e"]);
+    assert.deepEqual((await client.describeGroup(group))[0].partitions.map((p) => p.committedOffset), [5n]);
+  });
+
   test("an empty group name is refused", async () => {
     const t = await newTopic();
     await assert.rejects(collect(client, t, { group: "" }), (e: RewindError) => e.code === Code.InvalidArgument);
