@@ -88,10 +88,16 @@ export class RewindError extends ConnectError {
   }
 }
 
-/** toRewindError turns anything thrown by a call into a RewindError. */
+/**
+ * toRewindError turns anything thrown by a call into a RewindError. A
+ * connection that could not be made or broke becomes Unavailable, as in
+ * connect-go, whatever code the transport gave it (see broken).
+ */
 export function toRewindError(err: unknown, outcomeUnknown = false): RewindError {
   if (err instanceof RewindError && err.outcomeUnknown === outcomeUnknown) return err;
-  return new RewindError(ConnectError.from(err), outcomeUnknown);
+  let ce = ConnectError.from(err);
+  if (broken(ce)) ce = new ConnectError(ce.rawMessage, Code.Unavailable, ce.metadata, undefined, ce);
+  return new RewindError(ce, outcomeUnknown);
 }
 
 /**
@@ -135,7 +141,7 @@ const NETWORK =
   /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|socket hang up|other side closed|fetch failed|Failed to fetch|NetworkError|network error|Load failed|terminated|premature close|ERR_STREAM|ERR_HTTP2|http\/2 stream closed|GOAWAY|session (?:closed|destroyed)|missing (?:EndStreamResponse|trailer)|unexpected end|stream closed by the server/i;
 
 /** broken reports whether err means the connection could not be made or broke, rather than an answer from the node. */
-export function broken(err: RewindError): boolean {
+export function broken(err: ConnectError): boolean {
   if (err.code === Code.Unavailable) return false; // an answer, or classified already
   if (err.details.length > 0) return false; // the server's own error
   if (![Code.Unknown, Code.Internal, Code.Aborted, Code.Canceled].includes(err.code)) return false;

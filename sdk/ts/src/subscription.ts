@@ -22,7 +22,7 @@ import {
   type SubscribeResponse,
 } from "./gen/rewind/v1/subscribe_pb.js";
 import type { Client, FilterSpec, Record } from "./client.js";
-import { filterProto, recordOf } from "./client.js";
+import { filterProto, normalize, recordOf } from "./client.js";
 import { Code, ConnectError, ReconnectError, RewindError, badNode, toRewindError } from "./errors.js";
 import { startProto, stopProto, toPosition, type PositionLike } from "./position.js";
 
@@ -345,7 +345,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
         const err = toRewindError(e);
         const coord = err.coordinator;
         if (!got && coord && redirects < 2) {
-          cur = this.#client.conn(coord.includes("://") ? coord : "http://" + coord);
+          cur = this.#client.conn(normalize(coord));
           continue;
         }
         throw err;

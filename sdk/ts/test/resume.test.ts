@@ -7,7 +7,7 @@ import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { Server, freePort } from "./server.js";
 import { createClient as nodeClient, type Client } from "../src/node.js";
-import { createClient as webClient, text, type ReplayEvent } from "../src/index.js";
+import { Code, RewindError, createClient as webClient, text, type ReplayEvent } from "../src/index.js";
 
 const servers: Server[] = [];
 after(async () => {
@@ -163,4 +163,19 @@ test("a replay through a cluster goes on through another node when its node dies
   assert.deepEqual(got.values.sort(), ["v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7"]);
   assert.equal(got.resumes, 1);
   assert.ok(got.kinds.includes("disconnected") && got.kinds.includes("reconnected"), got.kinds.join(" "));
+});
+
+test("calls to nodes that refuse connections fail with Unavailable; a create that certainly did nothing is not outcomeUnknown", async () => {
+  const dead = [`127.0.0.1:${await freePort()}`, `127.0.0.1:${await freePort()}`];
+  for (const c of [nodeClient({ nodes: dead, retryWindowMs: 300 }), webClient({ nodes: dead, retryWindowMs: 300 })]) {
+    await assert.rejects(c.listTopics(), (e: unknown) => {
+      assert.ok(e instanceof RewindError, String(e));
+      assert.equal(e.code, Code.Unavailable, `code ${Code[e.code]}: ${e.message}`);
+      return true;
+    });
+    await assert.rejects(c.createTopic("t"), (e: RewindError) => {
+      assert.equal(e.outcomeUnknown, false, e.message);
+      return true;
+    });
+  }
 });
