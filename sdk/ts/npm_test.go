@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,7 +287,7 @@ func TestBrowser(t *testing.T) {
 
 	for _, protocol := range []string{"connect", "grpc-web"} {
 		t.Run(protocol, func(t *testing.T) {
-			got := openPage(t, ctx, chromium, allowed, srv, protocol, results)
+			got := openPage(t, ctx, chromium, allowed, srv, protocol, "earliest", results)
 			if got.Error != "" || got.Status != "done" {
 				t.Fatalf("the page failed: status %q, error %q", got.Status, got.Error)
 			}
@@ -307,8 +308,26 @@ func TestBrowser(t *testing.T) {
 			}
 		})
 	}
+	t.Run("from a time", func(t *testing.T) {
+		from := res[3].AppendTime
+		got := openPage(t, ctx, chromium, allowed, srv, "connect", "@"+from.UTC().Format(time.RFC3339Nano), results)
+		if got.Error != "" || got.Status != "done" {
+			t.Fatalf("the page failed: status %q, error %q", got.Status, got.Error)
+		}
+		var want []pageRow
+		for i, r := range res {
+			if !r.AppendTime.Before(from) {
+				want = append(want, pageRow{Partition: int(r.Partition), Offset: int(r.Offset), Text: fmt.Sprintf(`k%d={"n":%d}`, i, i)})
+			}
+		}
+		sortRows(want)
+		sortRows(got.Rows)
+		if !slices.Equal(got.Rows, want) {
+			t.Errorf("the page shows\n%v\nwant (appended at or after %s)\n%v", got.Rows, from.Format(time.RFC3339Nano), want)
+		}
+	})
 	t.Run("origin not allowed", func(t *testing.T) {
-		got := openPage(t, ctx, chromium, denied, srv, "connect", results)
+		got := openPage(t, ctx, chromium, denied, srv, "connect", "earliest", results)
 		if got.Error == "" || len(got.Rows) != 0 {
 			t.Errorf("a page from an origin the server does not allow showed %d rows (error %q); want none and an error", len(got.Rows), got.Error)
 		}
@@ -410,18 +429,20 @@ func startServer(t *testing.T, bin string, extra ...string) string {
 }
 
 // openPage opens the page of origin in headless Chromium, replaying topic
-// "web" of server over protocol, and returns what the page posted.
-func openPage(t *testing.T, ctx context.Context, chromium, origin, server, protocol string, results <-chan pageResult) pageResult {
+// "web" of server over protocol from a position, and returns what the page
+// posted.
+func openPage(t *testing.T, ctx context.Context, chromium, origin, server, protocol, from string, results <-chan pageResult) pageResult {
 	t.Helper()
 	home := t.TempDir()
-	url := origin + "/index.html?server=" + server + "&topic=web&protocol=" + protocol
+	q := url.Values{"server": {server}, "topic": {"web"}, "protocol": {protocol}, "from": {from}}
+	page := origin + "/index.html?" + q.Encode()
 	cmd := exec.Command(chromium,
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--no-first-run", "--no-default-browser-check", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--disable-extensions",
 		"--user-data-dir="+filepath.Join(home, "profile"),
 		"--remote-debugging-port=0", // stay open until killed
-		url)
+		page)
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_CACHE_HOME="+home)
 	// Chromium starts helpers: stop them all.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -149,7 +149,17 @@ test("a replay through a cluster goes on through another node when its node dies
   servers.push(...nodes);
   const urls = nodes.map((n) => n.url);
   const c = nodeClient({ nodes: urls, ...opts });
-  await c.createTopic("ha", { partitions: 2, replicationFactor: 3 });
+  // A fresh cluster may still be electing its metadata leader: a create
+  // whose outcome is unknown is checked, then sent again.
+  for (const deadline = Date.now() + 120_000; ; ) {
+    const err = await c.createTopic("ha", { partitions: 2, replicationFactor: 3 }).then(
+      () => undefined,
+      (e: RewindError) => e,
+    );
+    if (!err || err.code === Code.AlreadyExists) break;
+    if (err.code !== Code.Unavailable || Date.now() > deadline) throw err;
+    await new Promise((r) => setTimeout(r, 200));
+  }
   await c.publish("ha", Array.from({ length: 4 }, (_, i) => ({ value: `v${i}`, partition: i % 2 })));
   const others = nodeClient({ nodes: urls.slice(1), ...opts });
   let killed = false;
