@@ -45,4 +45,4 @@ export type { PartitionInfo, Retention, Topic, TopicConfig } from "./gen/rewind/
 export type { GroupMember, GroupPartition, GroupSummary, GroupTopic, ResetGroupResponse, ResetPlanRow } from "./gen/rewind/v1/group_pb.js";
 export { CompileState } from "./gen/rewind/v1/plugin_pb.js";
 export type { Plugin, TestPluginResponse, TestResult } from "./gen/rewind/v1/plugin_pb.js";
-export type { GetClusterStatusResponse, NodeStatus, PartitionStatus } from "./gen/rewind/v1/cluster_pb.js";
+export type { GetClusterStatusResponse, NodeStatus, PartitionStatus, ReplicaMove } from "./gen/rewind/v1/cluster_pb.js";

@@ -16,7 +16,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient as createConnectClient, type Client as ConnectClient, type Transport } from "@connectrpc/connect";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
-import { ClusterService, type GetClusterStatusResponse } from "./gen/rewind/v1/cluster_pb.js";
+import { ClusterService, type GetClusterStatusResponse, type ReplicaMove } from "./gen/rewind/v1/cluster_pb.js";
 import {
   GroupService,
   type GroupSummary,
@@ -667,9 +667,32 @@ export class Client {
 
   // ---- cluster
 
-  /** clusterStatus returns the nodes, and each partition's leader, replicas and their progress. */
+  /** clusterStatus returns the nodes, and each partition's leader, replicas and their progress, as the answering node sees them. */
   async clusterStatus(opts?: CallOptions): Promise<GetClusterStatusResponse> {
     return this.unary(REPEATABLE, opts, (c, signal) => c.cluster.getClusterStatus({}, { signal }));
+  }
+
+  /**
+   * transferLeader asks the client's first node, which must lead the
+   * partition, to hand leadership to node (one of its replicas). It is
+   * meant for that one node: it is neither moved nor repeated.
+   */
+  async transferLeader(topic: string, partition: number, node: bigint | number, opts?: CallOptions): Promise<void> {
+    await this.conn(this.#nodes[0]).cluster.transferLeader({ topic, partition, node: BigInt(node) }, { signal: opts?.signal }).catch((e) => {
+      throw toRewindError(e);
+    });
+  }
+
+  /** removeNode moves every replica off node and removes it from the cluster; it resolves once nothing depends on the node. */
+  async removeNode(node: bigint | number, opts?: CallOptions): Promise<{ moved: number; shrunk: number }> {
+    const r = await this.unary(ONCE, opts, (c, signal) => c.cluster.removeNode({ node: BigInt(node) }, { signal }));
+    return { moved: r.moved, shrunk: r.shrunk };
+  }
+
+  /** rebalance moves replicas so every member holds about as many, and returns the moves (dryRun: only plans them). */
+  async rebalance(opts: CallOptions & { dryRun?: boolean } = {}): Promise<ReplicaMove[]> {
+    const dryRun = opts.dryRun ?? false;
+    return (await this.unary(dryRun ? REPEATABLE : ONCE, opts, (c, signal) => c.cluster.rebalance({ dryRun }, { signal }))).moves;
   }
 }
 
