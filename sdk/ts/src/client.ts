@@ -42,6 +42,7 @@ import {
   PartialError,
   RewindError,
   badNode,
+  noAnswer,
   notDone,
   retryable,
   toRewindError,
@@ -428,11 +429,7 @@ export class Client {
     } catch (e) {
       if (timedOut && !signal?.aborted) {
         // The attempt's deadline, not the caller's: the node did not answer in time.
-        const err = new RewindError(
-          new ConnectError(`no answer from ${cl.url} within ${boundMs} ms`, Code.DeadlineExceeded, undefined, undefined, e),
-        );
-        (err as { noAnswer?: boolean }).noAnswer = true;
-        throw err;
+        throw noAnswer("answer", cl.url, boundMs, e);
       }
       throw e;
     } finally {

@@ -157,7 +157,21 @@ export function broken(err: ConnectError): boolean {
  * answered Unavailable.
  */
 export function badNode(err: RewindError): boolean {
-  return err.code === Code.Unavailable || broken(err) || (err as { noAnswer?: boolean }).noAnswer === true;
+  return err.code === Code.Unavailable || broken(err) || noAnswers.has(err);
+}
+
+// The errors made by noAnswer (a WeakSet: no field on the public class).
+const noAnswers = new WeakSet<RewindError>();
+
+/**
+ * noAnswer is the DeadlineExceeded error of an attempt or a stream's open
+ * that the client itself cut off because url sent nothing within ms: the
+ * node, not the request, is the problem (see badNode).
+ */
+export function noAnswer(what: string, url: string, ms: number, cause: unknown): RewindError {
+  const err = new RewindError(new ConnectError(`no ${what} from ${url} within ${ms} ms`, Code.DeadlineExceeded, undefined, undefined, cause));
+  noAnswers.add(err);
+  return err;
 }
 
 /** notDone reports whether a call certainly did nothing: its connection was refused, or the node stored nothing. */

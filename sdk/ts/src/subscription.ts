@@ -23,7 +23,7 @@ import {
 } from "./gen/rewind/v1/subscribe_pb.js";
 import type { Client, FilterSpec, Record } from "./client.js";
 import { filterProto, normalize, recordOf } from "./client.js";
-import { Code, ConnectError, ReconnectError, RewindError, badNode, toRewindError } from "./errors.js";
+import { Code, ConnectError, ReconnectError, RewindError, badNode, noAnswer, toRewindError } from "./errors.js";
 import { startProto, stopProto, toPosition, type PositionLike } from "./position.js";
 
 /** Options of subscribe and replay. */
@@ -336,11 +336,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
         return;
       } catch (e) {
         if (timedOut && !got) {
-          const err = new RewindError(
-            new ConnectError(`no first event from ${cur.url} within ${openMs} ms`, Code.DeadlineExceeded, undefined, undefined, e),
-          );
-          (err as { noAnswer?: boolean }).noAnswer = true;
-          throw err;
+          throw noAnswer("first event", cur.url, openMs, e);
         }
         const err = toRewindError(e);
         const coord = err.coordinator;

@@ -5,6 +5,7 @@
 
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
+import { createServer } from "node:net";
 import { Server, freePort } from "./server.js";
 import { createClient as nodeClient, type Client } from "../src/node.js";
 import { Code, ReconnectError, RewindError, createClient as webClient, text, type ReplayEvent } from "../src/index.js";
@@ -192,5 +193,38 @@ test("calls to nodes that refuse connections fail with Unavailable; a create tha
       assert.equal(e.outcomeUnknown, false, e.message);
       return true;
     });
+  }
+});
+
+test("a node that accepts connections but never answers is cut off by the attempt and open deadlines", async () => {
+  // A TCP server that accepts and then says nothing: a paused node.
+  const held: import("node:net").Socket[] = [];
+  const hung = createServer((sock) => held.push(sock));
+  await new Promise<void>((r) => hung.listen(0, "127.0.0.1", r));
+  const addr = hung.address() as import("node:net").AddressInfo;
+  try {
+    for (const c of [
+      nodeClient({ baseUrl: `127.0.0.1:${addr.port}`, attemptTimeoutMs: 300, attempts: 2, retryWindowMs: 0, streamOpenTimeoutMs: 300 }),
+      webClient({ baseUrl: `127.0.0.1:${addr.port}`, attemptTimeoutMs: 300, attempts: 2, retryWindowMs: 0, streamOpenTimeoutMs: 300 }),
+    ]) {
+      await assert.rejects(c.listTopics(), (e: RewindError) => {
+        assert.equal(e.code, Code.DeadlineExceeded, e.message);
+        assert.match(e.message, /no answer from http:\/\/127\.0\.0\.1:\d+ within 300 ms/);
+        return true;
+      });
+      await assert.rejects(
+        (async () => {
+          for await (const ev of c.replay("t")) void ev;
+        })(),
+        (e: RewindError) => {
+          assert.equal(e.code, Code.DeadlineExceeded, e.message);
+          assert.match(e.message, /no first event from .* within 300 ms/);
+          return true;
+        },
+      );
+    }
+  } finally {
+    for (const s of held) s.destroy();
+    await new Promise((r) => hung.close(r));
   }
 });
