@@ -49,4 +49,9 @@ test("the README's example runs after npm install of the packed package", async 
   writeFileSync(join(app, "example.mjs"), example.replaceAll("http://127.0.0.1:7070", srv.url));
   const out = execFileSync("node", ["example.mjs"], { cwd: app, env, encoding: "utf8" });
   assert.equal(out, '0 order-1001 {"total":42}\n');
+  // The other entry points resolve from the installed package too.
+  const probe = `const [web, gen] = await Promise.all([import("@rewind-io/client"), import("@rewind-io/client/gen/subscribe_pb")]);
+console.log(typeof web.createClient, gen.SubscribeService.typeName);`;
+  writeFileSync(join(app, "probe.mjs"), probe);
+  assert.equal(execFileSync("node", ["probe.mjs"], { cwd: app, env, encoding: "utf8" }), "function rewind.v1.SubscribeService\n");
 });
