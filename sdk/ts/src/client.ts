@@ -269,6 +269,8 @@ const sleep = (ms: number, signal?: AbortSignal) =>
 interface CallKind {
   /** Running it twice has the effect and answer of running it once. */
   again: boolean;
+  /** Bytes the call sends: an attempt's deadline grows by a second per 4 MiB. */
+  bytes?: number;
 }
 const REPEATABLE: CallKind = { again: true };
 const ONCE: CallKind = { again: false };
@@ -378,7 +380,7 @@ export class Client {
       to = undefined;
       let err: RewindError;
       try {
-        return await this.#attempt(cl, kind.again ? this.options.attemptTimeoutMs : 0, signal, call);
+        return await this.#attempt(cl, this.#bound(kind), signal, call);
       } catch (e) {
         err = toRewindError(e);
       }
@@ -404,6 +406,16 @@ export class Client {
       await sleep(wait, signal);
       wait = Math.min(2 * wait, 1000);
     }
+  }
+
+  // #bound is one attempt's deadline: only calls that may run again have
+  // one (a write cut off by it could not be repeated), and a large request
+  // gets a second more per 4 MiB so a slow link does not cut it off while
+  // it is still being sent.
+  #bound(kind: CallKind): number {
+    const base = this.options.attemptTimeoutMs;
+    if (!kind.again || base <= 0) return 0;
+    return base + Math.floor((kind.bytes ?? 0) / (4 << 20)) * 1000;
   }
 
   async #attempt<T>(
@@ -463,7 +475,9 @@ export class Client {
       if (!r.idempotencyKey && gen) r.idempotencyKey = generatedKey();
       return r;
     });
-    const resp = await this.unary(REPEATABLE, opts, (c, signal) =>
+    let size = 0;
+    for (const r of recs) size += r.key.length + r.value.length + r.headers.reduce((n, h) => n + h.key.length + h.value.length, 0);
+    const resp = await this.unary({ again: true, bytes: size }, opts, (c, signal) =>
       c.publish.publish({ topic, records: recs, partial: true }, { signal }),
     );
     const failed: PartialError["failed"] = [];
