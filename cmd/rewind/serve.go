@@ -356,7 +356,7 @@ func withCORS(h http.Handler, origins string) http.Handler {
 			hd := w.Header()
 			hd.Set("Access-Control-Allow-Origin", origin)
 			hd.Add("Vary", "Origin")
-			hd.Set("Access-Control-Expose-Headers", "Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Content-Encoding, Connect-Content-Encoding")
+			hd.Set("Access-Control-Expose-Headers", "Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Content-Encoding, Connect-Content-Encoding, Rewind-Leader, Rewind-Leader-Address, Rewind-Coordinator, Rewind-Not-Stored")
 			if r.Method == http.MethodOptions {
 				hd.Set("Access-Control-Allow-Methods", "GET, POST")
 				hd.Set("Access-Control-Allow-Headers", "Content-Type, Connect-Protocol-Version, Connect-Timeout-Ms, Connect-Accept-Encoding, Connect-Content-Encoding, Grpc-Timeout, X-Grpc-Web, X-User-Agent, Authorization")
