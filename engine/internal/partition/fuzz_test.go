@@ -22,10 +22,14 @@ func FuzzDecodeState(f *testing.F) {
 	v2 := State{LogStart: 1, Next: 9}.encode()[:stateV2Size]
 	v2[0] = 2
 	f.Add(v2)
+	v3 := State{LogStart: 1, Next: 9, Payload: 4, PayloadKnown: true}.encode()[:stateV3Size]
+	v3[0] = 3
+	f.Add(v3)
+	f.Add(State{ReadStart: 1, LogStart: 5, Next: 9}.encode())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if s, err := decodeState(b); err == nil && s.LogStart > s.Next {
-			t.Fatalf("accepted a state with log start %d after end %d", s.LogStart, s.Next)
+		if s, err := decodeState(b); err == nil && (s.LogStart > s.Next || s.ReadStart > s.LogStart) {
+			t.Fatalf("accepted a state with read start %d, log start %d, end %d", s.ReadStart, s.LogStart, s.Next)
 		}
 	})
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/engine/internal/tier"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog"
 )
@@ -118,6 +119,9 @@ type Config struct {
 	// Timings, when set, counts how long appends wait and take; it may be
 	// shared by many partitions.
 	Timings *Timings
+	// Tier is the object store of tiered storage (tier.go); nil when
+	// tiering is off.
+	Tier tier.Store
 }
 
 // Timings times appends: Queue from Enqueue until the raft loop takes the
@@ -186,6 +190,9 @@ type Partition struct {
 	// publish it.
 	tierRows    []TierSegment
 	tierChanged bool
+	// segCache holds opened tiered segments by object name (tier.go).
+	segMu    sync.Mutex
+	segCache map[string]*tier.Segment
 
 	mu struct {
 		sync.Mutex
@@ -203,6 +210,10 @@ type Partition struct {
 		ops                     []*pendingOp
 		binds                   []*pendingBind
 		policy                  Policy
+		// localTruncatingTo is the highest local log start a local
+		// truncate applied (tier.go): a local read below it that fails is
+		// read again from the tiered copy.
+		localTruncatingTo uint64
 		// truncatingTo is the highest log start a truncate applied (maybe
 		// not visible yet).
 		truncatingTo uint64
@@ -345,6 +356,14 @@ func (p *Partition) TopicID() uint64 { return p.cfg.TopicID }
 
 // Bounds returns the visible state: what readers may read.
 func (p *Partition) Bounds() State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return readable(p.mu.visible, p.mu.tier)
+}
+
+// local returns the visible state of what this node stores itself: its
+// LogStart is the first offset in the local store.
+func (p *Partition) local() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mu.visible

@@ -36,6 +36,10 @@ func (p *Partition) SeekTime(t int64) (uint64, error) {
 	if t <= vis.FirstTime {
 		return vis.LogStart, nil
 	}
+	if loc := p.local(); vis.LogStart < loc.LogStart && (loc.Empty() || t <= loc.FirstTime) {
+		return p.seekTier(t, vis.LogStart, loc.LogStart)
+	}
+	vis = p.local()
 	_, end := keys.GroupSpan(keys.Time, p.cfg.Group)
 	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: keys.TimeSeekKey(p.cfg.Group, t), UpperBound: end})
 	if err != nil {
@@ -64,6 +68,9 @@ func (p *Partition) TimeOf(offset uint64) (int64, error) {
 	}
 	if b := p.cfg.Cache.Get(p.cfg.Group, offset); b != nil {
 		return b.AppendTime, nil
+	}
+	if offset < p.local().LogStart {
+		return p.timeOfTier(offset)
 	}
 	row, _, err := p.lookup(offset, vis)
 	if err != nil {
@@ -131,7 +138,7 @@ func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 		// The batch holding the log start stays cached, its head trimmed
 		// by retention: an offset below the log start is not read from it.
 		p.mu.Lock()
-		start := max(p.mu.visible.LogStart, p.mu.truncatingTo)
+		start := max(p.mu.visible.ReadStart, p.mu.truncatingTo)
 		p.mu.Unlock()
 		if from < start {
 			r.closeIters()
@@ -147,6 +154,15 @@ func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 	if from >= vis.Next {
 		return nil, false, fmt.Errorf("partition %d: read at %d past the end %d", p.cfg.Index, from, vis.Next)
 	}
+	if loc := p.local(); from < loc.LogStart {
+		r.closeIters()
+		b, err := p.readTier(from)
+		if err != nil {
+			return nil, false, r.belowStart(from, err)
+		}
+		return b, false, nil
+	}
+	vis = p.local()
 	if r.oit != nil && from == r.expect && from < r.upper {
 		if !r.oit.Next() {
 			r.closeIters()
@@ -157,15 +173,29 @@ func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 	if r.oit == nil {
 		if err := r.open(from, vis); err != nil {
 			r.closeIters()
-			return nil, false, r.belowStart(from, err)
+			return r.retryTier(from, err)
 		}
 	}
 	if err := r.load(from); err != nil {
 		r.closeIters()
-		return nil, false, r.belowStart(from, err)
+		return r.retryTier(from, err)
 	}
 	r.expect = r.cur.End()
 	return r.cur, false, nil
+}
+
+// retryTier handles a failed local read: if a local truncate removed the
+// batch meanwhile, it is read from its tiered copy; otherwise belowStart.
+func (r *Reader) retryTier(from uint64, err error) (*Batch, bool, error) {
+	r.p.mu.Lock()
+	moved := from < r.p.mu.localTruncatingTo
+	r.p.mu.Unlock()
+	if moved {
+		if b, terr := r.p.readTier(from); terr == nil {
+			return b, false, nil
+		}
+	}
+	return nil, false, r.belowStart(from, err)
 }
 
 // belowStart reports a read that failed because retention removed what it
@@ -173,7 +203,7 @@ func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 // as corruption.
 func (r *Reader) belowStart(from uint64, err error) error {
 	r.p.mu.Lock()
-	start := max(r.p.mu.visible.LogStart, r.p.mu.truncatingTo)
+	start := max(r.p.mu.visible.ReadStart, r.p.mu.truncatingTo)
 	r.p.mu.Unlock()
 	if from < start {
 		return fmt.Errorf("%w: offset %d, log start %d (retention ran during the read)", ErrBelowStart, from, start)

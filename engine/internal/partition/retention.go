@@ -69,6 +69,9 @@ func (p *Partition) Policy() Policy {
 
 type truncateCmd struct {
 	Offset uint64 `json:"offset"`
+	// Local removes only this node's copy of records that are tiered
+	// (TruncateLocal): readers still read them, from the object store.
+	Local bool `json:"local,omitempty"`
 }
 
 // compactCmd is one compaction raft command: several batches at once, so
@@ -124,11 +127,43 @@ func (p *Partition) readRow(base uint64) (indexRow, bool, error) {
 func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err error) {
 	st := &p.st
 	x := c.Offset
-	if x <= st.LogStart {
-		return nil, nil // already done
-	}
 	if x > st.Next {
 		return fmt.Errorf("%w: truncate at %d past the end %d", ErrStalePlan, x, st.Next), nil
+	}
+	if c.Local {
+		if end := tierEnd(p.tierRows, st.LogStart); x > end {
+			return fmt.Errorf("%w: local truncate at %d, only [.., %d) is tiered", ErrStalePlan, x, end), nil
+		}
+		if x <= st.LogStart {
+			return nil, nil // already done
+		}
+		// Whole batches only: the tiered copy has them whole.
+		if x < st.Next {
+			base, _, err := p.rowContaining(x)
+			if err != nil {
+				return nil, err
+			}
+			x = base
+		}
+		if x <= st.LogStart {
+			return nil, nil
+		}
+	} else {
+		if x <= st.ReadStart {
+			return nil, nil // already done
+		}
+		// Total retention: tiered history goes first, and if x is still
+		// in it, local history is untouched.
+		if err := p.dropTierBelow(w, x); err != nil {
+			return nil, err
+		}
+		if x <= st.LogStart {
+			st.ReadStart = x
+			p.mu.Lock()
+			p.mu.truncatingTo = max(p.mu.truncatingTo, x)
+			p.mu.Unlock()
+			return nil, nil
+		}
 	}
 	// Find the batch that holds x. If x is inside it, its head is trimmed:
 	// the batch is rewritten without the records below x (offsets, span
@@ -185,9 +220,15 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 	st.LogStart = x
 	// Readers may see the deletions as soon as the pass commits, a moment
 	// before Durable publishes the new log start: let them know now, so a
-	// read that finds its batch gone is reported as below the log start.
+	// read that finds its batch gone is reported as below the log start
+	// (or, for a local truncate, read again from the tiered copy).
 	p.mu.Lock()
-	p.mu.truncatingTo = max(p.mu.truncatingTo, x)
+	if c.Local {
+		p.mu.localTruncatingTo = max(p.mu.localTruncatingTo, x)
+	} else {
+		st.ReadStart = x
+		p.mu.truncatingTo = max(p.mu.truncatingTo, x)
+	}
 	p.mu.Unlock()
 	st.Bytes -= min(removed+trimmed, st.Bytes)
 	st.Payload -= min(removedPayload+trimmedPayload, st.Payload)
@@ -413,6 +454,25 @@ func (p *Partition) PlanRetention(now int64) (uint64, bool, error) {
 			return 0, false, err
 		}
 		x = max(x, off)
+	} else if pol.MaxBytes > 0 && vis.LogStart < p.local().LogStart {
+		// Tiered history counts too, in whole segments: drop the oldest
+		// while the total is over the limit.
+		total := vis.Payload
+		rows := p.Tiered()
+		for _, r := range rows {
+			if r.End > vis.LogStart && r.Base < p.local().LogStart {
+				total += r.Payload
+			}
+		}
+		for _, r := range rows {
+			if total <= pol.MaxBytes || r.Base >= p.local().LogStart {
+				break
+			}
+			if r.End > vis.LogStart {
+				total -= r.Payload
+				x = max(x, r.End)
+			}
+		}
 	}
 	return x, x > vis.LogStart, nil
 }
@@ -562,7 +622,7 @@ func (p *Partition) bytesBoundaryBack(snap *pebble.Snapshot, maxBytes uint64, st
 // (0: no bound).
 func (p *Partition) PlanCompaction(now int64, maxCmds int) (CompactionPlan, error) {
 	pol := p.Policy()
-	vis := p.Bounds()
+	vis := p.local() // tiered segments are immutable: compaction is local
 	if !pol.Compact || vis.Empty() {
 		return CompactionPlan{End: vis.Next}, nil
 	}

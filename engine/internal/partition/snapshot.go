@@ -37,6 +37,9 @@ import (
 type snapshot struct {
 	Next     uint64 `json:"next"`
 	LastTime int64  `json:"last_time"`
+	// ReadStart is the first readable offset when it is tiered (below
+	// Next); 0 otherwise.
+	ReadStart uint64 `json:"read_start,omitempty"`
 	// Rows are raw key/value pairs of the dedupe, expiry, group and tier
 	// manifest spans.
 	Rows []snapRow `json:"rows,omitempty"`
@@ -51,6 +54,9 @@ type snapRow struct {
 // index, the last entry the log no longer holds.
 func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 	snap := snapshot{Next: p.st.Next, LastTime: p.st.LastTime}
+	if len(p.tierRows) > 0 {
+		snap.ReadStart = p.st.ReadStart
+	}
 	lo, hi := keys.GroupSpan(keys.Offset, p.cfg.Group)
 	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -145,8 +151,13 @@ func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) 
 			return err
 		}
 	}
-	p.st = State{LogStart: snap.Next, Next: snap.Next, FirstTime: snap.LastTime, LastTime: snap.LastTime,
+	p.st = State{LogStart: snap.Next, ReadStart: snap.Next, Next: snap.Next, FirstTime: snap.LastTime, LastTime: snap.LastTime,
 		LastIndex: index, LastOther: index, PayloadKnown: true}
+	if n := len(tierRows); n > 0 && snap.ReadStart < snap.Next && snap.ReadStart >= tierRows[0].Base && tierRows[n-1].End >= snap.Next {
+		// The history below the jump is in tiered storage, readable here
+		// too.
+		p.st.ReadStart = snap.ReadStart
+	}
 	p.appliedIndex = index
 	p.logFloor = 0
 	p.restored = true

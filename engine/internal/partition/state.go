@@ -13,9 +13,13 @@ import (
 // as the index rows and the raft applied index, so it always agrees with
 // them after a crash.
 type State struct {
-	// LogStart is the first offset still stored.
+	// LogStart is the first offset still stored on this node.
 	// Invariant: LogStart <= Next.
 	LogStart uint64
+	// ReadStart is the first offset readers may read: LogStart, or lower
+	// when older records are in tiered storage (tier.go). Invariant:
+	// ReadStart <= LogStart. Bounds shows it as the log start.
+	ReadStart uint64
 	// Next is the offset the next applied record gets (the end offset).
 	Next uint64
 	// FirstTime and LastTime are the append times of the first stored and
@@ -42,10 +46,12 @@ type State struct {
 // Empty reports whether the partition holds no records.
 func (s State) Empty() bool { return s.Next == s.LogStart }
 
-// State rows are version 3; version 2 (without Payload) is still read.
+// State rows are version 4; versions 3 (without ReadStart) and 2 (without
+// Payload either) are still read.
 const (
-	stateVersion   = 3
-	stateSize      = 1 + 9*8
+	stateVersion   = 4
+	stateSize      = 1 + 10*8
+	stateV3Size    = 1 + 9*8
 	stateV2Size    = 1 + 8*8
 	unknownPayload = ^uint64(0)
 )
@@ -65,21 +71,26 @@ func (s State) encode() []byte {
 	if !s.PayloadKnown {
 		payload = unknownPayload
 	}
-	return binary.BigEndian.AppendUint64(b, payload)
+	b = binary.BigEndian.AppendUint64(b, payload)
+	return binary.BigEndian.AppendUint64(b, s.ReadStart)
 }
 
 func decodeState(b []byte) (State, error) {
-	if !(len(b) == stateSize && b[0] == stateVersion || len(b) == stateV2Size && b[0] == 2) {
+	if !(len(b) == stateSize && b[0] == stateVersion || len(b) == stateV3Size && b[0] == 3 || len(b) == stateV2Size && b[0] == 2) {
 		return State{}, fmt.Errorf("%w: partition state of %d bytes, version %v", ErrCorrupt, len(b), b[:min(1, len(b))])
 	}
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[1+8*i:]) }
 	s := State{LogStart: u(0), Next: u(1), FirstTime: int64(u(2)), LastTime: int64(u(3)), Bytes: u(4), LastIndex: u(5),
 		LastProposer: u(6), LastOther: u(7)}
-	if len(b) == stateSize && u(8) != unknownPayload {
+	if len(b) >= stateV3Size && u(8) != unknownPayload {
 		s.Payload, s.PayloadKnown = u(8), true
 	}
-	if s.LogStart > s.Next {
-		return State{}, fmt.Errorf("%w: log start %d after end %d", ErrCorrupt, s.LogStart, s.Next)
+	s.ReadStart = s.LogStart
+	if len(b) == stateSize {
+		s.ReadStart = u(9)
+	}
+	if s.LogStart > s.Next || s.ReadStart > s.LogStart {
+		return State{}, fmt.Errorf("%w: read start %d, log start %d, end %d out of order", ErrCorrupt, s.ReadStart, s.LogStart, s.Next)
 	}
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -122,7 +123,7 @@ func (p *Partition) applyTier(w *pebble.Batch, c TierSegment) (opErr, err error)
 // object. A repeated upload of the same range writes the same object under
 // the same name, and its command changes nothing.
 func (p *Partition) UploadTier(ctx context.Context, st tier.Store, upTo uint64, maxBytes int) (TierSegment, bool, error) {
-	vis := p.Bounds()
+	vis := p.local()
 	from := tierEnd(p.Tiered(), vis.LogStart)
 	upTo = min(upTo, vis.Next)
 	if from >= upTo {
@@ -166,4 +167,161 @@ func (p *Partition) UploadTier(ctx context.Context, st tier.Store, upTo uint64, 
 		return TierSegment{}, false, err
 	}
 	return seg, true, nil
+}
+
+// ErrTierUnavailable is returned for a read of tiered history that the
+// object store could not answer (down, or tiering not configured on this
+// node). Local reads go on.
+var ErrTierUnavailable = errors.New("partition: tiered storage unavailable")
+
+// readable is the state readers see: the local state with its log start
+// lowered to the read start when older records are tiered, and the first
+// append time the tiered segment's holding it.
+func readable(local State, rows []TierSegment) State {
+	if local.ReadStart >= local.LogStart {
+		return local
+	}
+	v := local
+	v.LogStart = local.ReadStart
+	for _, r := range rows {
+		if r.End > local.ReadStart {
+			v.FirstTime = r.FirstTime
+			break
+		}
+	}
+	return v
+}
+
+// tierRowAt returns the manifest row holding offset off.
+func tierRowAt(rows []TierSegment, off uint64) (TierSegment, bool) {
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].End > off })
+	if i == len(rows) || rows[i].Base > off {
+		return TierSegment{}, false
+	}
+	return rows[i], true
+}
+
+// segment opens a manifest row's object (its footer and index), through a
+// small cache: seeks and readers open the same few segments again.
+func (p *Partition) segment(ctx context.Context, row TierSegment) (*tier.Segment, error) {
+	if p.cfg.Tier == nil {
+		return nil, fmt.Errorf("%w: offsets [%d, %d) are in %s, and this node has no --tier store", ErrTierUnavailable, row.Base, row.End, row.Name)
+	}
+	p.segMu.Lock()
+	seg := p.segCache[row.Name]
+	p.segMu.Unlock()
+	if seg != nil {
+		return seg, nil
+	}
+	seg, err := tier.OpenSegment(ctx, p.cfg.Tier, row.Name)
+	if err != nil {
+		return nil, p.tierErr(row.Base, err)
+	}
+	if seg.Footer.Base != row.Base || seg.Footer.End != row.End {
+		return nil, fmt.Errorf("partition %d: %w: object %s holds [%d, %d), the manifest says [%d, %d)",
+			p.cfg.Index, ErrCorrupt, row.Name, seg.Footer.Base, seg.Footer.End, row.Base, row.End)
+	}
+	p.segMu.Lock()
+	if p.segCache == nil || len(p.segCache) >= 64 {
+		p.segCache = map[string]*tier.Segment{}
+	}
+	p.segCache[row.Name] = seg
+	p.segMu.Unlock()
+	return seg, nil
+}
+
+// tierErr classifies an object store error: a corrupt or missing object is
+// data loss (ErrCorrupt, naming it), anything else the store being
+// unavailable.
+func (p *Partition) tierErr(off uint64, err error) error {
+	if errors.Is(err, tier.ErrCorrupt) || errors.Is(err, tier.ErrNotFound) {
+		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, off, ErrCorrupt, err)
+	}
+	return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, off, ErrTierUnavailable, err)
+}
+
+// readTier returns the tiered batch holding offset from.
+func (p *Partition) readTier(from uint64) (*Batch, error) {
+	row, ok := tierRowAt(p.Tiered(), from)
+	if !ok {
+		return nil, fmt.Errorf("%w: offset %d is neither tiered nor stored here", ErrBelowStart, from)
+	}
+	ctx := context.Background()
+	seg, err := p.segment(ctx, row)
+	if err != nil {
+		return nil, err
+	}
+	i := tier.Find(seg.Entries, from)
+	if i < 0 {
+		return nil, fmt.Errorf("partition %d: %w: object %s has no batch holding offset %d", p.cfg.Index, ErrCorrupt, row.Name, from)
+	}
+	rb, err := seg.ReadBatch(ctx, p.cfg.Tier, i)
+	if err != nil {
+		return nil, p.tierErr(seg.Entries[i].Base, err)
+	}
+	e := seg.Entries[i]
+	return &Batch{Base: e.Base, AppendTime: e.AppendTime, Span: e.Span, Records: rb}, nil
+}
+
+// seekTier returns the first offset at or after start with append time >=
+// t among the tiered segments, or end if none has one.
+func (p *Partition) seekTier(t int64, start, end uint64) (uint64, error) {
+	for _, row := range p.Tiered() {
+		if row.End <= start || row.LastTime < t {
+			continue
+		}
+		if row.Base >= end {
+			break
+		}
+		seg, err := p.segment(context.Background(), row)
+		if err != nil {
+			return 0, err
+		}
+		if i := tier.SeekTime(seg.Entries, t); i < len(seg.Entries) {
+			return max(seg.Entries[i].Base, start), nil
+		}
+	}
+	return end, nil
+}
+
+// timeOfTier returns the append time of a tiered offset.
+func (p *Partition) timeOfTier(off uint64) (int64, error) {
+	row, ok := tierRowAt(p.Tiered(), off)
+	if !ok {
+		return 0, fmt.Errorf("%w: offset %d is neither tiered nor stored here", ErrBelowStart, off)
+	}
+	seg, err := p.segment(context.Background(), row)
+	if err != nil {
+		return 0, err
+	}
+	i := tier.Find(seg.Entries, off)
+	if i < 0 {
+		return 0, fmt.Errorf("partition %d: %w: object %s has no batch holding offset %d", p.cfg.Index, ErrCorrupt, row.Name, off)
+	}
+	return seg.Entries[i].AppendTime, nil
+}
+
+// TruncateLocal removes the local copy of the records below x, which must
+// be tiered (x at most the manifest's end): readers then read them from the
+// object store. x is lowered to the batch boundary at or below it.
+func (p *Partition) TruncateLocal(ctx context.Context, x uint64) error {
+	_, err := p.command(ctx, kindTruncate, truncateCmd{Offset: x, Local: true})
+	return err
+}
+
+// dropTierBelow removes the manifest rows wholly below x (total retention
+// reached them). Their objects are left for the leader to delete.
+func (p *Partition) dropTierBelow(w *pebble.Batch, x uint64) error {
+	n := 0
+	for n < len(p.tierRows) && p.tierRows[n].End <= x {
+		if err := w.Delete(keys.TierKey(p.cfg.Group, p.tierRows[n].Base), nil); err != nil {
+			return err
+		}
+		n++
+	}
+	if n > 0 {
+		p.tierRows = append([]TierSegment(nil), p.tierRows[n:]...)
+		p.tierChanged = true
+	}
+	return nil
 }

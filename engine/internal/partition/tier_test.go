@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/rewind-io/rewind/engine/internal/tier"
 )
@@ -176,5 +178,165 @@ func TestSnapshotCarriesTheTierManifest(t *testing.T) {
 	}
 	if diff := cmpSegments(p.Tiered(), r2.Tiered()); diff != "" {
 		t.Fatal(diff)
+	}
+}
+
+// tiered returns a partition of 10 batches of 5 records ([0, 50), one clock
+// step of 10 apart) whose batches below 30 are tiered to a file store in
+// segments of about maxBytes and removed locally.
+func tiered(t *testing.T, maxBytes int) (*harness, *Partition, *tier.FileStore, []string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := tier.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) { c.Tier = st })
+	fill(t, h, p, 10, 5)
+	want, _ := readAll(t, p)
+	for {
+		_, ok, err := p.UploadTier(ctx, st, 30, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+	}
+	if err := p.TruncateLocal(ctx, 30); err != nil {
+		t.Fatal(err)
+	}
+	if loc := p.local(); loc.LogStart != 30 || loc.ReadStart != 0 {
+		t.Fatalf("after the local truncate: %+v", loc)
+	}
+	h.cache.Drop(p.Group())
+	return h, p, st, want
+}
+
+// TestTieredHistoryReadsAsIfLocal: once the records below 30 are only in
+// the object store, the partition still shows them: the same bounds, every
+// record at its offset, exact time seeks and times, also after a restart.
+func TestTieredHistoryReadsAsIfLocal(t *testing.T) {
+	h, p, st, want := tiered(t, 200)
+	if len(p.Tiered()) < 2 {
+		t.Fatalf("want several segments, got %+v", p.Tiered())
+	}
+	check := func(p *Partition) {
+		t.Helper()
+		if b := p.Bounds(); b.LogStart != 0 || b.Next != 50 {
+			t.Fatalf("bounds %+v, want [0, 50)", b)
+		}
+		got, times := readAll(t, p)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("records (-want +got):\n%s", diff)
+		}
+		// Batch i was appended at 1000 + 10(i+1): a seek to its time finds
+		// its first offset, one nanosecond later the next batch's.
+		for i := range 10 {
+			tm := int64(1000 + 10*(i+1))
+			if off, err := p.SeekTime(tm); err != nil || off != uint64(5*i) {
+				t.Fatalf("SeekTime(%d) = %d %v, want %d", tm, off, err, 5*i)
+			}
+			if off, err := p.SeekTime(tm + 1); err != nil || off != uint64(5*(i+1)) {
+				t.Fatalf("SeekTime(%d) = %d %v, want %d", tm+1, off, err, 5*(i+1))
+			}
+			if got, err := p.TimeOf(uint64(5*i + 2)); err != nil || got != tm || times[5*i+2] != tm {
+				t.Fatalf("TimeOf(%d) = %d %v, want %d", 5*i+2, got, err, tm)
+			}
+		}
+	}
+	check(p)
+	h.restart()
+	check(h.add(0, func(c *Config) { c.Tier = st }))
+}
+
+// TestRetentionReachesIntoTieredHistory: total retention moves the
+// readable start into tiered history (reads below it refused, segments
+// wholly below it leave the manifest) before it touches local records.
+func TestRetentionReachesIntoTieredHistory(t *testing.T) {
+	ctx := context.Background()
+	_, p, _, want := tiered(t, 1) // a segment per batch
+	before := p.Tiered()
+	if err := p.Truncate(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	if b := p.Bounds(); b.LogStart != 12 || p.local().LogStart != 30 {
+		t.Fatalf("readable %+v, local start %d", b, p.local().LogStart)
+	}
+	r := p.NewReader()
+	defer r.Close()
+	if _, _, err := r.Read(11); !errors.Is(err, ErrBelowStart) {
+		t.Fatalf("read below the new start: %v", err)
+	}
+	got, _ := readAll(t, p)
+	if diff := cmp.Diff(want[12:], got); diff != "" {
+		t.Fatalf("records (-want +got):\n%s", diff)
+	}
+	for _, s := range p.Tiered() {
+		if s.End <= 12 {
+			t.Fatalf("segment %+v wholly below the start stayed in the manifest", s)
+		}
+	}
+	if len(p.Tiered()) >= len(before) {
+		t.Fatalf("no segment left the manifest: %d before, %d after", len(before), len(p.Tiered()))
+	}
+	// Past the tiered history, into local records.
+	if err := p.Truncate(ctx, 33); err != nil {
+		t.Fatal(err)
+	}
+	if b := p.Bounds(); b.LogStart != 33 || len(p.Tiered()) != 0 {
+		t.Fatalf("after 33: %+v, manifest %+v", b, p.Tiered())
+	}
+}
+
+// TestLocalTruncateNeedsTheTieredCopy: local records can only go where the
+// manifest covers them.
+func TestLocalTruncateNeedsTheTieredCopy(t *testing.T) {
+	ctx := context.Background()
+	_, p, _, _ := tiered(t, 200)
+	if err := p.TruncateLocal(ctx, 40); !errors.Is(err, ErrStalePlan) {
+		t.Fatalf("a local truncate past the tiered end: %v", err)
+	}
+	if p.local().LogStart != 30 {
+		t.Fatalf("local start moved to %d", p.local().LogStart)
+	}
+}
+
+// TestCorruptOrMissingTierObjectsAreReportedNotDelivered: a flipped byte
+// or a deleted object fails the read with ErrCorrupt naming the object;
+// local records go on being served.
+func TestCorruptOrMissingTierObjectsAreReportedNotDelivered(t *testing.T) {
+	ctx := context.Background()
+	_, p, st, _ := tiered(t, 1<<20) // one segment: [0, 30)
+	seg := p.Tiered()[0]
+	objs, err := st.List(ctx, "")
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("objects %+v %v", objs, err)
+	}
+	data, err := st.ReadRange(ctx, seg.Name, 0, objs[0].Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[40] ^= 0xff // inside the first batch
+	if err := st.Put(ctx, seg.Name, data); err != nil {
+		t.Fatal(err)
+	}
+	r := p.NewReader()
+	defer r.Close()
+	if _, _, err := r.Read(0); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), seg.Name) {
+		t.Fatalf("a corrupt object: %v, want ErrCorrupt naming %s", err, seg.Name)
+	}
+	if b, _, err := r.Read(30); err != nil || b.Base != 30 {
+		t.Fatalf("local read after: %v", err)
+	}
+	if err := st.Delete(ctx, seg.Name); err != nil {
+		t.Fatal(err)
+	}
+	p.segMu.Lock()
+	p.segCache = nil
+	p.segMu.Unlock()
+	if _, _, err := r.Read(7); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), seg.Name) {
+		t.Fatalf("a missing object: %v, want ErrCorrupt naming %s", err, seg.Name)
 	}
 }
