@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/rewind-io/rewind/engine/internal/sched"
+	"github.com/rewind-io/rewind/engine/internal/tier"
 	"hash/fnv"
 	"maps"
 	"net"
@@ -110,6 +111,11 @@ type Config struct {
 	// deliveries are never held back by it. See docs/design.md, "Live
 	// first".
 	ReplayShare float64
+	// Tier is the URL of the tiered storage object store: file:///path or
+	// s3://bucket/prefix?endpoint=URL&region=R (docs/design.md §12,
+	// "Tiered storage"). Empty: no tiering; topics cannot set local
+	// retention limits.
+	Tier string
 	// PeerDialer opens the connections to the other members (raft
 	// streams, forwarded publishes, reads through leaders, membership
 	// calls). Default: TCP with a 3 s dial timeout. Tests inject network
@@ -196,6 +202,14 @@ func Open(cfg Config) (*Node, error) {
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, LeaderBalanceInterval: cfg.LeaderBalanceInterval,
 		NewLeaderWait: cfg.NewLeaderWait,
 		FollowerReads: cfg.FollowerReads, Replay: sched.Config{Share: cfg.ReplayShare},
+	}
+	if cfg.Tier != "" {
+		st, err := tier.Open(cfg.Tier)
+		if err != nil {
+			return nil, err
+		}
+		bc.Tier = st
+		log.Info("tiered storage", "store", st.String())
 	}
 	if len(cfg.Join) > 0 {
 		if len(cfg.InitialCluster) > 0 {

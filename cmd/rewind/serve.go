@@ -29,7 +29,7 @@ func newServe() *cobra.Command {
 		filterMemMiB, inlineMiB              int
 		nodeID                               uint64
 		initialCluster, advertise, joinAddrs string
-		peerVia                              string
+		peerVia, tierURL                     string
 		replicationFactor                    uint32
 		tick                                 time.Duration
 		electionTicks                        int
@@ -130,7 +130,7 @@ and shrink it with "rewind cluster remove-node N".`,
 				Filters: withFilterMemory(filters, filterMemMiB), MaxInlineModuleBytes: inlineMiB << 20,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
-				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare,
+				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare, Tier: tierURL,
 				PeerDialer: via.dialer(),
 			})
 			if err != nil {
@@ -173,6 +173,7 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.StringVar(&heapTarget, "gc-heap-target", "512MiB", "let the heap grow to this before the garbage collector runs (fewer collections while replays allocate; never less often than Go's default of twice the live heap); 0: Go's default. Ignored when GOGC is set")
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
 	_ = f.MarkHidden("peer-via")
+	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); every member needs the same")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	return cmd
 }

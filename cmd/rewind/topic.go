@@ -35,6 +35,7 @@ func checkFormat(format string) error {
 // retentionFlags are the retention flags of topic create and alter.
 type retentionFlags struct {
 	age, bytes, cleanup, deleteRetention string
+	localAge, localBytes                 string
 	records                              uint64
 }
 
@@ -45,17 +46,20 @@ func (r *retentionFlags) add(cmd *cobra.Command) {
 	f.Uint64Var(&r.records, "retention-records", 0, "keep exactly this many newest records per partition (0: no limit)")
 	f.StringVar(&r.cleanup, "cleanup", "", "delete (the default), compact (keep the latest record per key) or compact,delete")
 	f.StringVar(&r.deleteRetention, "delete-retention", "", "how long a tombstone (a key with an empty value) survives compaction (default 24h)")
+	f.StringVar(&r.localAge, "local-retention-age", "", "with tiered storage (serve --tier): records appended longer ago than this leave the servers' disks once in the object store, and are read from there, e.g. 6h (0: no local limit)")
+	f.StringVar(&r.localBytes, "local-retention-bytes", "", "with tiered storage: about this much of the newest history per partition stays on the servers' disks, e.g. 10GiB (0: no local limit)")
 }
 
 // options turns the flags into topic options; base, when set, is the
 // current topic, and only the flags given on the command line change it.
 func (r *retentionFlags) options(cmd *cobra.Command, base *client.Topic) ([]client.TopicOption, error) {
 	changed := func(name string) bool { return base == nil || cmd.Flags().Changed(name) }
-	var age, dr time.Duration
-	var bytes uint64
+	var age, dr, localAge time.Duration
+	var bytes, localBytes uint64
 	records, cleanup := r.records, r.cleanup
 	if base != nil {
 		age, bytes, dr = base.RetentionAge, base.RetentionBytes, base.DeleteRetention
+		localAge, localBytes = base.LocalRetentionAge, base.LocalRetentionBytes
 		if !changed("retention-records") {
 			records = base.RetentionRecords
 		}
@@ -79,12 +83,23 @@ func (r *retentionFlags) options(cmd *cobra.Command, base *client.Topic) ([]clie
 			return nil, fmt.Errorf("--delete-retention: want a duration such as 24h")
 		}
 	}
+	if changed("local-retention-age") && r.localAge != "" {
+		if localAge, err = parseDurationFlag(r.localAge); err != nil || localAge < 0 {
+			return nil, fmt.Errorf("--local-retention-age: want a duration such as 6h")
+		}
+	}
+	if changed("local-retention-bytes") && r.localBytes != "" {
+		if localBytes, err = parseBytes(r.localBytes); err != nil {
+			return nil, fmt.Errorf("--local-retention-bytes: %w", err)
+		}
+	}
 	switch cleanup {
 	case "", client.CleanupDelete, client.CleanupCompact, client.CleanupCompactDelete, "delete,compact":
 	default:
 		return nil, fmt.Errorf("--cleanup %q: use delete, compact or compact,delete", cleanup)
 	}
-	opts := []client.TopicOption{client.WithRetention(age, bytes, records), client.WithCleanup(cleanup)}
+	opts := []client.TopicOption{client.WithRetention(age, bytes, records), client.WithCleanup(cleanup),
+		client.WithLocalRetention(localAge, localBytes)}
 	if dr > 0 {
 		opts = append(opts, client.WithDeleteRetention(dr))
 	}
@@ -214,6 +229,13 @@ func retentionText(t *client.Topic) string {
 	if t.Cleanup != client.CleanupDelete {
 		s += fmt.Sprintf(", delete retention %s", t.DeleteRetention)
 	}
+	if t.LocalRetentionAge > 0 || t.LocalRetentionBytes > 0 {
+		local := "no limit"
+		if t.LocalRetentionAge > 0 {
+			local = t.LocalRetentionAge.String()
+		}
+		s += fmt.Sprintf("; on the nodes' disks (tiered storage): max age %s, max bytes %s", local, lim(t.LocalRetentionBytes))
+	}
 	return s
 }
 
@@ -270,8 +292,22 @@ func newTopicDescribe(g *globals) *cobra.Command {
 			fmt.Printf("topic %s (id %d): %s, max record %s, dedupe window %s\n", t.Name, t.ID, plural(t.Partitions, "partition"), plural(t.MaxRecordBytes, "byte"), t.DedupeWindow)
 			fmt.Printf("retention: %s\n", retentionText(t))
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PARTITION\tLOG START\tEND\tRECORDS\tBYTES\tFIRST APPEND\tLAST APPEND\tLEADER")
+			tiered := false
 			for _, p := range parts {
+				tiered = tiered || p.TieredSegments > 0 || p.LocalStartOffset > p.LogStartOffset
+			}
+			if tiered {
+				fmt.Fprintln(w, "PARTITION\tLOG START\tLOCAL START\tEND\tRECORDS\tLOCAL BYTES\tTIERED\tFIRST APPEND\tLAST APPEND\tLEADER")
+			} else {
+				fmt.Fprintln(w, "PARTITION\tLOG START\tEND\tRECORDS\tBYTES\tFIRST APPEND\tLAST APPEND\tLEADER")
+			}
+			for _, p := range parts {
+				if tiered {
+					fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\n", p.Partition, p.LogStartOffset, p.LocalStartOffset, p.EndOffset,
+						p.EndOffset-p.LogStartOffset, p.Bytes, fmt.Sprintf("%d B in %s", p.TieredBytes, plural(p.TieredSegments, "segment")),
+						fmtTime(p.FirstAppendTime), fmtTime(p.LastAppendTime), p.Leader)
+					continue
+				}
 				fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n", p.Partition, p.LogStartOffset, p.EndOffset,
 					p.EndOffset-p.LogStartOffset, p.Bytes, fmtTime(p.FirstAppendTime), fmtTime(p.LastAppendTime), p.Leader)
 			}
@@ -321,6 +357,7 @@ func topicJSON(t *client.Topic, parts []client.PartitionInfo) map[string]any {
 		"retention": map[string]any{
 			"max_age": t.RetentionAge.String(), "max_bytes": t.RetentionBytes, "max_records": t.RetentionRecords,
 			"cleanup": t.Cleanup, "delete_retention": t.DeleteRetention.String(),
+			"local_max_age": t.LocalRetentionAge.String(), "local_max_bytes": t.LocalRetentionBytes,
 		},
 	}
 	if parts != nil {
@@ -329,6 +366,7 @@ func topicJSON(t *client.Topic, parts []client.PartitionInfo) map[string]any {
 			ps[i] = map[string]any{
 				"partition": p.Partition, "log_start_offset": p.LogStartOffset, "end_offset": p.EndOffset,
 				"records": p.EndOffset - p.LogStartOffset, "bytes": p.Bytes, "leader": p.Leader,
+				"local_start_offset": p.LocalStartOffset, "tiered_segments": p.TieredSegments, "tiered_bytes": p.TieredBytes,
 			}
 			if !p.FirstAppendTime.IsZero() {
 				ps[i]["first_append_time"] = p.FirstAppendTime.UTC().Format(time.RFC3339Nano)

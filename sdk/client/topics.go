@@ -24,6 +24,10 @@ type Topic struct {
 	DeleteRetention time.Duration
 	DedupeWindow    time.Duration
 	CreateTime      time.Time
+	// LocalRetentionAge and LocalRetentionBytes bound the servers' local
+	// copy under tiered storage (WithLocalRetention); zero: no limit.
+	LocalRetentionAge   time.Duration
+	LocalRetentionBytes uint64
 }
 
 // PartitionInfo is the state of one partition.
@@ -36,6 +40,12 @@ type PartitionInfo struct {
 	LastAppendTime  time.Time
 	Bytes           uint64
 	Leader          uint64
+	// LocalStartOffset is the first offset on the servers' disks: records
+	// from LogStartOffset up to it are in tiered storage (TieredSegments
+	// objects, TieredBytes bytes). Without tiering it is LogStartOffset.
+	LocalStartOffset uint64
+	TieredSegments   uint32
+	TieredBytes      uint64
 }
 
 // TopicOption configures CreateTopic.
@@ -88,6 +98,19 @@ func WithCleanup(policy string) TopicOption {
 			r.Cleanup = rewindv1.CleanupPolicy_CLEANUP_POLICY_DELETE
 		default:
 			r.Cleanup = rewindv1.CleanupPolicy(-1) // refused by the server
+		}
+	}
+}
+
+// WithLocalRetention bounds what stays on the servers' disks when they run
+// with tiered storage (--tier): older records move to the object store and
+// are read from there. Zero values mean no local limit.
+func WithLocalRetention(maxAge time.Duration, maxBytes uint64) TopicOption {
+	return func(c *rewindv1.TopicConfig) {
+		r := retention(c)
+		r.LocalMaxBytes, r.LocalMaxAge = maxBytes, nil
+		if maxAge > 0 {
+			r.LocalMaxAge = durationpb.New(maxAge)
 		}
 	}
 }
@@ -176,6 +199,8 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (*Topic, []Part
 		parts[i] = PartitionInfo{
 			Partition: p.GetPartition(), LogStartOffset: p.GetLogStartOffset(), EndOffset: p.GetEndOffset(),
 			Bytes: p.GetBytes(), Leader: p.GetLeader(),
+			LocalStartOffset: max(p.GetLocalStartOffset(), p.GetLogStartOffset()), TieredSegments: p.GetTieredSegments(),
+			TieredBytes: p.GetTieredBytes(),
 		}
 		if p.GetFirstAppendTime() != nil {
 			parts[i].FirstAppendTime = p.GetFirstAppendTime().AsTime()
@@ -215,6 +240,10 @@ func topicOf(t *rewindv1.Topic) *Topic {
 	}
 	if d := cfg.GetRetention().GetDeleteRetention(); d != nil {
 		out.DeleteRetention = d.AsDuration()
+	}
+	out.LocalRetentionBytes = cfg.GetRetention().GetLocalMaxBytes()
+	if d := cfg.GetRetention().GetLocalMaxAge(); d != nil {
+		out.LocalRetentionAge = d.AsDuration()
 	}
 	if d := cfg.GetDedupeWindow(); d != nil {
 		out.DedupeWindow = d.AsDuration()

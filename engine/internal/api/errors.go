@@ -51,6 +51,7 @@ var codes = []struct {
 	{partition.ErrDiskFull, connect.CodeResourceExhausted},
 	{partition.ErrStalePlan, connect.CodeAborted},
 	{partition.ErrOutcomeUnknown, connect.CodeUnavailable},
+	{partition.ErrTierUnavailable, connect.CodeUnavailable},
 	{broker.ErrClosed, connect.CodeUnavailable},
 	{broker.ErrUnavailable, connect.CodeUnavailable},
 	{remote.ErrFailed, connect.CodeUnavailable},

@@ -57,7 +57,7 @@ func retentionOf(r *rewindv1.Retention) (meta.Retention, error) {
 	if r == nil {
 		return out, nil
 	}
-	for name, d := range map[string]*durationpb.Duration{"max_age": r.GetMaxAge(), "delete_retention": r.GetDeleteRetention()} {
+	for name, d := range map[string]*durationpb.Duration{"max_age": r.GetMaxAge(), "delete_retention": r.GetDeleteRetention(), "local_max_age": r.GetLocalMaxAge()} {
 		if d == nil {
 			continue
 		}
@@ -68,6 +68,7 @@ func retentionOf(r *rewindv1.Retention) (meta.Retention, error) {
 	out.MaxAgeNanos = int64(r.GetMaxAge().AsDuration())
 	out.DeleteRetentionNanos = int64(r.GetDeleteRetention().AsDuration())
 	out.MaxBytes, out.MaxRecords = r.GetMaxBytes(), r.GetMaxRecords()
+	out.LocalMaxAgeNanos, out.LocalMaxBytes = int64(r.GetLocalMaxAge().AsDuration()), r.GetLocalMaxBytes()
 	switch r.GetCleanup() {
 	case rewindv1.CleanupPolicy_CLEANUP_POLICY_UNSPECIFIED, rewindv1.CleanupPolicy_CLEANUP_POLICY_DELETE:
 		out.Cleanup = "delete"
@@ -82,7 +83,11 @@ func retentionOf(r *rewindv1.Retention) (meta.Retention, error) {
 }
 
 func retentionProto(r meta.Retention) *rewindv1.Retention {
-	out := &rewindv1.Retention{MaxBytes: r.MaxBytes, MaxRecords: r.MaxRecords, Cleanup: rewindv1.CleanupPolicy_CLEANUP_POLICY_DELETE}
+	out := &rewindv1.Retention{MaxBytes: r.MaxBytes, MaxRecords: r.MaxRecords, Cleanup: rewindv1.CleanupPolicy_CLEANUP_POLICY_DELETE,
+		LocalMaxBytes: r.LocalMaxBytes}
+	if r.LocalMaxAgeNanos > 0 {
+		out.LocalMaxAge = durationpb.New(unixDuration(r.LocalMaxAgeNanos))
+	}
 	if r.MaxAgeNanos > 0 {
 		out.MaxAge = durationpb.New(unixDuration(r.MaxAgeNanos))
 	}
@@ -117,11 +122,18 @@ func (s *Server) DescribeTopic(ctx context.Context, req *rewindv1.DescribeTopicR
 	resp := &rewindv1.DescribeTopicResponse{Topic: topicProto(t)}
 	for _, p := range parts {
 		pi := &rewindv1.PartitionInfo{
-			Partition:      p.Partition,
-			LogStartOffset: p.State.LogStart,
-			EndOffset:      p.State.Next,
-			Bytes:          p.State.Bytes,
-			Leader:         p.Leader,
+			Partition:        p.Partition,
+			LogStartOffset:   p.State.LogStart,
+			EndOffset:        p.State.Next,
+			Bytes:            p.State.Bytes,
+			Leader:           p.Leader,
+			LocalStartOffset: max(p.LocalStart, p.State.LogStart),
+			TieredSegments:   uint32(len(p.Tiered)),
+		}
+		for _, s := range p.Tiered {
+			if s.End > p.State.LogStart {
+				pi.TieredBytes += s.Bytes
+			}
 		}
 		if !p.State.Empty() {
 			pi.FirstAppendTime = timestamppb.New(unixNano(p.State.FirstTime))

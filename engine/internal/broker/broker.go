@@ -25,6 +25,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/store"
+	"github.com/rewind-io/rewind/engine/internal/tier"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/sandbox"
@@ -137,6 +138,9 @@ type Config struct {
 	// FollowerReads makes streams that do not say otherwise read this
 	// node's replicas (fetch from follower) instead of the leaders'.
 	FollowerReads bool
+	// Tier is the object store of tiered storage (engine/internal/tier);
+	// nil: topics cannot set local retention limits.
+	Tier tier.Store
 	// DefaultReplicationFactor is used for topics created without one,
 	// capped at the number of members. Default 3.
 	DefaultReplicationFactor uint32
@@ -645,7 +649,7 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 		Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
 		Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
 		DedupeWindow: time.Duration(t.DedupeWindowNanos), Policy: policyOf(t), DiskFull: &b.diskFull,
-		Timings: &b.timings,
+		Timings: &b.timings, Tier: b.cfg.Tier,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: topic %q: %w", t.Name, err)

@@ -21,6 +21,7 @@ func policyOf(t *meta.Topic) partition.Policy {
 	return partition.Policy{
 		Delete: r.Deletes(), MaxAge: time.Duration(r.MaxAgeNanos), MaxBytes: r.MaxBytes, MaxRecords: r.MaxRecords,
 		Compact: r.Compacts(), DeleteRetention: dr,
+		LocalMaxAge: time.Duration(r.LocalMaxAgeNanos), LocalMaxBytes: r.LocalMaxBytes,
 	}
 }
 
@@ -63,8 +64,17 @@ func validateRetention(r meta.Retention) error {
 	default:
 		return fmt.Errorf("%w: cleanup policy %s: use delete, compact or compact,delete", ErrInvalid, echo.Quote(r.Cleanup))
 	}
-	if r.MaxAgeNanos < 0 || r.DeleteRetentionNanos < 0 {
+	if r.MaxAgeNanos < 0 || r.DeleteRetentionNanos < 0 || r.LocalMaxAgeNanos < 0 {
 		return fmt.Errorf("%w: negative retention duration", ErrInvalid)
+	}
+	return nil
+}
+
+// checkTiering refuses local limits on a node without a tier store: they
+// would never let anything leave the local disks.
+func (b *Broker) checkTiering(r meta.Retention) error {
+	if r.Tiers() && b.cfg.Tier == nil {
+		return fmt.Errorf("%w: local retention limits need tiered storage: start the servers with --tier URL", ErrFailedPrecondition)
 	}
 	return nil
 }
@@ -76,6 +86,9 @@ func (b *Broker) AlterTopic(ctx context.Context, name string, r meta.Retention) 
 	}
 	r = withDefaults(r)
 	if err := validateRetention(r); err != nil {
+		return nil, err
+	}
+	if err := b.checkTiering(r); err != nil {
 		return nil, err
 	}
 	t, err := b.meta.AlterTopic(ctx, meta.Alter{Name: name, Retention: r})
@@ -116,6 +129,9 @@ func (b *Broker) housekeeping() {
 			if err := b.retain(p); err != nil {
 				b.log.Warn("retention", "partition", p.Index(), "error", err)
 			}
+			if err := b.tierOut(p); err != nil {
+				b.log.Warn("tiered storage", "partition", p.Index(), "error", err)
+			}
 			// Compact when at least as many records arrived since the last
 			// compaction as it kept (a dirty ratio of one half, as Kafka's
 			// default): the work per appended record stays bounded however
@@ -132,6 +148,46 @@ func (b *Broker) housekeeping() {
 			}
 		}
 	}
+}
+
+// tierSegmentBytes is about how much history one segment object holds, and
+// tierSegmentsPerPass how many a partition uploads per housekeeping pass.
+const (
+	tierSegmentBytes    = 16 << 20
+	tierSegmentsPerPass = 4
+)
+
+// tierOut moves what the partition's local limits no longer keep to the
+// object store: it uploads the sealed range below the local boundary, then
+// removes locally what the manifest now covers.
+func (b *Broker) tierOut(p *partition.Partition) error {
+	x, ok, err := p.PlanLocal(b.Now())
+	if err != nil || !ok {
+		return err
+	}
+	ctx, cancel := b.housekeepingContext()
+	defer cancel()
+	for range tierSegmentsPerPass {
+		_, ok, err := p.UploadTier(ctx, p.TierStore(), x, tierSegmentBytes)
+		if err != nil && !errors.Is(err, partition.ErrStalePlan) {
+			return err
+		}
+		if !ok || err != nil {
+			break
+		}
+	}
+	rows := p.Tiered()
+	if len(rows) == 0 {
+		return nil
+	}
+	end := min(x, rows[len(rows)-1].End)
+	if end <= p.LocalStart() {
+		return nil
+	}
+	if err := p.TruncateLocal(ctx, end); err != nil && !errors.Is(err, partition.ErrStalePlan) {
+		return err
+	}
+	return nil
 }
 
 // compactChunk is how many batches one compaction command rewrites.

@@ -47,6 +47,10 @@ type PartitionInfo struct {
 	Partition uint32
 	State     partition.State
 	Leader    uint64
+	// LocalStart is the first offset on this node's disk; Tiered the
+	// partition's tiered segments (State.LogStart <= LocalStart).
+	LocalStart uint64
+	Tiered     []partition.TierSegment
 }
 
 // CreateTopic creates a topic and returns once its partitions accept
@@ -82,6 +86,9 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	}
 	s.Retention = withDefaults(s.Retention)
 	if err := validateRetention(s.Retention); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.checkTiering(s.Retention); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -133,7 +140,7 @@ func (b *Broker) DescribeTopic(name string) (*TopicInfo, []PartitionInfo, error)
 	}
 	out := make([]PartitionInfo, len(lt.parts))
 	for i, p := range lt.parts {
-		out[i] = PartitionInfo{Partition: uint32(i), State: p.Bounds(), Leader: p.Leader()}
+		out[i] = PartitionInfo{Partition: uint32(i), State: p.Bounds(), Leader: p.Leader(), LocalStart: p.LocalStart(), Tiered: p.Tiered()}
 	}
 	t := lt.meta
 	if cur, ok := b.meta.Topic(name); ok && cur.ID == t.ID {

@@ -69,7 +69,15 @@ type Retention struct {
 	// "compact,delete".
 	Cleanup              string `json:"cleanup,omitempty"`
 	DeleteRetentionNanos int64  `json:"delete_retention_ns,omitempty"`
+	// LocalMaxAgeNanos and LocalMaxBytes bound what stays on the nodes'
+	// disks when tiered storage is on; older records are read from the
+	// object store. Zero: no local limit.
+	LocalMaxAgeNanos int64  `json:"local_max_age_ns,omitempty"`
+	LocalMaxBytes    uint64 `json:"local_max_bytes,omitempty"`
 }
+
+// Tiers reports whether the retention moves history to tiered storage.
+func (r Retention) Tiers() bool { return r.LocalMaxAgeNanos > 0 || r.LocalMaxBytes > 0 }
 
 // Deletes reports whether limits are enforced (cleanup includes delete).
 func (r Retention) Deletes() bool {

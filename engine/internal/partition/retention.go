@@ -51,6 +51,11 @@ type Policy struct {
 	// was appended.
 	Compact         bool
 	DeleteRetention time.Duration
+	// LocalMaxAge and LocalMaxBytes bound the local copy when the
+	// partition has a tier store (tier.go): older whole batches are
+	// uploaded, then removed locally. Zero: no local limit.
+	LocalMaxAge   time.Duration
+	LocalMaxBytes uint64
 }
 
 // SetPolicy changes the policy (a topic alter). Safe from any goroutine.

@@ -325,3 +325,38 @@ func (p *Partition) dropTierBelow(w *pebble.Batch, x uint64) error {
 	}
 	return nil
 }
+
+// PlanLocal returns the offset below which this partition's local copy may
+// go by the policy's local limits (LocalMaxAge, LocalMaxBytes), and whether
+// that is above the local log start. Nothing changes; the caller uploads
+// up to it (UploadTier), then truncates locally up to what is tiered.
+func (p *Partition) PlanLocal(now int64) (uint64, bool, error) {
+	pol := p.Policy()
+	loc := p.local()
+	if p.cfg.Tier == nil || (pol.LocalMaxAge <= 0 && pol.LocalMaxBytes == 0) || loc.Empty() {
+		return 0, false, nil
+	}
+	x := loc.LogStart
+	if pol.LocalMaxAge > 0 {
+		off, err := p.SeekTime(now - int64(pol.LocalMaxAge))
+		if err != nil {
+			return 0, false, err
+		}
+		x = max(x, off)
+	}
+	if pol.LocalMaxBytes > 0 && loc.PayloadKnown && loc.Payload > pol.LocalMaxBytes {
+		off, err := p.bytesBoundary(pol.LocalMaxBytes)
+		if err != nil {
+			return 0, false, err
+		}
+		x = max(x, off)
+	}
+	return x, x > loc.LogStart, nil
+}
+
+// LocalStart returns the first offset this node stores itself (Bounds'
+// LogStart may be lower: the first readable one, tiered).
+func (p *Partition) LocalStart() uint64 { return p.local().LogStart }
+
+// TierStore returns the partition's object store (nil without tiering).
+func (p *Partition) TierStore() tier.Store { return p.cfg.Tier }

@@ -99,8 +99,16 @@ type Retention struct {
 	Cleanup    CleanupPolicy `protobuf:"varint,4,opt,name=cleanup,proto3,enum=rewind.v1.CleanupPolicy" json:"cleanup,omitempty"`
 	// How long a tombstone survives compaction (default 24 h).
 	DeleteRetention *durationpb.Duration `protobuf:"bytes,5,opt,name=delete_retention,json=deleteRetention,proto3" json:"delete_retention,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Tiered storage (a server started with --tier): records appended longer
+	// ago than this leave the nodes' disks once they are in the object
+	// store, and are read from there. Unset or zero: kept locally.
+	LocalMaxAge *durationpb.Duration `protobuf:"bytes,6,opt,name=local_max_age,json=localMaxAge,proto3" json:"local_max_age,omitempty"`
+	// Tiered storage: per partition, about this many bytes of the newest
+	// records stay on the nodes' disks (whole batches); older ones live in
+	// the object store only. 0: no local bytes limit.
+	LocalMaxBytes uint64 `protobuf:"varint,7,opt,name=local_max_bytes,json=localMaxBytes,proto3" json:"local_max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Retention) Reset() {
@@ -166,6 +174,20 @@ func (x *Retention) GetDeleteRetention() *durationpb.Duration {
 		return x.DeleteRetention
 	}
 	return nil
+}
+
+func (x *Retention) GetLocalMaxAge() *durationpb.Duration {
+	if x != nil {
+		return x.LocalMaxAge
+	}
+	return nil
+}
+
+func (x *Retention) GetLocalMaxBytes() uint64 {
+	if x != nil {
+		return x.LocalMaxBytes
+	}
+	return 0
 }
 
 // TopicConfig is what a topic is created with.
@@ -340,9 +362,16 @@ type PartitionInfo struct {
 	// Bytes of record data stored (encoded batches, before storage overhead).
 	Bytes uint64 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	// Node id of the partition leader (0 if none is known).
-	Leader        uint64 `protobuf:"varint,7,opt,name=leader,proto3" json:"leader,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Leader uint64 `protobuf:"varint,7,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Tiered storage: the first offset the nodes' disks hold (records from
+	// log_start_offset up to it are read from the object store), and the
+	// segment objects and bytes in the store. Without tiering,
+	// local_start_offset is log_start_offset and the others are 0.
+	LocalStartOffset uint64 `protobuf:"varint,8,opt,name=local_start_offset,json=localStartOffset,proto3" json:"local_start_offset,omitempty"`
+	TieredSegments   uint32 `protobuf:"varint,9,opt,name=tiered_segments,json=tieredSegments,proto3" json:"tiered_segments,omitempty"`
+	TieredBytes      uint64 `protobuf:"varint,10,opt,name=tiered_bytes,json=tieredBytes,proto3" json:"tiered_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionInfo) Reset() {
@@ -420,6 +449,27 @@ func (x *PartitionInfo) GetBytes() uint64 {
 func (x *PartitionInfo) GetLeader() uint64 {
 	if x != nil {
 		return x.Leader
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetLocalStartOffset() uint64 {
+	if x != nil {
+		return x.LocalStartOffset
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetTieredSegments() uint32 {
+	if x != nil {
+		return x.TieredSegments
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetTieredBytes() uint64 {
+	if x != nil {
+		return x.TieredBytes
 	}
 	return 0
 }
@@ -878,14 +928,16 @@ var File_rewind_v1_topic_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\n" +
-	"\x15rewind/v1/topic.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x01\n" +
+	"\x15rewind/v1/topic.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x02\n" +
 	"\tRetention\x122\n" +
 	"\amax_age\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\x1f\n" +
 	"\vmax_records\x18\x03 \x01(\x04R\n" +
 	"maxRecords\x122\n" +
 	"\acleanup\x18\x04 \x01(\x0e2\x18.rewind.v1.CleanupPolicyR\acleanup\x12D\n" +
-	"\x10delete_retention\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0fdeleteRetention\"\xfa\x01\n" +
+	"\x10delete_retention\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0fdeleteRetention\x12=\n" +
+	"\rlocal_max_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vlocalMaxAge\x12&\n" +
+	"\x0flocal_max_bytes\x18\a \x01(\x04R\rlocalMaxBytes\"\xfa\x01\n" +
 	"\vTopicConfig\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\rR\n" +
@@ -899,7 +951,7 @@ const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12.\n" +
 	"\x06config\x18\x03 \x01(\v2\x16.rewind.v1.TopicConfigR\x06config\x12;\n" +
 	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xb2\x02\n" +
+	"createTime\"\xac\x03\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x04R\x0elogStartOffset\x12\x1d\n" +
@@ -908,7 +960,11 @@ const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\x11first_append_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0ffirstAppendTime\x12D\n" +
 	"\x10last_append_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastAppendTime\x12\x14\n" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x16\n" +
-	"\x06leader\x18\a \x01(\x04R\x06leader\"X\n" +
+	"\x06leader\x18\a \x01(\x04R\x06leader\x12,\n" +
+	"\x12local_start_offset\x18\b \x01(\x04R\x10localStartOffset\x12'\n" +
+	"\x0ftiered_segments\x18\t \x01(\rR\x0etieredSegments\x12!\n" +
+	"\ftiered_bytes\x18\n" +
+	" \x01(\x04R\vtieredBytes\"X\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\x06config\x18\x02 \x01(\v2\x16.rewind.v1.TopicConfigR\x06config\"=\n" +
@@ -983,34 +1039,35 @@ var file_rewind_v1_topic_proto_depIdxs = []int32{
 	15, // 0: rewind.v1.Retention.max_age:type_name -> google.protobuf.Duration
 	0,  // 1: rewind.v1.Retention.cleanup:type_name -> rewind.v1.CleanupPolicy
 	15, // 2: rewind.v1.Retention.delete_retention:type_name -> google.protobuf.Duration
-	1,  // 3: rewind.v1.TopicConfig.retention:type_name -> rewind.v1.Retention
-	15, // 4: rewind.v1.TopicConfig.dedupe_window:type_name -> google.protobuf.Duration
-	2,  // 5: rewind.v1.Topic.config:type_name -> rewind.v1.TopicConfig
-	16, // 6: rewind.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	16, // 7: rewind.v1.PartitionInfo.first_append_time:type_name -> google.protobuf.Timestamp
-	16, // 8: rewind.v1.PartitionInfo.last_append_time:type_name -> google.protobuf.Timestamp
-	2,  // 9: rewind.v1.CreateTopicRequest.config:type_name -> rewind.v1.TopicConfig
-	3,  // 10: rewind.v1.CreateTopicResponse.topic:type_name -> rewind.v1.Topic
-	3,  // 11: rewind.v1.ListTopicsResponse.topics:type_name -> rewind.v1.Topic
-	3,  // 12: rewind.v1.DescribeTopicResponse.topic:type_name -> rewind.v1.Topic
-	4,  // 13: rewind.v1.DescribeTopicResponse.partitions:type_name -> rewind.v1.PartitionInfo
-	1,  // 14: rewind.v1.AlterTopicRequest.retention:type_name -> rewind.v1.Retention
-	3,  // 15: rewind.v1.AlterTopicResponse.topic:type_name -> rewind.v1.Topic
-	5,  // 16: rewind.v1.TopicService.CreateTopic:input_type -> rewind.v1.CreateTopicRequest
-	7,  // 17: rewind.v1.TopicService.ListTopics:input_type -> rewind.v1.ListTopicsRequest
-	9,  // 18: rewind.v1.TopicService.DescribeTopic:input_type -> rewind.v1.DescribeTopicRequest
-	11, // 19: rewind.v1.TopicService.AlterTopic:input_type -> rewind.v1.AlterTopicRequest
-	13, // 20: rewind.v1.TopicService.DeleteTopic:input_type -> rewind.v1.DeleteTopicRequest
-	6,  // 21: rewind.v1.TopicService.CreateTopic:output_type -> rewind.v1.CreateTopicResponse
-	8,  // 22: rewind.v1.TopicService.ListTopics:output_type -> rewind.v1.ListTopicsResponse
-	10, // 23: rewind.v1.TopicService.DescribeTopic:output_type -> rewind.v1.DescribeTopicResponse
-	12, // 24: rewind.v1.TopicService.AlterTopic:output_type -> rewind.v1.AlterTopicResponse
-	14, // 25: rewind.v1.TopicService.DeleteTopic:output_type -> rewind.v1.DeleteTopicResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	15, // 3: rewind.v1.Retention.local_max_age:type_name -> google.protobuf.Duration
+	1,  // 4: rewind.v1.TopicConfig.retention:type_name -> rewind.v1.Retention
+	15, // 5: rewind.v1.TopicConfig.dedupe_window:type_name -> google.protobuf.Duration
+	2,  // 6: rewind.v1.Topic.config:type_name -> rewind.v1.TopicConfig
+	16, // 7: rewind.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	16, // 8: rewind.v1.PartitionInfo.first_append_time:type_name -> google.protobuf.Timestamp
+	16, // 9: rewind.v1.PartitionInfo.last_append_time:type_name -> google.protobuf.Timestamp
+	2,  // 10: rewind.v1.CreateTopicRequest.config:type_name -> rewind.v1.TopicConfig
+	3,  // 11: rewind.v1.CreateTopicResponse.topic:type_name -> rewind.v1.Topic
+	3,  // 12: rewind.v1.ListTopicsResponse.topics:type_name -> rewind.v1.Topic
+	3,  // 13: rewind.v1.DescribeTopicResponse.topic:type_name -> rewind.v1.Topic
+	4,  // 14: rewind.v1.DescribeTopicResponse.partitions:type_name -> rewind.v1.PartitionInfo
+	1,  // 15: rewind.v1.AlterTopicRequest.retention:type_name -> rewind.v1.Retention
+	3,  // 16: rewind.v1.AlterTopicResponse.topic:type_name -> rewind.v1.Topic
+	5,  // 17: rewind.v1.TopicService.CreateTopic:input_type -> rewind.v1.CreateTopicRequest
+	7,  // 18: rewind.v1.TopicService.ListTopics:input_type -> rewind.v1.ListTopicsRequest
+	9,  // 19: rewind.v1.TopicService.DescribeTopic:input_type -> rewind.v1.DescribeTopicRequest
+	11, // 20: rewind.v1.TopicService.AlterTopic:input_type -> rewind.v1.AlterTopicRequest
+	13, // 21: rewind.v1.TopicService.DeleteTopic:input_type -> rewind.v1.DeleteTopicRequest
+	6,  // 22: rewind.v1.TopicService.CreateTopic:output_type -> rewind.v1.CreateTopicResponse
+	8,  // 23: rewind.v1.TopicService.ListTopics:output_type -> rewind.v1.ListTopicsResponse
+	10, // 24: rewind.v1.TopicService.DescribeTopic:output_type -> rewind.v1.DescribeTopicResponse
+	12, // 25: rewind.v1.TopicService.AlterTopic:output_type -> rewind.v1.AlterTopicResponse
+	14, // 26: rewind.v1.TopicService.DeleteTopic:output_type -> rewind.v1.DeleteTopicResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_topic_proto_init() }

@@ -1,0 +1,166 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/sdk/client"
+)
+
+// replayAll reads topic from start to the end and returns the values by
+// offset, checking that offsets come in order without gaps.
+func replayAll(t *testing.T, c *client.Client, topic string, from client.Position) (first uint64, values []string) {
+	t.Helper()
+	sub, err := c.Subscribe(context.Background(), topic, client.From(from), client.Until(client.End()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	next := uint64(0)
+	for sub.Next() {
+		if r, ok := sub.Event().(*client.Records); ok {
+			for _, rec := range r.Records {
+				if values == nil {
+					first, next = rec.Offset, rec.Offset
+				}
+				if rec.Offset != next {
+					t.Fatalf("offset %d after %d", rec.Offset, next-1)
+				}
+				next++
+				values = append(values, string(rec.Value))
+			}
+		}
+	}
+	if err := sub.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return first, values
+}
+
+// TestTieredStorageEndToEnd: a topic whose local retention is a few KiB on
+// a node with a file:// tier keeps its whole history readable: the
+// housekeeping uploads the old batches and removes them locally, the topic
+// describes its local and tiered ranges, and replays from the earliest
+// record, from a time deep in tiered history and after a restart return
+// exactly what was published.
+func TestTieredStorageEndToEnd(t *testing.T) {
+	dir, tierDir := t.TempDir(), t.TempDir()
+	cfg := engine.Config{Dir: dir, Tier: "file://" + tierDir, HousekeepingInterval: 20 * time.Millisecond,
+		Logger: hclog.NewNullLogger()}
+	addr, stop := openNode(t, cfg)
+	c := client.New(addr)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "history", client.WithLocalRetention(0, 4<<10)); err != nil {
+		t.Fatal(err)
+	}
+	const total = 2000
+	var want []string
+	var midTime time.Time
+	for i := 0; i < total; i += 50 {
+		msgs := make([]client.Message, 50)
+		for j := range msgs {
+			v := fmt.Sprintf("record-%04d-%s", i+j, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")
+			msgs[j].Value = []byte(v)
+			want = append(want, v)
+		}
+		res, err := c.Publish(ctx, "history", msgs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 500 {
+			midTime = res[0].AppendTime
+		}
+	}
+	// Wait for the local copy to shrink to the limit: the housekeeping
+	// uploads and truncates on its own.
+	deadline := time.Now().Add(2 * time.Minute)
+	var parts []client.PartitionInfo
+	for {
+		var err error
+		if _, parts, err = c.DescribeTopic(ctx, "history"); err != nil {
+			t.Fatal(err)
+		}
+		if p := parts[0]; p.LocalStartOffset > 1500 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the local copy never shrank: %+v", parts[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := parts[0]; p.LogStartOffset != 0 || p.EndOffset != total || p.TieredSegments == 0 || p.TieredBytes == 0 {
+		t.Fatalf("describe: %+v", p)
+	}
+	objs, _ := filepath.Glob(filepath.Join(tierDir, "topics", "*", "0", "*.seg"))
+	if len(objs) == 0 {
+		t.Fatal("no segment object in the tier directory")
+	}
+	check := func(c *client.Client) {
+		t.Helper()
+		first, got := replayAll(t, c, "history", client.Earliest())
+		if first != 0 || len(got) != total {
+			t.Fatalf("replay from earliest: %d records from %d, want %d from 0", len(got), first, total)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("offset %d: %q, want %q", i, got[i], want[i])
+			}
+		}
+		first, got = replayAll(t, c, "history", client.Time(midTime))
+		if first != 500 || len(got) != total-500 {
+			t.Fatalf("replay from the time of offset 500: %d records from %d", len(got), first)
+		}
+	}
+	check(c)
+	// After a restart, from the store and the tier directory alone.
+	stop()
+	addr, _ = openNode(t, cfg)
+	check(client.New(addr))
+}
+
+// openNode runs a node on a loopback port until the returned function (or
+// the test's end) stops it.
+func openNode(t *testing.T, cfg engine.Config) (string, func()) {
+	t.Helper()
+	n, err := engine.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := engine.NewHTTPServer(n.Handler())
+	go srv.Serve(ln)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			n.Drain()
+			srv.Close()
+			if err := n.Close(); err != nil {
+				t.Errorf("close node: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
+}
+
+// TestLocalRetentionNeedsATier: without --tier, a topic cannot ask for
+// local limits (nothing could ever leave the disks).
+func TestLocalRetentionNeedsATier(t *testing.T) {
+	_, addr := startNode(t, engine.Config{})
+	_, err := client.New(addr).CreateTopic(context.Background(), "t", client.WithLocalRetention(time.Hour, 0))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("local retention without a tier: %v, want FailedPrecondition", err)
+	}
+}
