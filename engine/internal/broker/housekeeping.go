@@ -109,6 +109,7 @@ func (b *Broker) housekeeping() {
 	tick := time.NewTicker(b.cfg.HousekeepingInterval)
 	defer tick.Stop()
 	lastCompact := map[*partition.Partition]compactMark{}
+	lastTierGC := map[*partition.Partition]time.Time{}
 	for {
 		select {
 		case <-b.stop:
@@ -131,6 +132,17 @@ func (b *Broker) housekeeping() {
 			}
 			if err := b.tierOut(p); err != nil {
 				b.log.Warn("tiered storage", "partition", p.Index(), "error", err)
+			}
+			if p.TierStore() != nil && time.Since(lastTierGC[p]) >= tierGCInterval {
+				lastTierGC[p] = time.Now()
+				ctx, cancel := b.housekeepingContext()
+				n, err := p.CollectTierGarbage(ctx, time.Now().Add(-tierOrphanAge))
+				cancel()
+				if err != nil {
+					b.log.Warn("tiered storage cleanup", "partition", p.Index(), "error", err)
+				} else if n > 0 {
+					b.log.Info("tiered storage cleanup", "partition", p.Index(), "deleted-objects", n)
+				}
 			}
 			// Compact when at least as many records arrived since the last
 			// compaction as it kept (a dirty ratio of one half, as Kafka's
@@ -155,6 +167,14 @@ func (b *Broker) housekeeping() {
 const (
 	tierSegmentBytes    = 16 << 20
 	tierSegmentsPerPass = 4
+)
+
+// A partition's leader looks for objects no manifest row names every
+// tierGCInterval, and deletes those older than tierOrphanAge (younger
+// ones may be a former leader's upload still in flight).
+const (
+	tierGCInterval = 10 * time.Minute
+	tierOrphanAge  = time.Hour
 )
 
 // tierOut moves what the partition's local limits no longer keep to the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -360,3 +361,35 @@ func (p *Partition) LocalStart() uint64 { return p.local().LogStart }
 
 // TierStore returns the partition's object store (nil without tiering).
 func (p *Partition) TierStore() tier.Store { return p.cfg.Tier }
+
+// CollectTierGarbage deletes the partition's objects that no manifest row
+// names and that were written before olderThan: segments whose history
+// total retention dropped, and uploads whose command never applied (a
+// crash or a lost leadership between the object and the command). Run it
+// on the leader once it has applied its own term (LeaderApplied): its
+// manifest then holds every row ever recorded. olderThan must leave room
+// for uploads in flight on a former leader.
+func (p *Partition) CollectTierGarbage(ctx context.Context, olderThan time.Time) (deleted int, err error) {
+	st := p.cfg.Tier
+	if st == nil || !p.LeaderApplied() {
+		return 0, nil
+	}
+	named := map[string]bool{}
+	for _, r := range p.Tiered() {
+		named[r.Name] = true
+	}
+	objs, err := st.List(ctx, tier.Prefix(p.cfg.TopicID, p.cfg.Index))
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range objs {
+		if named[o.Name] || !o.Modified.Before(olderThan) {
+			continue
+		}
+		if err := st.Delete(ctx, o.Name); err != nil {
+			return deleted, err
+		}
+		deleted++
+	}
+	return deleted, nil
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -338,5 +339,48 @@ func TestCorruptOrMissingTierObjectsAreReportedNotDelivered(t *testing.T) {
 	p.segMu.Unlock()
 	if _, _, err := r.Read(7); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), seg.Name) {
 		t.Fatalf("a missing object: %v, want ErrCorrupt naming %s", err, seg.Name)
+	}
+}
+
+// TestTierGarbageIsCollected: objects no manifest row names (segments
+// total retention dropped, an upload whose command never applied) are
+// deleted once old enough; named ones and young strays stay.
+func TestTierGarbageIsCollected(t *testing.T) {
+	ctx := context.Background()
+	_, p, st, _ := tiered(t, 1) // a segment per batch below 30
+	if err := p.Truncate(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	stray := tier.Prefix(p.TopicID(), p.Index()) + "00000000000000000030-00000000000000000035-deadbeef.seg"
+	if err := st.Put(ctx, stray, []byte("an upload whose command was lost")); err != nil {
+		t.Fatal(err)
+	}
+	objects := func() []string {
+		objs, err := st.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.Name)
+		}
+		return out
+	}
+	before := objects()
+	// Nothing is old enough yet.
+	if n, err := p.CollectTierGarbage(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("young objects collected: %d %v", n, err)
+	}
+	n, err := p.CollectTierGarbage(ctx, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := objects()
+	var want []string
+	for _, r := range p.Tiered() {
+		want = append(want, r.Name)
+	}
+	if diff := cmp.Diff(want, after); diff != "" || n != len(before)-len(after) || n != 3 {
+		t.Fatalf("after collecting %d (of %d objects): (-manifest +store)\n%s", n, len(before), diff)
 	}
 }

@@ -247,8 +247,9 @@ func (s *S3Store) List(ctx context.Context, prefix string) ([]Object, error) {
 		}
 		var page struct {
 			Contents []struct {
-				Key  string `xml:"Key"`
-				Size int64  `xml:"Size"`
+				Key          string    `xml:"Key"`
+				Size         int64     `xml:"Size"`
+				LastModified time.Time `xml:"LastModified"`
 			} `xml:"Contents"`
 			IsTruncated           bool   `xml:"IsTruncated"`
 			NextContinuationToken string `xml:"NextContinuationToken"`
@@ -259,7 +260,7 @@ func (s *S3Store) List(ctx context.Context, prefix string) ([]Object, error) {
 			return nil, fmt.Errorf("tier: list %s: %w", prefix, err)
 		}
 		for _, c := range page.Contents {
-			out = append(out, Object{Name: strings.TrimPrefix(c.Key, s.prefix), Size: c.Size})
+			out = append(out, Object{Name: strings.TrimPrefix(c.Key, s.prefix), Size: c.Size, Modified: c.LastModified})
 		}
 		if !page.IsTruncated || page.NextContinuationToken == "" {
 			break

@@ -206,7 +206,8 @@ func TestS3StoreAgainstARealServer(t *testing.T) {
 		}
 	}
 	objs, err := st.List(ctx, Prefix(3, 1))
-	if err != nil || len(objs) != 1 || objs[0].Name != name || objs[0].Size != int64(len(obj)) {
+	if err != nil || len(objs) != 1 || objs[0].Name != name || objs[0].Size != int64(len(obj)) ||
+		time.Since(objs[0].Modified) > time.Hour {
 		t.Fatalf("list: %+v %v", objs, err)
 	}
 	if objs, err := st.List(ctx, "topics/3/"); err != nil || len(objs) != 4 {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rewind-io/rewind/internal/atomicfile"
 )
@@ -21,8 +22,9 @@ var ErrNotFound = errors.New("tier: object not found")
 
 // Object describes a stored object.
 type Object struct {
-	Name string
-	Size int64
+	Name     string
+	Size     int64
+	Modified time.Time // when it was written
 }
 
 // Store is an object store holding segments. Objects are written whole and
@@ -182,7 +184,7 @@ func (s *FileStore) List(ctx context.Context, prefix string) ([]Object, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, Object{Name: name, Size: fi.Size()})
+		out = append(out, Object{Name: name, Size: fi.Size(), Modified: fi.ModTime()})
 		return nil
 	})
 	if err != nil {

@@ -77,7 +77,8 @@ func TestSegmentRoundTrip(t *testing.T) {
 		}
 	}
 	objs, err := st.List(ctx, Prefix(7, 2))
-	if err != nil || len(objs) != 1 || objs[0].Name != name || objs[0].Size != int64(len(obj)) {
+	if err != nil || len(objs) != 1 || objs[0].Name != name || objs[0].Size != int64(len(obj)) ||
+		time.Since(objs[0].Modified) > time.Hour || objs[0].Modified.After(time.Now().Add(time.Minute)) {
 		t.Fatalf("list: %+v %v", objs, err)
 	}
 	if err := st.Delete(ctx, name); err != nil {
