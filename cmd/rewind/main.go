@@ -40,9 +40,27 @@ const defaultServer = "http://127.0.0.1:7070"
 
 type globals struct {
 	server string
+	// tlsCA, tlsCert and tlsKey configure TLS to the server (--tls-ca,
+	// --tls-cert, --tls-key).
+	tlsCA, tlsCert, tlsKey string
 }
 
-func (g *globals) client() *client.Client { return client.New(g.server) }
+func (g *globals) client() *client.Client { return g.clientAt(g.server) }
+
+// clientAt returns a client of the server(s) at addr with the global
+// connection flags.
+func (g *globals) clientAt(addr string) *client.Client { return client.New(addr, g.clientOptions()...) }
+
+// clientOptions are the client options the global flags select: TLS when
+// any of --tls-ca, --tls-cert, --tls-key is given (addresses without a
+// scheme then mean https://; an https:// --server alone uses the system's
+// CAs).
+func (g *globals) clientOptions() []client.Option {
+	if g.tlsCA == "" && g.tlsCert == "" && g.tlsKey == "" {
+		return nil
+	}
+	return []client.Option{client.WithTLSFiles(g.tlsCA, g.tlsCert, g.tlsKey)}
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -67,7 +85,12 @@ func newRoot() *cobra.Command {
 	if server == "" {
 		server = defaultServer
 	}
-	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
+	// serve's own --tls-cert and --tls-key (the server's pair) shadow these.
+	pf.StringVar(&g.tlsCA, "tls-ca", os.Getenv("REWIND_TLS_CA"), "CA certificate (PEM) to verify the server with; implies https (env REWIND_TLS_CA)")
+	pf.StringVar(&g.tlsCert, "tls-cert", os.Getenv("REWIND_TLS_CERT"), "client certificate (PEM) for a server that requires one; implies https (env REWIND_TLS_CERT)")
+	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("REWIND_TLS_KEY"), "private key of --tls-cert (PEM) (env REWIND_TLS_KEY)")
 	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")

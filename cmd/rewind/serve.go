@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +39,7 @@ func newServe() *cobra.Command {
 		followerReads                        bool
 		replayShare                          float64
 		heapTarget                           string
+		sec                                  securityFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,7 +59,14 @@ cluster with a new id:
 
   rewind serve --node-id 4 --listen 127.0.0.1:7074 --data d4 --join 127.0.0.1:7071
 
-and shrink it with "rewind cluster remove-node N".`,
+and shrink it with "rewind cluster remove-node N".
+
+Security (docs/security.md): --tls-cert/--tls-key serve TLS only,
+--tls-client-ca requires client certificates, --peer-tls-* make members
+speak mutual TLS, --cluster-secret-file authenticates members with a shared
+secret. Without client authentication the node refuses a non-loopback
+--listen, and a cluster on non-loopback addresses needs peer TLS or a
+cluster secret, unless --insecure is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(level, format)
@@ -115,6 +126,18 @@ and shrink it with "rewind cluster remove-node N".`,
 					return fmt.Errorf("--advertise %s differs from node %d's address %s in --initial-cluster", advertise, nodeID, members[nodeID])
 				}
 			}
+			clusterAddrs := slices.Collect(maps.Values(members))
+			clusterAddrs = append(clusterAddrs, joins...)
+			if advertise != "" && (members != nil || joins != nil) {
+				clusterAddrs = append(clusterAddrs, advertise)
+			}
+			if err := refuseExposed(listen, sec.clientAuth(), clusterAddrs, sec.peerAuth(), sec.insecure); err != nil {
+				return err
+			}
+			secret, err := sec.secret()
+			if err != nil {
+				return err
+			}
 			// Try the address before opening the store, so a bad or busy
 			// --listen fails before anything is created on disk. It is
 			// let go again: peers get refused, not held in a backlog,
@@ -131,7 +154,10 @@ and shrink it with "rewind cluster remove-node N".`,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare,
-				PeerDialer: via.dialer(),
+				PeerDialer:  via.dialer(),
+				TLSCertFile: sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
+				PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
+				ClusterSecret: secret,
 			})
 			if err != nil {
 				return err
@@ -173,6 +199,7 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.StringVar(&heapTarget, "gc-heap-target", "512MiB", "let the heap grow to this before the garbage collector runs (fewer collections while replays allocate; never less often than Go's default of twice the live heap); 0: Go's default. Ignored when GOGC is set")
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
 	_ = f.MarkHidden("peer-via")
+	sec.register(f)
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	return cmd
 }
@@ -285,9 +312,13 @@ func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, ori
 // serveOn is serve on a listener the caller opened.
 func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
 	srv := engine.NewHTTPServer(withCORS(node.Handler(), origins))
+	tc := node.TLSConfig()
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("serving", "address", ln.Addr().String())
+	log.Info("serving", "address", ln.Addr().String(), "tls", tc != nil)
 	select {
 	case err := <-errc:
 		node.Close()

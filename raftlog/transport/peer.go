@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/hashicorp/go-hclog"
+	"github.com/rewind-io/rewind/internal/peerauth"
 	peerv1 "github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/peer/v1/peerv1connect"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -333,7 +334,7 @@ func openStream(ctx context.Context, t *Transport, node uint64, addr string) (*s
 		base = "http://" + addr
 	}
 	client := peerv1connect.NewRaftServiceClient(t.client, base)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(peerauth.WithTarget(ctx, node))
 	cs, err := client.Send(ctx)
 	if err != nil {
 		cancel()
