@@ -12,7 +12,8 @@ import (
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
-// startNode runs a node on a loopback port (HTTP/1.1 and h2c) for the test.
+// startNode runs a node on a loopback port (HTTP/1.1 and h2c, or TLS when
+// the configuration asks) for the test.
 func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 	tb.Helper()
 	if cfg.Dir == "" {
@@ -30,6 +31,10 @@ func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 		tb.Fatal(err)
 	}
 	srv := engine.NewHTTPServer(n.Handler())
+	scheme := "http://"
+	if n.TLSConfig() != nil {
+		ln, scheme = n.Listener(ln), "https://"
+	}
 	go srv.Serve(ln)
 	tb.Cleanup(func() {
 		n.Drain()
@@ -38,7 +43,7 @@ func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 			tb.Errorf("close node: %v", err)
 		}
 	})
-	return n, "http://" + ln.Addr().String()
+	return n, scheme + ln.Addr().String()
 }
 
 func fill(tb testing.TB, c *client.Client, topic string, partitions uint32, records, size, batch int) {

@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/internal/failpoint"
+	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/raftlog/transport"
 	"github.com/rewind-io/rewind/sandbox"
@@ -164,7 +166,14 @@ func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]st
 				log.Info("joined the cluster", "through", addr, "members", len(members))
 				return resp.GetClusterId(), members, nil
 			}
-			if c := connect.CodeOf(e); c == connect.CodeFailedPrecondition || c == connect.CodeAlreadyExists || c == connect.CodeInvalidArgument {
+			switch connect.CodeOf(e) {
+			case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument,
+				connect.CodeUnauthenticated, connect.CodePermissionDenied: // asking again cannot help
+				return 0, nil, fmt.Errorf("engine: join through %s: %w", addr, e)
+			}
+			var cve *tls.CertificateVerificationError
+			if errors.As(e, &cve) || strings.Contains(e.Error(), "remote error: tls: ") {
+				// One side refused the other's certificate.
 				return 0, nil, fmt.Errorf("engine: join through %s: %w", addr, e)
 			}
 			err = e
@@ -349,10 +358,20 @@ func (n *Node) Handler() http.Handler {
 	return n.sec.guard(mux, path, readsPath)
 }
 
-// TLSConfig is the TLS configuration to serve Handler with (wrap the
-// listener with tls.NewListener), or nil when the node serves plain
-// HTTP/1.1 and h2c (Config.TLSCertFile unset).
+// TLSConfig is the TLS configuration to serve Handler with, or nil when
+// the node serves plain HTTP/1.1 and h2c (Config.TLSCertFile unset).
+// Listener applies it.
 func (n *Node) TLSConfig() *tls.Config { return n.sec.server }
+
+// Listener returns ln as the node serves on it: ln itself without TLS,
+// else a TLS listener with TLSConfig (which tells a plaintext HTTP/2
+// client to use https).
+func (n *Node) Listener(ln net.Listener) net.Listener {
+	if n.sec.server == nil {
+		return ln
+	}
+	return tlsconf.NewListener(ln, n.sec.server)
+}
 
 // NewHTTPServer returns the HTTP server configuration Rewind serves with:
 // HTTP/1.1 and unencrypted HTTP/2 (h2c) on one port (or, on a TLS

@@ -106,6 +106,10 @@ func newRoot() *cobra.Command {
 // server could not be reached.
 func describe(err error) string {
 	if connect.CodeOf(err) == connect.CodeUnavailable {
+		if strings.Contains(err.Error(), "GOAWAY") && strings.Contains(err.Error(), "PROTOCOL_ERROR") {
+			// A TLS port's answer to plaintext HTTP/2 (tlsconf.NewListener).
+			return errText(err) + " (the server speaks TLS: use an https:// --server, or --tls-ca)"
+		}
 		return errText(err) + " (is `rewind serve` running at this address?)"
 	}
 	return errText(err)

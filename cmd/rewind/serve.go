@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -126,6 +125,15 @@ cluster secret, unless --insecure is given.`,
 					return fmt.Errorf("--advertise %s differs from node %d's address %s in --initial-cluster", advertise, nodeID, members[nodeID])
 				}
 			}
+			// Try the address before opening the store, so a bad or busy
+			// --listen fails before anything is created on disk. It is
+			// let go again: peers get refused, not held in a backlog,
+			// until the node serves.
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			ln.Close()
 			clusterAddrs := slices.Collect(maps.Values(members))
 			clusterAddrs = append(clusterAddrs, joins...)
 			if advertise != "" && (members != nil || joins != nil) {
@@ -138,15 +146,6 @@ cluster secret, unless --insecure is given.`,
 			if err != nil {
 				return err
 			}
-			// Try the address before opening the store, so a bad or busy
-			// --listen fails before anything is created on disk. It is
-			// let go again: peers get refused, not held in a backlog,
-			// until the node serves.
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("--listen: %w", err)
-			}
-			ln.Close()
 			node, err := engine.Open(engine.Config{
 				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
 				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
@@ -313,9 +312,7 @@ func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, ori
 func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
 	srv := engine.NewHTTPServer(withCORS(node.Handler(), origins))
 	tc := node.TLSConfig()
-	if tc != nil {
-		ln = tls.NewListener(ln, tc)
-	}
+	ln = node.Listener(ln)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "address", ln.Addr().String(), "tls", tc != nil)
