@@ -110,6 +110,13 @@ func describe(err error) string {
 			// A TLS port's answer to plaintext HTTP/2 (tlsconf.NewListener).
 			return errText(err) + " (the server speaks TLS: use an https:// --server, or --tls-ca)"
 		}
+		msg := err.Error()
+		if strings.Contains(msg, "tls: ") || strings.Contains(msg, "could not be established") || strings.Contains(msg, "broken pipe") {
+			// A TLS server that requires client certificates
+			// (--tls-client-ca) ends the handshake with an alert, which
+			// may reach the client as a broken connection.
+			return errText(err) + " (is `rewind serve` running at this address? If it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
+		}
 		return errText(err) + " (is `rewind serve` running at this address?)"
 	}
 	return errText(err)
