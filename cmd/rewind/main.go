@@ -111,7 +111,10 @@ func describe(err error) string {
 			return errText(err) + " (the server speaks TLS: use an https:// --server, or --tls-ca)"
 		}
 		msg := err.Error()
-		if strings.Contains(msg, "tls: ") || strings.Contains(msg, "could not be established") || strings.Contains(msg, "broken pipe") {
+		if strings.Contains(msg, "remote error: tls: ") {
+			return errText(err) + " (the server refused this client's certificate: if it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
+		}
+		if strings.Contains(msg, "could not be established") || strings.Contains(msg, "broken pipe") {
 			// A TLS server that requires client certificates
 			// (--tls-client-ca) ends the handshake with an alert, which
 			// may reach the client as a broken connection.
