@@ -105,21 +105,21 @@ func newRoot() *cobra.Command {
 // describe renders an error for a human, as errText, with a hint when the
 // server could not be reached.
 func describe(err error) string {
-	if connect.CodeOf(err) == connect.CodeUnavailable {
-		if strings.Contains(err.Error(), "GOAWAY") && strings.Contains(err.Error(), "PROTOCOL_ERROR") {
-			// A TLS port's answer to plaintext HTTP/2 (tlsconf.NewListener).
-			return errText(err) + " (the server speaks TLS: use an https:// --server, or --tls-ca)"
-		}
-		msg := err.Error()
-		if strings.Contains(msg, "remote error: tls: ") {
-			return errText(err) + " (the server refused this client's certificate: if it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
-		}
-		if strings.Contains(msg, "could not be established") || strings.Contains(msg, "broken pipe") {
-			// A TLS server that requires client certificates
-			// (--tls-client-ca) ends the handshake with an alert, which
-			// may reach the client as a broken connection.
-			return errText(err) + " (is `rewind serve` running at this address? If it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
-		}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "GOAWAY") && strings.Contains(msg, "PROTOCOL_ERROR"):
+		// A TLS port's answer to plaintext HTTP/2 (tlsconf.NewListener).
+		return errText(err) + " (the server speaks TLS: use an https:// --server, or --tls-ca)"
+	case strings.Contains(msg, "remote error: tls: "):
+		return errText(err) + " (the server refused this client's certificate: if it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
+	case strings.Contains(msg, "https://") && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")):
+		// A TLS server that requires client certificates
+		// (--tls-client-ca) ends the handshake with an alert, which may
+		// reach the client as a broken connection.
+		return errText(err) + " (the server closed the TLS connection: if it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
+	case strings.Contains(msg, "could not be established"):
+		return errText(err) + " (is `rewind serve` running at this address? If it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
+	case connect.CodeOf(err) == connect.CodeUnavailable:
 		return errText(err) + " (is `rewind serve` running at this address?)"
 	}
 	return errText(err)

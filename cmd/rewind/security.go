@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 )
 
@@ -36,10 +37,13 @@ func (s *securityFlags) clientAuth() bool { return s.clientCA != "" }
 func (s *securityFlags) peerAuth() bool { return s.peerCert != "" || s.secretFile != "" }
 
 // secret reads --cluster-secret-file (nil when unset), without its
-// surrounding white space.
-func (s *securityFlags) secret() ([]byte, error) {
+// surrounding white space, and warns when others may read the file.
+func (s *securityFlags) secret(log hclog.Logger) ([]byte, error) {
 	if s.secretFile == "" {
 		return nil, nil
+	}
+	if fi, err := os.Stat(s.secretFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the cluster secret file is readable by other users: chmod 600 it", "path", s.secretFile, "mode", fi.Mode().Perm().String())
 	}
 	b, err := os.ReadFile(s.secretFile)
 	if err != nil {

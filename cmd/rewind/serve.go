@@ -142,7 +142,7 @@ cluster secret, unless --insecure is given.`,
 			if err := refuseExposed(listen, sec.clientAuth(), clusterAddrs, sec.peerAuth(), sec.insecure); err != nil {
 				return err
 			}
-			secret, err := sec.secret()
+			secret, err := sec.secret(log)
 			if err != nil {
 				return err
 			}
