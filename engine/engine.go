@@ -154,6 +154,15 @@ func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]st
 	deadline := time.Now().Add(time.Minute)
 	for {
 		for _, addr := range cfg.Join {
+			if sec.peer != nil {
+				if e := sec.probeTLS(context.Background(), cfg.PeerDialer, addr); e != nil {
+					var cve *tls.CertificateVerificationError
+					if errors.As(e, &cve) || strings.Contains(e.Error(), "remote error: tls: ") {
+						// One side refused the other's certificate.
+						return 0, nil, fmt.Errorf("engine: join through %s: %w", addr, e)
+					}
+				}
+			}
 			c := rewindv1connect.NewClusterServiceClient(hc, sec.scheme()+"://"+addr, api.PeerClientOptions()...)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Advertise})

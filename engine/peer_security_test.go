@@ -374,7 +374,9 @@ func TestJoinASecuredCluster(t *testing.T) {
 			s := startSecured(t, peerTLS)
 			s.settle(t)
 			dir := t.TempDir()
-			join := func(id uint64, secret []byte) error {
+			var joinWith func(id uint64, secret []byte, ca *testcerts.CA) error
+			join := func(id uint64, secret []byte) error { return joinWith(id, secret, s.ca) }
+			joinWith = func(id uint64, secret []byte, ca *testcerts.CA) error {
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					t.Fatal(err)
@@ -385,7 +387,7 @@ func TestJoinASecuredCluster(t *testing.T) {
 					TickInterval: 20 * time.Millisecond, StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
 				}
 				if peerTLS {
-					f := s.ca.Issue(t, fmt.Sprintf("n%d", id), fmt.Sprintf("node-%d", id), "127.0.0.1").Write(t, dir, fmt.Sprintf("n%d", id))
+					f := ca.Issue(t, fmt.Sprintf("n%d", id), fmt.Sprintf("node-%d", id), "127.0.0.1").Write(t, dir, fmt.Sprintf("n%d", id))
 					cfg.TLSCertFile, cfg.TLSKeyFile = f.Cert, f.Key
 					cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, cfg.PeerTLSCAFile = f.Cert, f.Key, s.ca.Write(t, dir, "ca")
 				}
@@ -405,6 +407,15 @@ func TestJoinASecuredCluster(t *testing.T) {
 				t.Fatalf("join with the wrong secret: %v, want Unauthenticated", err)
 			}
 			t.Logf("refused after %s: %v", time.Since(start).Round(time.Millisecond), err)
+			if peerTLS {
+				// The right secret, but a certificate of another CA: the
+				// handshake fails, and the node stops at once.
+				err := joinWith(6, testSecret, testcerts.NewCA(t, "another CA"))
+				if err == nil || !strings.Contains(err.Error(), "tls") {
+					t.Fatalf("join with another CA's certificate: %v, want a TLS refusal", err)
+				}
+				t.Logf("another CA: %v", err)
+			}
 			if err := join(4, testSecret); err != nil {
 				t.Fatalf("join with the secret: %v", err)
 			}

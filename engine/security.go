@@ -234,3 +234,29 @@ func (s *security) authorize(ctx context.Context, from uint64) error {
 	}
 	return nil
 }
+
+// probeTLS dials a member at addr as a joining node and waits for its
+// first bytes: with TLS 1.3 a server checks the client's certificate after
+// the client's handshake ends, so a refusal arrives as an alert on the
+// first read, where a request could instead fail as a broken pipe. It
+// returns the handshake's or the alert's error (nil: accepted, or no
+// answer in time: let the request tell).
+func (s *security) probeTLS(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) error {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 3 * time.Second}).DialContext
+	}
+	raw, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil // not a TLS matter: the request will say
+	}
+	defer raw.Close()
+	c := tls.Client(raw, s.peer.Dial(0))
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("peer TLS with %s: %w", addr, err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err != nil && strings.Contains(err.Error(), "remote error: tls: ") {
+		return fmt.Errorf("peer TLS with %s: %w", addr, err)
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"maps"
 	"net"
 	"net/http"
@@ -311,6 +312,7 @@ func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, ori
 // serveOn is serve on a listener the caller opened.
 func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
 	srv := engine.NewHTTPServer(withCORS(node.Handler(), origins))
+	srv.ErrorLog = stdlog.New(httpLogWriter{log.Named("http")}, "", 0)
 	tc := node.TLSConfig()
 	ln = node.Listener(ln)
 	errc := make(chan error, 1)
@@ -366,6 +368,22 @@ func failed(log hclog.Logger, node *engine.Node, srv *http.Server, errc <-chan e
 	}
 	<-errc
 	return fmt.Errorf("storage failed, node stopped (restart it once the disk is healthy): %w", err)
+}
+
+// httpLogWriter puts the HTTP server's own messages in the node's log:
+// failed TLS handshakes (scanners, clients without the right certificate
+// or CA, plaintext clients) at debug level, so they cannot flood it; the
+// rest as warnings.
+type httpLogWriter struct{ log hclog.Logger }
+
+func (w httpLogWriter) Write(b []byte) (int, error) {
+	msg := strings.TrimSpace(string(b))
+	if strings.Contains(msg, "TLS handshake error") {
+		w.log.Debug("tls handshake failed", "detail", msg)
+	} else {
+		w.log.Warn("http server", "detail", msg)
+	}
+	return len(b), nil
 }
 
 // withCORS lets browsers on the given origins call the API (Connect and
