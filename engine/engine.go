@@ -142,15 +142,12 @@ type Config struct {
 }
 
 // join asks the members in turn to add this node, for up to a minute.
-func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]string, err error) {
+func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, members map[uint64]string, err error) {
 	if cfg.Advertise == "" {
 		return 0, nil, errors.New("engine: joining a cluster needs the address peers reach this node at (--advertise or --listen)")
 	}
-	sec, err := newSecurity(cfg)
-	if err != nil {
-		return 0, nil, err
-	}
 	hc := sec.client(cfg.PeerDialer, false)
+	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		for _, addr := range cfg.Join {
@@ -242,24 +239,22 @@ func Open(cfg Config) (*Node, error) {
 		NewLeaderWait: cfg.NewLeaderWait,
 		FollowerReads: cfg.FollowerReads, Replay: sched.Config{Share: cfg.ReplayShare},
 	}
-	if _, err := newSecurity(cfg); err != nil {
-		return nil, err // before joining: a bad file fails at once
+	sec, err := newSecurity(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if len(cfg.Join) > 0 {
 		if len(cfg.InitialCluster) > 0 {
 			return nil, errors.New("engine: a node either bootstraps a cluster (InitialCluster) or joins one (Join), not both")
 		}
-		id, members, err := join(cfg, log)
+		id, members, err := join(cfg, sec, log)
 		if err != nil {
 			return nil, err
 		}
 		members[cfg.NodeID] = cfg.Advertise
 		cfg.InitialCluster, cfg.ClusterID = members, id
+		sec.cluster = id // before any peer client signs with it
 		bc.Peers, bc.ClusterID, bc.Join = members, id, true
-	}
-	sec, err := newSecurity(cfg)
-	if err != nil {
-		return nil, err
 	}
 	var tr *transport.Transport
 	// The transport and the broker need each other: the broker is set once
@@ -448,5 +443,6 @@ func (n *Node) Close() error {
 	if n.tr != nil {
 		n.tr.Close()
 	}
+	n.sec.close()
 	return err
 }

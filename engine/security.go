@@ -23,7 +23,7 @@ import (
 // security is a node's transport security (docs/security.md): the TLS
 // configuration of its port, and how it authenticates its peers and is
 // authenticated by them (peer mutual TLS, a cluster secret, both or
-// neither). Immutable once Open returns.
+// neither). Set up by Open on its goroutine; read-only once Open returns.
 type security struct {
 	self uint64
 	// cluster is the cluster id, known after a join.
@@ -35,6 +35,16 @@ type security struct {
 	peer *tlsconf.Peer
 	// secret is the cluster secret; nil: none.
 	secret []byte
+
+	// clients are the peer HTTP clients made, closed with the node.
+	clients []*http.Client
+}
+
+// close closes the idle connections of every peer client.
+func (s *security) close() {
+	for _, c := range s.clients {
+		c.CloseIdleConnections()
+	}
 }
 
 // newSecurity checks the security fields of cfg and loads their files.
@@ -152,7 +162,9 @@ func (s *security) client(dial func(ctx context.Context, network, addr string) (
 	if s.secret != nil {
 		rt = &peerauth.Transport{Base: tr, Secret: s.secret, Self: s.self, Cluster: func() uint64 { return s.cluster }}
 	}
-	return &http.Client{Transport: rt}
+	c := &http.Client{Transport: rt}
+	s.clients = append(s.clients, c)
+	return c
 }
 
 // authenticate returns the member that sent r: the node its verified peer
