@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +32,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/internal/failpoint"
+	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -41,8 +43,9 @@ const defaultServer = "http://127.0.0.1:7070"
 type globals struct {
 	server string
 	// tlsCA, tlsCert and tlsKey configure TLS to the server (--tls-ca,
-	// --tls-cert, --tls-key).
+	// --tls-cert, --tls-key); tls is what loadTLS made of them (nil: none).
 	tlsCA, tlsCert, tlsKey string
+	tls                    *tls.Config
 }
 
 func (g *globals) client() *client.Client { return g.clientAt(g.server) }
@@ -56,10 +59,29 @@ func (g *globals) clientAt(addr string) *client.Client { return client.New(addr,
 // scheme then mean https://; an https:// --server alone uses the system's
 // CAs).
 func (g *globals) clientOptions() []client.Option {
-	if g.tlsCA == "" && g.tlsCert == "" && g.tlsKey == "" {
-		return nil
+	switch {
+	case g.tls != nil:
+		return []client.Option{client.WithTLS(g.tls)}
+	case g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "":
+		// Not loaded by loadTLS (shell completion runs no hooks): calls
+		// fail with the file's error.
+		return []client.Option{client.WithTLSFiles(g.tlsCA, g.tlsCert, g.tlsKey)}
 	}
-	return []client.Option{client.WithTLSFiles(g.tlsCA, g.tlsCert, g.tlsKey)}
+	return nil
+}
+
+// loadTLS reads the TLS files of the global flags, so a missing or bad
+// file is reported before any call is tried.
+func (g *globals) loadTLS(cmd *cobra.Command, _ []string) error {
+	if cmd.Name() == "serve" || (g.tlsCA == "" && g.tlsCert == "" && g.tlsKey == "") {
+		return nil // serve's --tls-cert and --tls-key are its own
+	}
+	cfg, err := tlsconf.ClientFiles{CA: g.tlsCA, Cert: g.tlsCert, Key: g.tlsKey}.Client()
+	if err != nil {
+		return fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)
+	}
+	g.tls = cfg
+	return nil
 }
 
 func main() {
@@ -75,11 +97,12 @@ func main() {
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "rewind",
-		Short:         "Rewind: a replay-first event log",
-		Long:          "Rewind is a publish/subscribe log whose first-class feature is replay: read any topic from an offset, a timestamp or a message ID, in order within each partition.",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Use:               "rewind",
+		Short:             "Rewind: a replay-first event log",
+		Long:              "Rewind is a publish/subscribe log whose first-class feature is replay: read any topic from an offset, a timestamp or a message ID, in order within each partition.",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: g.loadTLS,
 	}
 	server := os.Getenv("REWIND_SERVER")
 	if server == "" {

@@ -88,6 +88,10 @@ func TestCLIOverTLS(t *testing.T) {
 	if r := runCLI(t, nil, env, "--server", listen, "replay", "orders", "--from", "earliest"); r.code != 0 || !strings.Contains(r.stdout, "hello over tls") {
 		t.Fatalf("replay with REWIND_TLS_*: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// A missing file is named before anything is tried.
+	if r := runCLI(t, nil, nil, "--server", listen, "--tls-ca", filepath.Join(dir, "missing.crt"), "topic", "list"); r.code != 1 || !strings.Contains(r.stderr, "--tls-ca") || !strings.Contains(r.stderr, "missing.crt") {
+		t.Errorf("a missing --tls-ca file: exit %d, stderr %q", r.code, r.stderr)
+	}
 	// Refusals.
 	// (The server's alert may reach the client as a broken connection:
 	// the hint names client certificates either way.)

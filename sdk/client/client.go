@@ -200,7 +200,7 @@ func WithHTTPClient(c connect.HTTPClient) Option { return func(o *options) { o.h
 // (Certificates or GetClientCertificate). Addresses without a scheme then
 // mean https://; an explicit http:// address stays plaintext. It has no
 // effect on a client given WithHTTPClient: configure that client's
-// transport instead. tlsconf-style files: see WithTLSFiles.
+// transport instead. WithTLSFiles reads the same from PEM files.
 func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // WithTLSFiles is WithTLS with a configuration read from PEM files: ca
