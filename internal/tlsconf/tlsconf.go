@@ -303,15 +303,37 @@ func ServerConfig(s Server) *tls.Config {
 	}
 	var peer *tls.Config
 	if s.Peer != nil {
+		cas := s.Peer.CAs
 		peer = &tls.Config{
 			MinVersion: tls.VersionTLS12,
 			NextProtos: NextProtos,
 			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 				return s.Peer.Pair.Certificate()
 			},
-			ClientCAs:        s.Peer.CAs,
-			ClientAuth:       tls.RequireAndVerifyClientCert,
-			VerifyConnection: verifyMember,
+			ClientCAs:  cas,
+			ClientAuth: tls.RequireAndVerifyClientCert,
+			// Both configurations share the parent's session ticket keys:
+			// no session is resumed as a member's, and every member
+			// connection's chain is checked against the cluster CA again
+			// (VerifyConnection also runs on resumption), so a session a
+			// client certificate of another CA opened can never pass as a
+			// member's.
+			SessionTicketsDisabled: true,
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				if len(cs.PeerCertificates) == 0 {
+					return errors.New("tlsconf: the member sent no certificate")
+				}
+				inter := x509.NewCertPool()
+				for _, c := range cs.PeerCertificates[1:] {
+					inter.AddCert(c)
+				}
+				if _, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+					Roots: cas, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+				}); err != nil {
+					return fmt.Errorf("tlsconf: the member's certificate: %w", err)
+				}
+				return verifyMember(cs)
+			},
 		}
 	}
 	return &tls.Config{

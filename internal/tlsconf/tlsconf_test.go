@@ -222,3 +222,97 @@ func TestServerConfigSplitsClientsAndPeers(t *testing.T) {
 	}
 	<-results
 }
+
+// anyCache offers the one session it holds for every server name, as an
+// attacker's client may.
+type anyCache struct{ s *tls.ClientSessionState }
+
+func (c *anyCache) Get(string) (*tls.ClientSessionState, bool) { return c.s, c.s != nil }
+func (c *anyCache) Put(_ string, s *tls.ClientSessionState) {
+	if s != nil {
+		c.s = s
+	}
+}
+
+// TestClientSessionNeverResumesAsAMember: a session opened as a client
+// (with a certificate of the client CA that carries a node SAN) cannot be
+// resumed under the member configuration.
+func TestClientSessionNeverResumesAsAMember(t *testing.T) {
+	dir := t.TempDir()
+	clientCA, clusterCA := testcerts.NewCA(t, "clients"), testcerts.NewCA(t, "cluster")
+	sf := clientCA.Issue(t, "server", "127.0.0.1").Write(t, dir, "srv")
+	pair, err := tlsconf.LoadKeyPair(sf.Cert, sf.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nf := clusterCA.Issue(t, "n1", "node-1").Write(t, dir, "n1")
+	peer1, err := tlsconf.LoadPeer(nf.Cert, nf.Key, clusterCA.Write(t, dir, "cluster"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", tlsconf.ServerConfig(tlsconf.Server{Pair: pair, ClientCAs: clientCA.Pool(), Peer: peer1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type result struct {
+		member  uint64
+		ok      bool
+		resumed bool
+	}
+	results := make(chan result, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tc := c.(*tls.Conn)
+			if tc.Handshake() != nil {
+				c.Close()
+				results <- result{}
+				continue
+			}
+			cs := tc.ConnectionState()
+			id, ok := tlsconf.PeerOf(&cs)
+			_, _ = c.Write([]byte{1})
+			results <- result{id, ok, cs.DidResume}
+			_, _ = c.Read(make([]byte, 1)) // until the client closes
+			c.Close()
+		}
+	}()
+	// A client certificate of the client CA naming "node-2".
+	forged := clientCA.Issue(t, "mallory", "node-2").TLS(t)
+	cache := &anyCache{}
+	dial := func(serverName string) error {
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{
+			InsecureSkipVerify: true, ServerName: serverName, ClientSessionCache: cache,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &forged, nil },
+		})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Read(make([]byte, 1)) // also takes in the session ticket
+		return err
+	}
+	if err := dial(""); err != nil {
+		t.Fatalf("as a client: %v", err)
+	}
+	if r := <-results; r.ok {
+		t.Fatal("a client connection passed as a member")
+	}
+	// Control: the session resumes as a client's.
+	if err := dial(""); err != nil {
+		t.Fatalf("as a client again: %v", err)
+	}
+	if r := <-results; !r.resumed {
+		t.Fatal("the client's session did not resume: the test proves nothing")
+	}
+	err = dial("node-1")
+	r := <-results
+	if err == nil && r.ok {
+		t.Fatalf("a client's session was resumed (%v) as member %d's", r.resumed, r.member)
+	}
+	t.Logf("as a member: %v (resumed %v)", err, r.resumed)
+}
