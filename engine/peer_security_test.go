@@ -154,8 +154,17 @@ func (s *secured) settle(t *testing.T) uint64 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for n := 1; n <= 3; n++ {
-		if _, err := s.client(n).Publish(ctx, "t", client.Message{Value: []byte(fmt.Sprintf("via %d", n))}); err != nil {
-			t.Fatalf("publish through node %d: %v", n, err)
+		for {
+			_, err := s.client(n).Publish(ctx, "t", client.Message{Value: []byte(fmt.Sprintf("via %d", n))})
+			if err == nil {
+				break
+			}
+			// A member learns of the topic when it applies the metadata
+			// entry, a moment after the create returns.
+			if connect.CodeOf(err) != connect.CodeNotFound || ctx.Err() != nil {
+				t.Fatalf("publish through node %d: %v", n, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	st := s.status(t, 1)
