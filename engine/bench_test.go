@@ -3,16 +3,19 @@ package engine_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"net"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/testcerts"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
-// startNode runs a node on a loopback port (HTTP/1.1 and h2c) for the test.
+// startNode runs a node on a loopback port (HTTP/1.1 and h2c, or TLS when
+// the configuration asks) for the test.
 func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 	tb.Helper()
 	if cfg.Dir == "" {
@@ -30,6 +33,10 @@ func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 		tb.Fatal(err)
 	}
 	srv := engine.NewHTTPServer(n.Handler())
+	scheme := "http://"
+	if n.TLSConfig() != nil {
+		ln, scheme = n.Listener(ln), "https://"
+	}
 	go srv.Serve(ln)
 	tb.Cleanup(func() {
 		n.Drain()
@@ -38,7 +45,7 @@ func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 			tb.Errorf("close node: %v", err)
 		}
 	})
-	return n, "http://" + ln.Addr().String()
+	return n, scheme + ln.Addr().String()
 }
 
 func fill(tb testing.TB, c *client.Client, topic string, partitions uint32, records, size, batch int) {
@@ -62,9 +69,16 @@ func fill(tb testing.TB, c *client.Client, topic string, partitions uint32, reco
 
 // BenchmarkReplay replays a 4-partition topic of 100-byte records through
 // the Go client over loopback, from the earliest record to the end.
-func BenchmarkReplay(b *testing.B) {
-	_, addr := startNode(b, engine.Config{})
-	c := client.New(addr)
+func BenchmarkReplay(b *testing.B) { benchReplay(b, client.New(startPlain(b))) }
+
+// BenchmarkReplayTLS is BenchmarkReplay over TLS (ECDSA P-256, TLS 1.3,
+// HTTP/2 by ALPN): the cost of encryption on a replay.
+func BenchmarkReplayTLS(b *testing.B) {
+	addr, cfg := startTLS(b)
+	benchReplay(b, client.New(addr, client.WithTLS(cfg)))
+}
+
+func benchReplay(b *testing.B, c *client.Client) {
 	const records = 500_000
 	fill(b, c, "t", 4, records, 100, 1000)
 	ctx := context.Background()
@@ -95,9 +109,16 @@ func BenchmarkReplay(b *testing.B) {
 // loopback to a 4-partition topic on disk, 1000 per request, from four
 // concurrent publishers (each one request in flight). Durable: every
 // request is acknowledged after fsync.
-func BenchmarkPublish(b *testing.B) {
-	_, addr := startNode(b, engine.Config{})
-	c := client.New(addr)
+func BenchmarkPublish(b *testing.B) { benchPublish(b, client.New(startPlain(b))) }
+
+// BenchmarkPublishTLS is BenchmarkPublish over TLS: the cost of
+// encryption on a publish.
+func BenchmarkPublishTLS(b *testing.B) {
+	addr, cfg := startTLS(b)
+	benchPublish(b, client.New(addr, client.WithTLS(cfg)))
+}
+
+func benchPublish(b *testing.B, c *client.Client) {
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "t", client.WithPartitions(4)); err != nil {
 		b.Fatal(err)
@@ -120,4 +141,20 @@ func BenchmarkPublish(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "records/s")
+}
+
+// startPlain starts a default node and returns its URL.
+func startPlain(b *testing.B) string {
+	_, addr := startNode(b, engine.Config{})
+	return addr
+}
+
+// startTLS starts a default node serving TLS with a certificate of a new
+// CA, and returns its URL and a client configuration trusting that CA.
+func startTLS(b *testing.B) (string, *tls.Config) {
+	dir := b.TempDir()
+	ca := testcerts.NewCA(b, "bench CA")
+	f := ca.Issue(b, "bench", "127.0.0.1").Write(b, dir, "server")
+	_, addr := startNode(b, engine.Config{TLSCertFile: f.Cert, TLSKeyFile: f.Key})
+	return addr, &tls.Config{RootCAs: ca.Pool()}
 }

@@ -17,7 +17,8 @@ import (
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
-// startCluster runs n nodes in this process, on loopback, as one cluster;
+// startCluster runs n nodes in this process, on loopback, as one cluster
+// (TLS on the port when the configuration asks);
 // mutate adjusts each node's configuration. It returns their base URLs,
 // and functions that stop them, by node id - 1.
 func startCluster(t testing.TB, n int, mutate func(id uint64, c *engine.Config)) (urls []string, stops []func()) {
@@ -47,7 +48,11 @@ func startCluster(t testing.TB, n int, mutate func(id uint64, c *engine.Config))
 			t.Fatal(err)
 		}
 		srv := engine.NewHTTPServer(node.Handler())
-		go srv.Serve(lns[i])
+		ln, scheme := lns[i], "http://"
+		if node.TLSConfig() != nil {
+			ln, scheme = node.Listener(ln), "https://"
+		}
+		go srv.Serve(ln)
 		var once sync.Once
 		stops[i] = func() {
 			once.Do(func() {
@@ -57,7 +62,7 @@ func startCluster(t testing.TB, n int, mutate func(id uint64, c *engine.Config))
 			})
 		}
 		t.Cleanup(stops[i])
-		urls[i] = "http://" + members[id]
+		urls[i] = scheme + members[id]
 	}
 	return urls, stops
 }

@@ -11,6 +11,7 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"github.com/rewind-io/rewind/engine/internal/sched"
@@ -20,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +32,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/internal/failpoint"
+	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/raftlog/transport"
 	"github.com/rewind-io/rewind/sandbox"
@@ -121,18 +124,49 @@ type Config struct {
 	// calls). Default: TCP with a 3 s dial timeout. Tests inject network
 	// faults with it.
 	PeerDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Transport security (docs/security.md); the zero values serve plain
+	// HTTP/1.1 and h2c and let anyone who reaches the port speak as a
+	// member.
+	//
+	// TLSCertFile and TLSKeyFile make the port speak TLS only (ALPN h2 and
+	// http/1.1: Connect, gRPC and gRPC-web), with this certificate, loaded
+	// again when the files change; serve with TLSConfig. TLSClientCAFile
+	// also requires every client to present a certificate signed by one of
+	// its CAs (tlsconf.PrincipalFromCert names its holder).
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	// PeerTLSCertFile, PeerTLSKeyFile and PeerTLSCAFile (all or none; TLS
+	// required) make members speak mutual TLS on the same port: a member
+	// dials with the server name node-<id>, both sides present
+	// certificates signed by the cluster CA, each with the DNS SAN
+	// node-<its id>. A member whose port has TLS needs them.
+	PeerTLSCertFile, PeerTLSKeyFile, PeerTLSCAFile string
+	// ClusterSecret, if set (at least 16 bytes), authenticates every
+	// request and raft stream between members with an HMAC of it
+	// (internal/peerauth); the secret itself never travels.
+	ClusterSecret []byte
 }
 
 // join asks the members in turn to add this node, for up to a minute.
-func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]string, err error) {
+func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, members map[uint64]string, err error) {
 	if cfg.Advertise == "" {
 		return 0, nil, errors.New("engine: joining a cluster needs the address peers reach this node at (--advertise or --listen)")
 	}
-	hc := peerClient(cfg.PeerDialer)
+	hc := sec.client(cfg.PeerDialer, false)
+	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		for _, addr := range cfg.Join {
-			c := rewindv1connect.NewClusterServiceClient(hc, "http://"+addr, api.PeerClientOptions()...)
+			if sec.peer != nil {
+				if e := sec.probeTLS(context.Background(), cfg.PeerDialer, addr); e != nil {
+					var cve *tls.CertificateVerificationError
+					if errors.As(e, &cve) || strings.Contains(e.Error(), "remote error: tls: ") {
+						// One side refused the other's certificate.
+						return 0, nil, fmt.Errorf("engine: join through %s: %w", addr, e)
+					}
+				}
+			}
+			c := rewindv1connect.NewClusterServiceClient(hc, sec.scheme()+"://"+addr, api.PeerClientOptions()...)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Advertise})
 			cancel()
@@ -144,7 +178,14 @@ func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]st
 				log.Info("joined the cluster", "through", addr, "members", len(members))
 				return resp.GetClusterId(), members, nil
 			}
-			if c := connect.CodeOf(e); c == connect.CodeFailedPrecondition || c == connect.CodeAlreadyExists || c == connect.CodeInvalidArgument {
+			switch connect.CodeOf(e) {
+			case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument,
+				connect.CodeUnauthenticated, connect.CodePermissionDenied: // asking again cannot help
+				return 0, nil, fmt.Errorf("engine: join through %s: %w", addr, e)
+			}
+			var cve *tls.CertificateVerificationError
+			if errors.As(e, &cve) || strings.Contains(e.Error(), "remote error: tls: ") {
+				// One side refused the other's certificate.
 				return 0, nil, fmt.Errorf("engine: join through %s: %w", addr, e)
 			}
 			err = e
@@ -178,6 +219,7 @@ type Node struct {
 	// tr carries raft messages to the other members (nil alone).
 	tr        *transport.Transport
 	clusterID uint64
+	sec       *security
 }
 
 // Open opens cfg.Dir and starts the node. It returns once every partition
@@ -211,16 +253,21 @@ func Open(cfg Config) (*Node, error) {
 		bc.Tier = st
 		log.Info("tiered storage", "store", st.String())
 	}
+	sec, err := newSecurity(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if len(cfg.Join) > 0 {
 		if len(cfg.InitialCluster) > 0 {
 			return nil, errors.New("engine: a node either bootstraps a cluster (InitialCluster) or joins one (Join), not both")
 		}
-		id, members, err := join(cfg, log)
+		id, members, err := join(cfg, sec, log)
 		if err != nil {
 			return nil, err
 		}
 		members[cfg.NodeID] = cfg.Advertise
 		cfg.InitialCluster, cfg.ClusterID = members, id
+		sec.cluster = id // before any peer client signs with it
 		bc.Peers, bc.ClusterID, bc.Join = members, id, true
 	}
 	var tr *transport.Transport
@@ -231,8 +278,7 @@ func Open(cfg Config) (*Node, error) {
 		if _, ok := cfg.InitialCluster[cfg.NodeID]; !ok {
 			return nil, fmt.Errorf("engine: node %d is not in the initial cluster %v", cfg.NodeID, slices.Sorted(maps.Keys(cfg.InitialCluster)))
 		}
-		var err error
-		tr, err = transport.New(transport.Config{
+		tcfg := transport.Config{
 			ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Logger: log.Named("transport"), Dial: cfg.PeerDialer,
 			Resolve: func(n uint64) (string, bool) {
 				if b := br.Load(); b != nil {
@@ -263,13 +309,25 @@ func Open(cfg Config) (*Node, error) {
 				_, ok := cfg.InitialCluster[n]
 				return ok
 			},
-		})
+		}
+		if sec.authenticates() {
+			tcfg.Authorize = sec.authorize
+			tcfg.HTTPClient = sec.client(cfg.PeerDialer, true)
+			if sec.peer != nil {
+				resolve := tcfg.Resolve
+				tcfg.Resolve = func(n uint64) (string, bool) {
+					addr, ok := resolve(n)
+					return "https://" + addr, ok
+				}
+			}
+		}
+		tr, err = transport.New(tcfg)
 		if err != nil {
 			return nil, err
 		}
 		bc.Transport, bc.Reachable = tr, tr.Reachable
-		bc.Forward = api.NewForwarder(cfg.NodeID, peerClient(cfg.PeerDialer))
-		peers := api.NewPeerReader(cfg.ClusterID, cfg.NodeID, peerClient(cfg.PeerDialer))
+		bc.Forward = api.NewForwarder(cfg.NodeID, sec.peerHTTP(cfg.PeerDialer))
+		peers := api.NewPeerReader(cfg.ClusterID, cfg.NodeID, sec.peerHTTP(cfg.PeerDialer))
 		bc.Fetch, bc.Bind = peers, peers
 	}
 	b, err := broker.Open(bc)
@@ -280,9 +338,9 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	br.Store(b)
-	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID}
+	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID, sec: sec}
 	if tr != nil {
-		n.api.SetPeerClient(peerClient(cfg.PeerDialer))
+		n.api.SetPeerClient(sec.peerHTTP(cfg.PeerDialer))
 		n.api.SetPeerStats(func() map[uint64]api.PeerStat {
 			out := map[uint64]api.PeerStat{}
 			for _, p := range tr.Stats().Peers {
@@ -292,26 +350,6 @@ func Open(cfg Config) (*Node, error) {
 		})
 	}
 	return n, nil
-}
-
-// peerClient is the HTTP/2 (h2c) client a node forwards publishes with.
-func peerClient(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	if dial == nil {
-		dial = (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext
-	}
-	// A peer that stops answering without closing its connection (a
-	// frozen process, a dropped network) is noticed by the pings and the
-	// dial timeout, not only by the calls' own deadlines.
-	return &http.Client{Transport: &http.Transport{
-		Protocols: p, MaxIdleConnsPerHost: 4,
-		DialContext: dial,
-		HTTP2: &http.HTTP2Config{
-			MaxReceiveBufferPerConnection: 64 << 20, MaxReceiveBufferPerStream: 16 << 20,
-			SendPingTimeout: transport.PingInterval, PingTimeout: transport.PingTimeout,
-		},
-	}}
 }
 
 // Handler serves the public API (Connect, gRPC and gRPC-web), gRPC health
@@ -333,19 +371,37 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	path, th := n.tr.Handler()
 	mux.Handle(path, th)
-	mux.Handle(n.api.PeerReads(n.clusterID).Handler())
+	readsPath, rh := n.api.PeerReads(n.clusterID).Handler()
+	mux.Handle(readsPath, rh)
 	mux.Handle("/", h)
-	return mux
+	return n.sec.guard(mux, path, readsPath)
+}
+
+// TLSConfig is the TLS configuration to serve Handler with, or nil when
+// the node serves plain HTTP/1.1 and h2c (Config.TLSCertFile unset).
+// Listener applies it.
+func (n *Node) TLSConfig() *tls.Config { return n.sec.server }
+
+// Listener returns ln as the node serves on it: ln itself without TLS,
+// else a TLS listener with TLSConfig (which tells a plaintext HTTP/2
+// client to use https).
+func (n *Node) Listener(ln net.Listener) net.Listener {
+	if n.sec.server == nil {
+		return ln
+	}
+	return tlsconf.NewListener(ln, n.sec.server)
 }
 
 // NewHTTPServer returns the HTTP server configuration Rewind serves with:
-// HTTP/1.1 and unencrypted HTTP/2 (h2c) on one port, so Connect, gRPC and
+// HTTP/1.1 and unencrypted HTTP/2 (h2c) on one port (or, on a TLS
+// listener, HTTP/2 and HTTP/1.1 by ALPN), so Connect, gRPC and
 // gRPC-web clients all connect, with flow-control windows large enough for
 // a replay stream at loopback speed (the defaults throttle it), liveness
 // pings, and a bound on header reads.
 func NewHTTPServer(h http.Handler) *http.Server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           h,
@@ -402,5 +458,6 @@ func (n *Node) Close() error {
 	if n.tr != nil {
 		n.tr.Close()
 	}
+	n.sec.close()
 	return err
 }

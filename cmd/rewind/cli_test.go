@@ -142,6 +142,8 @@ type server struct {
 	cmd     *exec.Cmd
 	logPath string
 	done    chan struct{} // closed once the process has exited
+	// clientFlags go before every client command's own (TLS files).
+	clientFlags []string
 }
 
 // startServer starts `rewind serve` on listen with its data in dir and
@@ -149,7 +151,14 @@ type server struct {
 // kills it if a test has not stopped it.
 func startServer(t testing.TB, dir, listen string, extra ...string) *server {
 	t.Helper()
-	s := &server{url: "http://" + listen, logPath: filepath.Join(t.TempDir(), "server.log"), done: make(chan struct{})}
+	return startServerFor(t, "http://"+listen, nil, dir, listen, extra...)
+}
+
+// startServerFor is startServer for clients reaching it at url with
+// clientFlags (an https:// URL and TLS files).
+func startServerFor(t testing.TB, url string, clientFlags []string, dir, listen string, extra ...string) *server {
+	t.Helper()
+	s := &server{url: url, clientFlags: clientFlags, logPath: filepath.Join(t.TempDir(), "server.log"), done: make(chan struct{})}
 	logf, err := os.Create(s.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +183,7 @@ func startServer(t testing.TB, dir, listen string, extra ...string) *server {
 			t.Fatalf("server exited before it was ready (exit code %d)\nlog:\n%s", s.cmd.ProcessState.ExitCode(), s.log())
 		default:
 		}
-		r := runCLI(t, nil, nil, "--server", s.url, "topic", "list")
+		r := runCLI(t, nil, nil, append(append([]string{"--server", s.url}, s.clientFlags...), "topic", "list")...)
 		if r.code == 0 {
 			return s
 		}
@@ -219,7 +228,7 @@ func (s *server) kill() {
 // cli runs a client command against s.
 func (s *server) cli(t *testing.T, stdin []byte, args ...string) result {
 	t.Helper()
-	return runCLI(t, stdin, nil, append([]string{"--server", s.url}, args...)...)
+	return runCLI(t, stdin, nil, append(append([]string{"--server", s.url}, s.clientFlags...), args...)...)
 }
 
 // ok runs a client command that must succeed and returns its stdout.

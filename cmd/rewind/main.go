@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +32,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/internal/failpoint"
+	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -40,9 +42,47 @@ const defaultServer = "http://127.0.0.1:7070"
 
 type globals struct {
 	server string
+	// tlsCA, tlsCert and tlsKey configure TLS to the server (--tls-ca,
+	// --tls-cert, --tls-key); tls is what loadTLS made of them (nil: none).
+	tlsCA, tlsCert, tlsKey string
+	tls                    *tls.Config
 }
 
-func (g *globals) client() *client.Client { return client.New(g.server) }
+func (g *globals) client() *client.Client { return g.clientAt(g.server) }
+
+// clientAt returns a client of the server(s) at addr with the global
+// connection flags.
+func (g *globals) clientAt(addr string) *client.Client { return client.New(addr, g.clientOptions()...) }
+
+// clientOptions are the client options the global flags select: TLS when
+// any of --tls-ca, --tls-cert, --tls-key is given (addresses without a
+// scheme then mean https://; an https:// --server alone uses the system's
+// CAs).
+func (g *globals) clientOptions() []client.Option {
+	switch {
+	case g.tls != nil:
+		return []client.Option{client.WithTLS(g.tls)}
+	case g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "":
+		// Not loaded by loadTLS (shell completion runs no hooks): calls
+		// fail with the file's error.
+		return []client.Option{client.WithTLSFiles(g.tlsCA, g.tlsCert, g.tlsKey)}
+	}
+	return nil
+}
+
+// loadTLS reads the TLS files of the global flags, so a missing or bad
+// file is reported before any call is tried.
+func (g *globals) loadTLS(cmd *cobra.Command, _ []string) error {
+	if cmd.Name() == "serve" || (g.tlsCA == "" && g.tlsCert == "" && g.tlsKey == "") {
+		return nil // serve's --tls-cert and --tls-key are its own
+	}
+	cfg, err := tlsconf.ClientFiles{CA: g.tlsCA, Cert: g.tlsCert, Key: g.tlsKey}.Client()
+	if err != nil {
+		return fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)
+	}
+	g.tls = cfg
+	return nil
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,17 +97,23 @@ func main() {
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "rewind",
-		Short:         "Rewind: a replay-first event log",
-		Long:          "Rewind is a publish/subscribe log whose first-class feature is replay: read any topic from an offset, a timestamp or a message ID, in order within each partition.",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Use:               "rewind",
+		Short:             "Rewind: a replay-first event log",
+		Long:              "Rewind is a publish/subscribe log whose first-class feature is replay: read any topic from an offset, a timestamp or a message ID, in order within each partition.",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: g.loadTLS,
 	}
 	server := os.Getenv("REWIND_SERVER")
 	if server == "" {
 		server = defaultServer
 	}
-	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
+	// serve's own --tls-cert and --tls-key (the server's pair) shadow these.
+	pf.StringVar(&g.tlsCA, "tls-ca", os.Getenv("REWIND_TLS_CA"), "CA certificate (PEM) to verify the server with; implies https (env REWIND_TLS_CA)")
+	pf.StringVar(&g.tlsCert, "tls-cert", os.Getenv("REWIND_TLS_CERT"), "client certificate (PEM) for a server that requires one; implies https (env REWIND_TLS_CERT)")
+	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("REWIND_TLS_KEY"), "private key of --tls-cert (PEM) (env REWIND_TLS_KEY)")
 	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")
@@ -82,7 +128,21 @@ func newRoot() *cobra.Command {
 // describe renders an error for a human, as errText, with a hint when the
 // server could not be reached.
 func describe(err error) string {
-	if connect.CodeOf(err) == connect.CodeUnavailable {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "GOAWAY") && strings.Contains(msg, "PROTOCOL_ERROR"):
+		// A TLS port's answer to plaintext HTTP/2 (tlsconf.NewListener).
+		return errText(err) + " (the server speaks TLS: use an https:// --server, or --tls-ca)"
+	case strings.Contains(msg, "remote error: tls: "):
+		return errText(err) + " (the server refused this client's certificate: if it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
+	case strings.Contains(msg, "https://") && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")):
+		// A TLS server that requires client certificates
+		// (--tls-client-ca) ends the handshake with an alert, which may
+		// reach the client as a broken connection.
+		return errText(err) + " (the server closed the TLS connection: if it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
+	case strings.Contains(msg, "could not be established"):
+		return errText(err) + " (is `rewind serve` running at this address? If it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
+	case connect.CodeOf(err) == connect.CodeUnavailable:
 		return errText(err) + " (is `rewind serve` running at this address?)"
 	}
 	return errText(err)

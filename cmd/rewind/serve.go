@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +39,7 @@ func newServe() *cobra.Command {
 		followerReads                        bool
 		replayShare                          float64
 		heapTarget                           string
+		sec                                  securityFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,7 +59,14 @@ cluster with a new id:
 
   rewind serve --node-id 4 --listen 127.0.0.1:7074 --data d4 --join 127.0.0.1:7071
 
-and shrink it with "rewind cluster remove-node N".`,
+and shrink it with "rewind cluster remove-node N".
+
+Security (docs/security.md): --tls-cert/--tls-key serve TLS only,
+--tls-client-ca requires client certificates, --peer-tls-* make members
+speak mutual TLS, --cluster-secret-file authenticates members with a shared
+secret. Without client authentication the node refuses a non-loopback
+--listen, and a cluster on non-loopback addresses needs peer TLS or a
+cluster secret, unless --insecure is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(level, format)
@@ -124,6 +135,18 @@ and shrink it with "rewind cluster remove-node N".`,
 				return fmt.Errorf("--listen: %w", err)
 			}
 			ln.Close()
+			clusterAddrs := slices.Collect(maps.Values(members))
+			clusterAddrs = append(clusterAddrs, joins...)
+			if advertise != "" && (members != nil || joins != nil) {
+				clusterAddrs = append(clusterAddrs, advertise)
+			}
+			if err := refuseExposed(listen, sec.clientAuth(), clusterAddrs, sec.peerAuth(), sec.insecure); err != nil {
+				return err
+			}
+			secret, err := sec.secret(log)
+			if err != nil {
+				return err
+			}
 			node, err := engine.Open(engine.Config{
 				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
 				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
@@ -131,7 +154,10 @@ and shrink it with "rewind cluster remove-node N".`,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare, Tier: tierURL,
-				PeerDialer: via.dialer(),
+				PeerDialer:  via.dialer(),
+				TLSCertFile: sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
+				PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
+				ClusterSecret: secret,
 			})
 			if err != nil {
 				return err
@@ -174,6 +200,7 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
 	_ = f.MarkHidden("peer-via")
 	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); every member needs the same")
+	sec.register(f)
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	return cmd
 }
@@ -286,9 +313,12 @@ func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, ori
 // serveOn is serve on a listener the caller opened.
 func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
 	srv := engine.NewHTTPServer(withCORS(node.Handler(), origins))
+	srv.ErrorLog = stdlog.New(httpLogWriter{log.Named("http")}, "", 0)
+	tc := node.TLSConfig()
+	ln = node.Listener(ln)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("serving", "address", ln.Addr().String())
+	log.Info("serving", "address", ln.Addr().String(), "tls", tc != nil)
 	select {
 	case err := <-errc:
 		node.Close()
@@ -339,6 +369,22 @@ func failed(log hclog.Logger, node *engine.Node, srv *http.Server, errc <-chan e
 	}
 	<-errc
 	return fmt.Errorf("storage failed, node stopped (restart it once the disk is healthy): %w", err)
+}
+
+// httpLogWriter puts the HTTP server's own messages in the node's log:
+// failed TLS handshakes (scanners, clients without the right certificate
+// or CA, plaintext clients) at debug level, so they cannot flood it; the
+// rest as warnings.
+type httpLogWriter struct{ log hclog.Logger }
+
+func (w httpLogWriter) Write(b []byte) (int, error) {
+	msg := strings.TrimSpace(string(b))
+	if strings.Contains(msg, "TLS handshake error") {
+		w.log.Debug("tls handshake failed", "detail", msg)
+	} else {
+		w.log.Warn("http server", "detail", msg)
+	}
+	return len(b), nil
 }
 
 // withCORS lets browsers on the given origins call the API (Connect and

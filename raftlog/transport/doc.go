@@ -31,7 +31,9 @@
 // Handler serves RaftService. Every frame must name this node's cluster and
 // node id (FailedPrecondition otherwise, so a node started with the wrong
 // peers never mixes two clusters' logs) and come from a node
-// Config.Allowed accepts (PermissionDenied). Its messages are decoded, all
+// Config.Allowed accepts (PermissionDenied), and pass Config.Authorize
+// (the engine's check that the sender is the member the request
+// authenticated as), all before any message is decoded. Its messages are decoded, all
 // of them or none (InvalidArgument), and handed to Config.Deliver as one
 // batch.
 //

@@ -37,7 +37,14 @@ func (rc receiver) Send(ctx context.Context, stream *connect.ClientStream[peerv1
 	}
 	for stream.Receive() {
 		req := stream.Msg()
-		envs, err := t.accept(req)
+		var err error
+		if t.cfg.Authorize != nil {
+			err = t.cfg.Authorize(ctx, req.GetFrom())
+		}
+		var envs []raftlog.Envelope
+		if err == nil {
+			envs, err = t.accept(req)
+		}
 		if err != nil {
 			t.recv.refused.Add(1)
 			t.log.Warn("refused raft stream", "from", req.GetFrom(), "peer-addr", stream.Peer().Addr, "error", err)

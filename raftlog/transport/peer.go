@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
 	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
+	"github.com/rewind-io/rewind/internal/peerauth"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -333,7 +334,7 @@ func openStream(ctx context.Context, t *Transport, node uint64, addr string) (*s
 		base = "http://" + addr
 	}
 	client := peerv1connect.NewRaftServiceClient(t.client, base)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(peerauth.WithTarget(ctx, node))
 	cs, err := client.Send(ctx)
 	if err != nil {
 		cancel()

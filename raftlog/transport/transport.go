@@ -74,8 +74,17 @@ type Config struct {
 	// Allowed, if set, is asked about the sender of every inbound frame;
 	// false ends the stream with PermissionDenied (a removed node).
 	Allowed func(node uint64) bool
-	// HTTPClient sends the streams. It must speak HTTP/2 to http:// URLs
-	// (prior knowledge). Default: a client of its own doing exactly that,
+	// Authorize, if set, is asked about every inbound frame before
+	// anything else: ctx is the stream's request context and from the
+	// sender the frame claims. An error ends the stream (counted as
+	// refused) before any message is decoded or delivered; it should be a
+	// *connect.Error (Unauthenticated, PermissionDenied). The engine
+	// checks from against the member the request authenticated as.
+	Authorize func(ctx context.Context, from uint64) error
+	// HTTPClient sends the streams. It must speak HTTP/2 to the URLs
+	// Resolve gives (prior knowledge to http://). Requests' contexts are
+	// marked with the node they are for (peerauth.WithTarget), for a
+	// client that signs them or picks the TLS server name. Default: a client of its own doing exactly that,
 	// with liveness pings; Close closes its idle connections.
 	HTTPClient *http.Client
 	// Dial opens the connections of the default HTTPClient. Default: TCP

@@ -54,10 +54,13 @@ package client
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -180,6 +183,8 @@ type options struct {
 	// HTTP/2 health checks (WithHealthCheck).
 	healthIdle, healthTimeout time.Duration
 	genKeys                   bool
+	// tls configures the default transport's TLS (WithTLS).
+	tls *tls.Config
 }
 
 // Option configures a Client.
@@ -188,6 +193,57 @@ type Option func(*options)
 // WithHTTPClient replaces the HTTP client. The default speaks HTTP/2 without
 // TLS (h2c) to http:// addresses and HTTP/2 over TLS to https:// ones.
 func WithHTTPClient(c connect.HTTPClient) Option { return func(o *options) { o.httpClient = c } }
+
+// WithTLS makes the client speak TLS with cfg (a server started with
+// --tls-cert): the CA to verify the server with (RootCAs; default the
+// system's), and a client certificate for a server that requires one
+// (Certificates or GetClientCertificate). Addresses without a scheme then
+// mean https://; an explicit http:// address stays plaintext. It has no
+// effect on a client given WithHTTPClient: configure that client's
+// transport instead. WithTLSFiles reads the same from PEM files.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WithTLSFiles is WithTLS with a configuration read from PEM files: ca
+// verifies the server (empty: the system roots), cert and key are the
+// client certificate (both empty: none). A file that cannot be read makes
+// every call fail with the reason.
+func WithTLSFiles(ca, cert, key string) Option {
+	return func(o *options) {
+		cfg, err := tlsFromFiles(ca, cert, key)
+		if err != nil {
+			cfg = &tls.Config{GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return nil, err },
+				VerifyConnection: func(tls.ConnectionState) error { return err }}
+		}
+		o.tls = cfg
+	}
+}
+
+// tlsFromFiles builds a client TLS configuration from PEM files.
+func tlsFromFiles(ca, cert, key string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		b, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("client: TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("client: TLS CA %s holds no PEM certificate", ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if (cert == "") != (key == "") {
+		return nil, errors.New("client: a TLS client certificate needs both its certificate and key files")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("client: TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
 
 // WithProtocol selects Connect (default), gRPC or gRPC-web.
 func WithProtocol(p Protocol) Option { return func(o *options) { o.protocol = p } }
@@ -212,22 +268,26 @@ const MaxMessageBytes = 64 << 20
 // reached, does not answer in time or answers Unavailable (see the package
 // documentation).
 func New(addr string, opts ...Option) *Client {
-	var eps []string
-	for _, a := range strings.Split(addr, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			eps = append(eps, normalize(a))
-		}
-	}
-	if len(eps) == 0 {
-		eps = []string{normalize(addr)}
-	}
 	o := options{retry: defaultRetry, penalty: DefaultNodePenalty, now: time.Now, openTimeout: DefaultStreamOpenTimeout,
 		healthIdle: DefaultHealthCheckIdle, healthTimeout: DefaultHealthCheckTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	scheme := "http://"
+	if o.tls != nil {
+		scheme = "https://"
+	}
+	var eps []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			eps = append(eps, normalize(a, scheme))
+		}
+	}
+	if len(eps) == 0 {
+		eps = []string{normalize(addr, scheme)}
+	}
 	if o.httpClient == nil {
-		o.httpClient = defaultHTTPClient(o.healthIdle, o.healthTimeout)
+		o.httpClient = defaultHTTPClient(o.healthIdle, o.healthTimeout, o.tls)
 	}
 	copts := []connect.ClientOption{connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes)}
 	if !o.gzip {
@@ -262,11 +322,12 @@ func New(addr string, opts ...Option) *Client {
 	}
 }
 
-// normalize turns a node address into the base URL calls use.
-func normalize(addr string) string {
+// normalize turns a node address into the base URL calls use; scheme
+// ("http://" or "https://") is added to an address without one.
+func normalize(addr, scheme string) string {
 	addr = strings.TrimSpace(addr)
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		addr = scheme + addr
 	}
 	return strings.TrimRight(addr, "/")
 }
@@ -289,14 +350,19 @@ func WithHealthCheck(idle, timeout time.Duration) Option {
 	return func(o *options) { o.healthIdle, o.healthTimeout = idle, timeout }
 }
 
-func defaultHTTPClient(healthIdle, healthTimeout time.Duration) *http.Client {
+func defaultHTTPClient(healthIdle, healthTimeout time.Duration, tc *tls.Config) *http.Client {
+	if tc == nil {
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+	} else {
+		tc = tc.Clone()
+	}
 	p := new(http.Protocols)
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{
 		Protocols:           p,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     tc,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 		HTTP2: &http.HTTP2Config{

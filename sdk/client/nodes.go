@@ -220,7 +220,7 @@ func (c *Client) sibling(addr string) string {
 		scheme, _, _ := strings.Cut(c.addr, "://")
 		addr = scheme + "://" + addr
 	}
-	return normalize(addr)
+	return normalize(addr, "http://")
 }
 
 // memberAddr returns the base URL of cluster member id, asking from for

@@ -30,7 +30,7 @@ type Server struct {
 	b         *broker.Broker
 	log       hclog.Logger
 	peerStats func() map[uint64]PeerStat
-	peer      *http.Client
+	peer      PeerHTTP
 	// maxRequest is MaxRequestBytes; tests lower it.
 	maxRequest int64
 	// publishDurations times client publishes to their acknowledgement;

@@ -16,6 +16,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/internal/peerauth"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
@@ -29,16 +30,43 @@ type PeerStat struct {
 // SetPeerStats gives the cluster status the transport's view of peers.
 func (s *Server) SetPeerStats(fn func() map[uint64]PeerStat) { s.peerStats = fn }
 
+// PeerHTTP is how a member calls the others: an HTTP/2 client and the URL
+// scheme, "http" (h2c) or "https" (peer TLS).
+type PeerHTTP struct {
+	Client *http.Client
+	Scheme string
+}
+
+// url is the base URL of the member at addr.
+func (p PeerHTTP) url(addr string) string {
+	scheme := p.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	return scheme + "://" + addr
+}
+
 // SetPeerClient gives the server the HTTP/2 client it asks other members
 // with (membership changes go to the metadata leader).
-func (s *Server) SetPeerClient(c *http.Client) { s.peer = c }
+func (s *Server) SetPeerClient(p PeerHTTP) { s.peer = p }
 
+// clusterClient calls node's ClusterService at addr. The caller marks its
+// context with the node (peerauth.WithTarget).
 func (s *Server) clusterClient(addr string) rewindv1connect.ClusterServiceClient {
-	c := s.peer
+	c := s.peer.Client
 	if c == nil {
 		c = http.DefaultClient
 	}
-	return rewindv1connect.NewClusterServiceClient(c, "http://"+addr, PeerClientOptions()...)
+	return rewindv1connect.NewClusterServiceClient(c, s.peer.url(addr), PeerClientOptions()...)
+}
+
+// metaLeaderCtx marks ctx for the metadata leader named by err.
+func metaLeaderCtx(ctx context.Context, err error) context.Context {
+	var nl *broker.NotMetaLeaderError
+	if errors.As(err, &nl) {
+		ctx = peerauth.WithTarget(ctx, nl.Leader)
+	}
+	return ctx
 }
 
 // PeerClientOptions are the Connect options of every call between members:
@@ -65,7 +93,7 @@ func (s *Server) metaLeaderAddr(err error) (string, bool) {
 func (s *Server) AddNode(ctx context.Context, req *rewindv1.AddNodeRequest) (*rewindv1.AddNodeResponse, error) {
 	nodes, err := s.b.AddNode(ctx, req.GetNode(), req.GetAddress())
 	if addr, ok := s.metaLeaderAddr(err); ok {
-		return s.clusterClient(addr).AddNode(ctx, req)
+		return s.clusterClient(addr).AddNode(metaLeaderCtx(ctx, err), req)
 	}
 	if err != nil {
 		return nil, toConnect(s.log, err)
@@ -84,7 +112,7 @@ func (s *Server) AddNode(ctx context.Context, req *rewindv1.AddNodeRequest) (*re
 func (s *Server) RemoveNode(ctx context.Context, req *rewindv1.RemoveNodeRequest) (*rewindv1.RemoveNodeResponse, error) {
 	moves, err := s.b.StartRemoveNode(ctx, req.GetNode())
 	if addr, ok := s.metaLeaderAddr(err); ok {
-		return s.clusterClient(addr).RemoveNode(ctx, req)
+		return s.clusterClient(addr).RemoveNode(metaLeaderCtx(ctx, err), req)
 	}
 	if err != nil {
 		return nil, toConnect(s.log, err)
@@ -111,7 +139,7 @@ func (s *Server) RemoveNode(ctx context.Context, req *rewindv1.RemoveNodeRequest
 func (s *Server) Rebalance(ctx context.Context, req *rewindv1.RebalanceRequest) (*rewindv1.RebalanceResponse, error) {
 	moves, err := s.b.Rebalance(ctx, req.GetDryRun())
 	if addr, ok := s.metaLeaderAddr(err); ok {
-		return s.clusterClient(addr).Rebalance(ctx, req)
+		return s.clusterClient(addr).Rebalance(metaLeaderCtx(ctx, err), req)
 	}
 	if err != nil {
 		return nil, toConnect(s.log, err)
@@ -154,7 +182,7 @@ func (s *Server) pendingMoves(ctx context.Context, moves []broker.Reassignment) 
 		if n.ID == s.b.NodeID() {
 			st, err = s.GetClusterStatus(ctx, nil)
 		} else {
-			st, err = s.clusterClient(n.Addr).GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+			st, err = s.clusterClient(n.Addr).GetClusterStatus(peerauth.WithTarget(ctx, n.ID), &rewindv1.GetClusterStatusRequest{})
 		}
 		if err != nil {
 			continue
@@ -231,10 +259,10 @@ type Forwarder struct {
 	conns *peerClients[rewindv1connect.PublishServiceClient]
 }
 
-// NewForwarder returns a forwarder for node self using client (HTTP/2).
-func NewForwarder(self uint64, client *http.Client) *Forwarder {
+// NewForwarder returns a forwarder for node self calling through peer.
+func NewForwarder(self uint64, peer PeerHTTP) *Forwarder {
 	return &Forwarder{self: self, conns: newPeerClients(func(addr string) rewindv1connect.PublishServiceClient {
-		return rewindv1connect.NewPublishServiceClient(client, "http://"+addr,
+		return rewindv1connect.NewPublishServiceClient(peer.Client, peer.url(addr),
 			PeerClientOptions(connect.WithReadMaxBytes(MaxResponseBytes), connect.WithSendMaxBytes(MaxRequestBytes))...)
 	})}
 }
@@ -257,7 +285,7 @@ func (f *Forwarder) Publish(ctx context.Context, node uint64, addr, topic string
 		}
 		req.Records[i] = pr
 	}
-	resp, err := f.conn(addr).Publish(setHop(ctx, f.self, relay), req)
+	resp, err := f.conn(addr).Publish(setHop(peerauth.WithTarget(ctx, node), f.self, relay), req)
 	if err != nil {
 		return nil, forwardError(node, topic, p, err)
 	}

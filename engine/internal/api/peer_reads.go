@@ -18,6 +18,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/remote"
 	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
 	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
+	"github.com/rewind-io/rewind/internal/peerauth"
 )
 
 // MaxFetchWait bounds the long poll a fetch may ask for.
@@ -135,10 +136,10 @@ type PeerReader struct {
 }
 
 // NewPeerReader returns a reader for member self of cluster clusterID
-// using client (HTTP/2).
-func NewPeerReader(clusterID, self uint64, client *http.Client) *PeerReader {
+// calling through peer.
+func NewPeerReader(clusterID, self uint64, peer PeerHTTP) *PeerReader {
 	return &PeerReader{clusterID: clusterID, self: self, conns: newPeerClients(func(addr string) peerv1connect.PartitionServiceClient {
-		return peerv1connect.NewPartitionServiceClient(client, "http://"+addr,
+		return peerv1connect.NewPartitionServiceClient(peer.Client, peer.url(addr),
 			PeerClientOptions(connect.WithReadMaxBytes(MaxFetchBytes+(4<<20)))...)
 	})}
 }
@@ -176,7 +177,7 @@ func (r *PeerReader) Fetch(ctx context.Context, node uint64, addr string, topicI
 	if addr == "" {
 		return remote.Fetched{}, fmt.Errorf("%w: no address for node %d", broker.ErrUnavailable, node)
 	}
-	resp, err := r.conn(addr).Fetch(ctx, &peerv1.FetchRequest{
+	resp, err := r.conn(addr).Fetch(peerauth.WithTarget(ctx, node), &peerv1.FetchRequest{
 		Partition: r.ref(topicID, p), FromOffset: f.From, MaxBytes: uint32(min(f.MaxBytes, MaxFetchBytes)),
 		MaxWaitMillis: uint32(f.Wait / time.Millisecond),
 	})
@@ -221,7 +222,7 @@ func (r *PeerReader) Locate(ctx context.Context, node uint64, addr string, topic
 	} else {
 		req.What = &peerv1.LocateRequest_Offset{Offset: offset}
 	}
-	resp, err := r.conn(addr).Locate(ctx, req)
+	resp, err := r.conn(addr).Locate(peerauth.WithTarget(ctx, node), req)
 	if err != nil {
 		return 0, 0, peerReadError(ctx, node, p, err)
 	}
@@ -240,7 +241,7 @@ func (r *PeerReader) Bind(ctx context.Context, node uint64, addr string, topicID
 	if relay {
 		ctx = setHop(ctx, r.self, true)
 	}
-	resp, err := r.conn(addr).Bind(ctx, req)
+	resp, err := r.conn(addr).Bind(peerauth.WithTarget(ctx, node), req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {

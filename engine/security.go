@@ -1,0 +1,274 @@
+package engine
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rewind-io/rewind/engine/internal/api"
+	"github.com/rewind-io/rewind/internal/peerauth"
+	"github.com/rewind-io/rewind/internal/tlsconf"
+	"github.com/rewind-io/rewind/raftlog/transport"
+	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
+)
+
+// security is a node's transport security (docs/security.md): the TLS
+// configuration of its port, and how it authenticates its peers and is
+// authenticated by them (peer mutual TLS, a cluster secret, both or
+// neither). Set up by Open on its goroutine; read-only once Open returns.
+type security struct {
+	self uint64
+	// cluster is the cluster id, known after a join.
+	cluster uint64
+	// server is the port's TLS configuration; nil: plain HTTP/1.1 and h2c.
+	server *tls.Config
+	// peer is the member's certificate and the cluster CA; nil: peers
+	// dial without TLS.
+	peer *tlsconf.Peer
+	// secret is the cluster secret; nil: none.
+	secret []byte
+
+	// clients are the peer HTTP clients made, closed with the node.
+	clients []*http.Client
+}
+
+// close closes the idle connections of every peer client.
+func (s *security) close() {
+	for _, c := range s.clients {
+		c.CloseIdleConnections()
+	}
+}
+
+// newSecurity checks the security fields of cfg and loads their files.
+func newSecurity(cfg Config) (*security, error) {
+	s := &security{self: cfg.NodeID, cluster: cfg.ClusterID}
+	var errs []error
+	cluster := len(cfg.InitialCluster) > 0 || len(cfg.Join) > 0
+	peerSet := cfg.PeerTLSCertFile != "" || cfg.PeerTLSKeyFile != "" || cfg.PeerTLSCAFile != ""
+	peerAll := cfg.PeerTLSCertFile != "" && cfg.PeerTLSKeyFile != "" && cfg.PeerTLSCAFile != ""
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		errs = append(errs, errors.New("engine: TLS needs both a certificate and a key file (--tls-cert, --tls-key)"))
+	}
+	if cfg.TLSClientCAFile != "" && cfg.TLSCertFile == "" {
+		errs = append(errs, errors.New("engine: verifying client certificates (--tls-client-ca) needs TLS (--tls-cert, --tls-key)"))
+	}
+	if peerSet && !peerAll {
+		errs = append(errs, errors.New("engine: peer TLS needs all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca"))
+	}
+	if peerSet && cfg.TLSCertFile == "" {
+		errs = append(errs, errors.New("engine: peer TLS needs TLS on the port (--tls-cert, --tls-key): members and clients share one port (the node's certificate may serve both)"))
+	}
+	if cluster && cfg.TLSCertFile != "" && !peerSet {
+		errs = append(errs, errors.New("engine: a cluster member with TLS on its port needs peer TLS too (--peer-tls-cert, --peer-tls-key, --peer-tls-ca): its peers dial that port"))
+	}
+	if cfg.ClusterSecret != nil && len(cfg.ClusterSecret) < peerauth.MinSecretBytes {
+		errs = append(errs, fmt.Errorf("engine: the cluster secret has %d bytes, at least %d are needed (for example: openssl rand -hex 32)", len(cfg.ClusterSecret), peerauth.MinSecretBytes))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(cfg.ClusterSecret) > 0 {
+		s.secret = append([]byte(nil), cfg.ClusterSecret...)
+	}
+	if cfg.TLSCertFile == "" {
+		return s, nil
+	}
+	pair, err := tlsconf.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("engine: --tls-cert: %w", err)
+	}
+	srv := tlsconf.Server{Pair: pair}
+	if cfg.TLSClientCAFile != "" {
+		if srv.ClientCAs, err = tlsconf.LoadPool(cfg.TLSClientCAFile); err != nil {
+			return nil, fmt.Errorf("engine: --tls-client-ca: %w", err)
+		}
+	}
+	if peerAll {
+		if s.peer, err = tlsconf.LoadPeer(cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, cfg.PeerTLSCAFile, cfg.NodeID); err != nil {
+			return nil, fmt.Errorf("engine: --peer-tls-cert: %w", err)
+		}
+		srv.Peer = s.peer
+	}
+	s.server = tlsconf.ServerConfig(srv)
+	return s, nil
+}
+
+// authenticates reports whether peers must authenticate.
+func (s *security) authenticates() bool { return s.peer != nil || s.secret != nil }
+
+// scheme is the URL scheme members call each other with.
+func (s *security) scheme() string {
+	if s.peer != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// peerHTTP is peerClient with its scheme.
+func (s *security) peerHTTP(dial func(ctx context.Context, network, addr string) (net.Conn, error)) api.PeerHTTP {
+	return api.PeerHTTP{Client: s.client(dial, false), Scheme: s.scheme()}
+}
+
+// client is the HTTP/2 client members call each other with: h2c, or
+// mutual TLS naming the member each request is for (its context's
+// peerauth.WithTarget mark; unmarked: any member, as when joining), and
+// with the cluster secret each request signed. stream selects the raft
+// transport's settings (a stalled write fails the stream).
+func (s *security) client(dial func(ctx context.Context, network, addr string) (net.Conn, error), stream bool) *http.Client {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext
+	}
+	p := new(http.Protocols)
+	h2 := &http.HTTP2Config{
+		MaxReceiveBufferPerConnection: 64 << 20, MaxReceiveBufferPerStream: 16 << 20,
+		SendPingTimeout: transport.PingInterval, PingTimeout: transport.PingTimeout,
+	}
+	if stream {
+		h2 = &http.HTTP2Config{SendPingTimeout: transport.PingInterval, PingTimeout: transport.PingTimeout, WriteByteTimeout: 10 * time.Second}
+	}
+	// A peer that stops answering without closing its connection (a
+	// frozen process, a dropped network) is noticed by the pings and the
+	// dial timeout, not only by the calls' own deadlines.
+	tr := &http.Transport{Protocols: p, MaxIdleConnsPerHost: 4, DialContext: dial, HTTP2: h2}
+	if s.peer == nil {
+		p.SetUnencryptedHTTP2(true)
+	} else {
+		p.SetHTTP2(true)
+		tr.ForceAttemptHTTP2 = true
+		peer := s.peer
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			raw, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			target, _ := peerauth.TargetOf(ctx)
+			c := tls.Client(raw, peer.Dial(target))
+			if err := c.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return nil, fmt.Errorf("peer TLS with %s: %w", addr, err)
+			}
+			return c, nil
+		}
+	}
+	var rt http.RoundTripper = tr
+	if s.secret != nil {
+		rt = &peerauth.Transport{Base: tr, Secret: s.secret, Self: s.self, Cluster: func() uint64 { return s.cluster }}
+	}
+	c := &http.Client{Transport: rt}
+	s.clients = append(s.clients, c)
+	return c
+}
+
+// authenticate returns the member that sent r: the node its verified peer
+// certificate names (with peer TLS) and the sender of a valid cluster
+// secret authenticator (with a secret), which must agree. join accepts a
+// joining node's authenticator.
+func (s *security) authenticate(r *http.Request, join bool) (uint64, error) {
+	var id uint64
+	if s.peer != nil {
+		pid, ok := tlsconf.PeerOf(r.TLS)
+		if !ok {
+			return 0, errors.New("not a member's connection: members dial with peer TLS and a certificate from the cluster CA")
+		}
+		id = pid
+	}
+	if s.secret != nil {
+		vf := peerauth.Verifier{Secret: s.secret, Cluster: s.cluster, Self: s.self}
+		from, err := vf.Verify(r.Header.Get(peerauth.Header), join)
+		if err != nil {
+			return 0, fmt.Errorf("cluster secret: %w", err)
+		}
+		if id != 0 && from != id {
+			return 0, fmt.Errorf("the authenticator is node %d's, the certificate node %d's", from, id)
+		}
+		id = from
+	}
+	return id, nil
+}
+
+// guard refuses every peer-only request that is not from an authenticated
+// member, before the handler sees it: the raft transport, the peer read
+// service, the join call, and any request carrying a forwarding or relay
+// mark (whose sender must be the member the mark names). Other requests
+// pass; those from a member are marked with it (peerauth.WithPeer).
+func (s *security) guard(h http.Handler, peerPaths ...string) http.Handler {
+	if !s.authenticates() {
+		return h
+	}
+	ew := connect.NewErrorWriter()
+	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, err error) {
+		_ = ew.Write(w, r, connect.NewError(code, fmt.Errorf("%s is for cluster members only: %w", r.URL.Path, err)))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		join := r.URL.Path == rewindv1connect.ClusterServiceAddNodeProcedure
+		hop := r.Header.Get(api.ForwardedHeader)
+		if v := r.Header.Get(api.RelayedHeader); v != "" {
+			hop = v
+		}
+		peerOnly := join || hop != "" || r.Header.Get(peerauth.Header) != ""
+		for _, p := range peerPaths {
+			peerOnly = peerOnly || strings.HasPrefix(r.URL.Path, p)
+		}
+		id, err := s.authenticate(r, join)
+		if err != nil {
+			if peerOnly {
+				refuse(w, r, connect.CodeUnauthenticated, err)
+				return
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		if hop != "" && hop != strconv.FormatUint(id, 10) {
+			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("node %d sent a request marked as node %s's", id, hop))
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(peerauth.WithPeer(r.Context(), id)))
+	})
+}
+
+// authorize is the raft transport's check of every inbound frame: its
+// sender must be the member the stream authenticated as.
+func (s *security) authorize(ctx context.Context, from uint64) error {
+	id, ok := peerauth.PeerOf(ctx)
+	if !ok {
+		return connect.NewError(connect.CodeUnauthenticated, errors.New("raft stream from an unauthenticated peer"))
+	}
+	if id != from {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("node %d sent raft messages as node %d", id, from))
+	}
+	return nil
+}
+
+// probeTLS dials a member at addr as a joining node and waits for its
+// first bytes: with TLS 1.3 a server checks the client's certificate after
+// the client's handshake ends, so a refusal arrives as an alert on the
+// first read, where a request could instead fail as a broken pipe. It
+// returns the handshake's or the alert's error (nil: accepted, or no
+// answer in time: let the request tell).
+func (s *security) probeTLS(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) error {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 3 * time.Second}).DialContext
+	}
+	raw, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil // not a TLS matter: the request will say
+	}
+	defer raw.Close()
+	c := tls.Client(raw, s.peer.Dial(0))
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("peer TLS with %s: %w", addr, err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err != nil && strings.Contains(err.Error(), "remote error: tls: ") {
+		return fmt.Errorf("peer TLS with %s: %w", addr, err)
+	}
+	return nil
+}
