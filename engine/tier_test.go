@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -163,4 +164,104 @@ func TestLocalRetentionNeedsATier(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("local retention without a tier: %v, want FailedPrecondition", err)
 	}
+}
+
+// BenchmarkTieredReplay measures replay of a partition whose history is
+// 90 % in a file:// tier: REWIND_BENCH_RECORDS records of 100 bytes
+// (default 200,000) in 1,000-record publishes, a local limit of a tenth of
+// their bytes, then, once the mover has caught up: replay from the
+// earliest record (records/s), replay of the same history while it was all
+// local (before the mover ran, for comparison), and the time to the first
+// record of a stream started at a random time inside tiered history.
+//
+//	go test -run XXX -bench BenchmarkTieredReplay -benchtime 1x ./engine
+func BenchmarkTieredReplay(b *testing.B) {
+	records := benchEnvInt(b, "REWIND_BENCH_RECORDS", 200_000)
+	dir, tierDir := b.TempDir(), b.TempDir()
+	cfg := engine.Config{Dir: dir, Tier: "file://" + tierDir, HousekeepingInterval: 50 * time.Millisecond,
+		Logger: hclog.NewNullLogger()}
+	_, addr := startNode(b, cfg)
+	c := client.New(addr)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "t"); err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 100)
+	msgs := make([]client.Message, 1000)
+	for i := range msgs {
+		msgs[i].Value = payload
+	}
+	var times []time.Time
+	for n := 0; n < records; n += len(msgs) {
+		res, err := c.Publish(ctx, "t", msgs...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, res[0].AppendTime)
+	}
+	replay := func() (float64, time.Duration) {
+		t0 := time.Now()
+		sub, err := c.Subscribe(ctx, "t", client.From(client.Earliest()), client.Until(client.End()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for sub.Next() {
+			if r, ok := sub.Event().(*client.Records); ok {
+				n += len(r.Records)
+			}
+		}
+		if err := sub.Err(); err != nil || n != records {
+			b.Fatalf("replayed %d of %d: %v", n, records, err)
+		}
+		sub.Close()
+		d := time.Since(t0)
+		return float64(n) / d.Seconds(), d
+	}
+	localRate, _ := replay()
+	_, parts, err := c.DescribeTopic(ctx, "t")
+	if err != nil {
+		b.Fatal(err)
+	}
+	localBytes := parts[0].Bytes
+	if _, err := c.AlterTopic(ctx, "t", client.WithLocalRetention(0, localBytes/10)); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		_, parts, err = c.DescribeTopic(ctx, "t")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if parts[0].LocalStartOffset >= uint64(records)*85/100 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.ResetTimer()
+	var tieredRate float64
+	var ttfr []time.Duration
+	for b.Loop() {
+		tieredRate, _ = replay()
+		for i := range 20 {
+			at := times[(i*7919)%(len(times)*8/10)]
+			t0 := time.Now()
+			sub, err := c.Subscribe(ctx, "t", client.From(client.Time(at)), client.MaxRecordsPerEvent(1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for sub.Next() {
+				if _, ok := sub.Event().(*client.Records); ok {
+					break
+				}
+			}
+			ttfr = append(ttfr, time.Since(t0))
+			sub.Close()
+		}
+	}
+	slices.Sort(ttfr)
+	b.ReportMetric(localRate, "local-records/s")
+	b.ReportMetric(tieredRate, "tiered-records/s")
+	b.ReportMetric(float64(ttfr[len(ttfr)/2].Microseconds())/1000, "seek-ttfr-p50-ms")
+	b.ReportMetric(float64(localBytes)/(1<<20), "local-MiB-before")
+	b.ReportMetric(float64(parts[0].Bytes)/(1<<20), "local-MiB-after")
 }
