@@ -87,6 +87,11 @@ type Options struct {
 	// stream reads while a partition has not caught up (history, in a
 	// catch-up turn).
 	ReplayBytes *atomic.Uint64
+	// Pace, when set, is told the encoded bytes of history the stream read
+	// (batches read while a partition had not caught up) after each event,
+	// outside any catch-up turn, and may wait: a per-principal replay
+	// quota (package quota). An error ends the stream.
+	Pace func(ctx context.Context, historyBytes int) error
 	// Route, when set, chooses the source a group member's stream reads
 	// an assigned partition from, given its local replica (the node's own
 	// replica, or the partition's leader through package remote). It runs
@@ -224,6 +229,8 @@ type streamer struct {
 	filter  *filtering // nil without a filter
 	// bugged is set once an injected bug broke an event (injectBugs).
 	bugged bool
+	// paceBytes is the history read since Pace was last told.
+	paceBytes int
 }
 
 // pendingBatch is a batch a cursor stopped reading in the middle of, with
@@ -299,7 +306,13 @@ func (s *streamer) run(ctx context.Context) error {
 			}
 			if c.Next < vis.Next || sl.pending.b != nil {
 				before := c.Next
-				if err := s.readEvent(ctx, sl, vis.Next); err != nil {
+				err := s.readEvent(ctx, sl, vis.Next)
+				if err == nil && s.opts.Pace != nil && s.paceBytes > 0 {
+					n := s.paceBytes
+					s.paceBytes = 0
+					err = s.opts.Pace(ctx, n)
+				}
+				if err != nil {
 					return err
 				}
 				progressed = progressed || c.Next != before
@@ -483,8 +496,11 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 			if err != nil {
 				return err
 			}
-			if rb := s.opts.ReplayBytes; rb != nil && !sl.cur.CaughtUp {
-				rb.Add(uint64(len(b.Records.Bytes())))
+			if !sl.cur.CaughtUp {
+				if rb := s.opts.ReplayBytes; rb != nil {
+					rb.Add(uint64(len(b.Records.Bytes())))
+				}
+				s.paceBytes += len(b.Records.Bytes())
 			}
 			pb.b, pb.it = b, b.Records.Iter()
 		}

@@ -560,3 +560,50 @@ func TestCatchUpFromReadsHistoryFromTheReplica(t *testing.T) {
 		t.Fatalf("batches read: %d from the replica, %d from the leader; want %d and %d", fromReplica, fromLeader, want, 40-want)
 	}
 }
+
+// TestPaceIsToldTheHistoryRead: a replay tells Pace the bytes of every
+// history batch it read (what a replay quota charges), outside its
+// catch-up turns; a stream that starts at the end reads no history and is
+// never paced, and a Pace error ends the stream.
+func TestPaceIsToldTheHistoryRead(t *testing.T) {
+	e := newEnv(t, 2, 64<<20)
+	e.append(0, "a", 50)
+	e.append(1, "b", 30)
+	var paced int
+	pace := func(ctx context.Context, n int) error { paced += n; return nil }
+	cs := e.resolve(cursor.Start{Kind: cursor.Earliest}, cursor.Stop{Kind: cursor.AtEnd})
+	if err := Run(context.Background(), topicID, e.sources(), cs, Options{Pace: pace}, newSink()); err != nil {
+		t.Fatal(err)
+	}
+	var want int
+	for _, p := range e.parts {
+		r := p.NewReader()
+		for off := uint64(0); off < p.Bounds().Next; {
+			b, _, err := r.Read(off)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want += len(b.Records.Bytes())
+			off = b.End()
+		}
+		r.Close()
+	}
+	if paced != want || want == 0 {
+		t.Fatalf("paced %d bytes, the history is %d", paced, want)
+	}
+	// Live only: nothing to pace.
+	paced = 0
+	cs = e.resolve(cursor.Start{Kind: cursor.Latest}, cursor.Stop{Kind: cursor.AtEnd})
+	if err := Run(context.Background(), topicID, e.sources(), cs, Options{Pace: pace}, newSink()); err != nil {
+		t.Fatal(err)
+	}
+	if paced != 0 {
+		t.Fatalf("a stream at the end was paced for %d bytes", paced)
+	}
+	stop := errors.New("over quota")
+	cs = e.resolve(cursor.Start{Kind: cursor.Earliest}, cursor.Stop{Kind: cursor.AtEnd})
+	err := Run(context.Background(), topicID, e.sources(), cs, Options{Pace: func(context.Context, int) error { return stop }}, newSink())
+	if !errors.Is(err, stop) {
+		t.Fatalf("a Pace error: %v, want it to end the stream", err)
+	}
+}
