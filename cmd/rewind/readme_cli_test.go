@@ -83,7 +83,8 @@ func readmeSkip(line string) string {
 // terminal.
 func TestReadmeCommands(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir(), freeAddr(t))
+	// With a tier, as the README's tiered storage lines ask for.
+	srv := startServer(t, t.TempDir(), freeAddr(t), "--tier", "file://"+t.TempDir())
 	work := t.TempDir()
 	env := cliEnv("PATH="+filepath.Dir(rewindBin)+":"+os.Getenv("PATH"), "REWIND_SERVER="+srv.url)
 	sh := func(ctx context.Context, line string) *exec.Cmd {
