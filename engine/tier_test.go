@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/engine/internal/tier/s3test"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -331,5 +333,77 @@ func TestTieredStorageInACluster(t *testing.T) {
 			t.Fatalf("member %d: %d records, %v", i+1, n, err)
 		}
 		sub.Close()
+	}
+}
+
+// TestTieredStorageOnS3: the same as users would run it against an
+// S3-compatible store (SeaweedFS's gateway, signatures checked), and the
+// store going down: tiered history then fails with Unavailable, while the
+// local history goes on being served.
+func TestTieredStorageOnS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs SeaweedFS")
+	}
+	u, stopS3 := s3test.Start(t, "rewind")
+	cfg := engine.Config{Dir: t.TempDir(), Tier: u, HousekeepingInterval: 20 * time.Millisecond, Logger: hclog.NewNullLogger()}
+	addr, _ := openNode(t, cfg)
+	c := client.New(addr)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "s3h", client.WithLocalRetention(0, 2<<10)); err != nil {
+		t.Fatal(err)
+	}
+	const total = 500
+	for i := 0; i < total; i += 25 {
+		msgs := make([]client.Message, 25)
+		for j := range msgs {
+			msgs[j].Value = []byte(fmt.Sprintf("s3-%04d-padding-padding-padding-padding-padding", i+j))
+		}
+		if _, err := c.Publish(ctx, "s3h", msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	var local uint64
+	for {
+		_, parts, err := c.DescribeTopic(ctx, "s3h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if local = parts[0].LocalStartOffset; local > 300 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing moved to S3: %+v", parts[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	first, got := replayAll(t, c, "s3h", client.Earliest())
+	if first != 0 || len(got) != total || got[123] != fmt.Sprintf("s3-%04d-padding-padding-padding-padding-padding", 123) {
+		t.Fatalf("replay from earliest over S3: %d records from %d", len(got), first)
+	}
+	stopS3()
+	// Nothing moves any more; read where the local copy starts now.
+	_, parts, err := c.DescribeTopic(ctx, "s3h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local = parts[0].LocalStartOffset
+	// The local history is still served...
+	if first, got := replayAll(t, c, "s3h", client.Offset(local)); first != local || len(got) != total-int(local) {
+		t.Fatalf("local replay with the store down: %d records from %d", len(got), first)
+	}
+	// ...and the tiered history fails clearly, not silently.
+	sub, err := c.Subscribe(ctx, "s3h", client.From(client.Earliest()), client.Until(client.End()), client.ReconnectWithin(time.Second))
+	if err == nil {
+		for sub.Next() {
+			if r, ok := sub.Event().(*client.Records); ok && len(r.Records) > 0 {
+				t.Fatalf("records delivered from a store that is down: %v", r.Records[0].Offset)
+			}
+		}
+		err = sub.Err()
+		sub.Close()
+	}
+	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "tiered storage unavailable") {
+		t.Fatalf("a replay of tiered history with the store down: %v, want Unavailable naming the tier", err)
 	}
 }

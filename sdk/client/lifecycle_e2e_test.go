@@ -7,13 +7,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/sdk/client"
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
 // publishTo publishes values prefix-0 .. prefix-(n-1) to one partition.
@@ -308,5 +315,56 @@ func TestCloseEndsAReconnectingStream(t *testing.T) {
 	sub.Close()
 	if err := <-ended; err == nil {
 		t.Fatal("a closed stream ended without an error")
+	}
+}
+
+// failingStreams accepts every stream and fails it at once with
+// Unavailable after its Started event: a node whose tiered storage is down
+// answers a replay of tiered history that way.
+type failingStreams struct {
+	rewindv1connect.UnimplementedSubscribeServiceHandler
+	opened atomic.Int32
+}
+
+func (f *failingStreams) Subscribe(_ context.Context, _ *rewindv1.SubscribeRequest, st *connect.ServerStream[rewindv1.SubscribeResponse]) error {
+	f.opened.Add(1)
+	if err := st.Send(&rewindv1.SubscribeResponse{Event: &rewindv1.SubscribeResponse_Started{Started: &rewindv1.StartedEvent{ResumeToken: "tok"}}}); err != nil {
+		return err
+	}
+	return connect.NewError(connect.CodeUnavailable, errors.New("tiered storage unavailable"))
+}
+
+// TestAStreamThatFailsOnEveryReconnectGivesUp: a node that accepts each
+// stream and fails it before any record used to restart the reconnect
+// window on every successful reopen, so the client reopened it in a tight
+// loop forever. The window now goes on from the first break, with pauses
+// between reopens, and the stream ends with a ReconnectError.
+func TestAStreamThatFailsOnEveryReconnectGivesUp(t *testing.T) {
+	f := &failingStreams{}
+	mux := http.NewServeMux()
+	mux.Handle(rewindv1connect.NewSubscribeServiceHandler(f))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := engine.NewHTTPServer(mux)
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang detector
+	defer cancel()
+	sub, err := client.New("http://"+ln.Addr().String()).Subscribe(ctx, "t", client.ReconnectWithin(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sub.Next() {
+	}
+	var re *client.ReconnectError
+	if !errors.As(sub.Err(), &re) {
+		t.Fatalf("the stream ended with %v, want a ReconnectError", sub.Err())
+	}
+	// Pauses of 100 ms doubling within a 1 s window: a handful of reopens
+	// whatever the machine's speed (a slow one makes fewer), not thousands.
+	if n := f.opened.Load(); n > 10 {
+		t.Fatalf("the stream was reopened %d times within its 1s window", n)
 	}
 }

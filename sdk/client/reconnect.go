@@ -102,7 +102,23 @@ func (s *Subscription) reconnect() (Event, error) {
 		tok := ResumeToken(s.token)
 		o.from = &tok
 	}
-	wait := reconnectPause
+	wait := max(reconnectPause, s.pause)
+	if s.pause > 0 {
+		// The last reconnect made no progress: pause before trying again.
+		t := time.NewTimer(min(s.pause, max(time.Until(deadline), 0)))
+		select {
+		case <-t.C:
+		case <-s.parent.Done():
+			t.Stop()
+			return nil, connect.NewError(connect.CodeCanceled, s.parent.Err())
+		case <-s.stop:
+			t.Stop()
+			return nil, errClosed
+		}
+		if !time.Now().Before(deadline) {
+			return nil, &ReconnectError{Window: s.opts.reconnect, Attempts: 0, Err: s.broke}
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		s.root.nodes.fail(s.node.addr)
 		cl := s.root.pick()
@@ -120,6 +136,8 @@ func (s *Subscription) reconnect() (Event, error) {
 			}
 			s.node, s.c = cl, ns.c
 			s.broke = nil
+			s.progressed, s.connectedAt = false, time.Now()
+			s.pause = min(max(2*s.pause, reconnectPause), maxReconnectPause)
 			s.resumes++
 			ev := &Reconnected{Attempts: attempt, Down: time.Since(s.brokeAt)}
 			if st, ok := ns.ev.(*Started); ok {

@@ -254,6 +254,15 @@ type Subscription struct {
 	// next Next reconnects. brokeAt is when.
 	broke   error
 	brokeAt time.Time
+	// A reconnected stream that breaks again before it delivered records
+	// or stayed up for maxReconnectPause (a node that accepts the stream
+	// but fails it at once, e.g. its tiered storage is down) does not
+	// start a new window: the window goes on from brokeAt, and the next
+	// reconnect waits pause first, doubling, so it neither spins nor
+	// retries forever.
+	progressed  bool
+	connectedAt time.Time
+	pause       time.Duration
 
 	// Group members.
 	c          *Client // the coordinator
@@ -378,7 +387,10 @@ func (s *Subscription) Next() bool {
 				err = errStreamClosed
 			}
 			if s.reconnectable(err) {
-				s.broke, s.brokeAt = err, time.Now()
+				if s.resumes == 0 || s.progressed || time.Since(s.connectedAt) >= maxReconnectPause {
+					s.brokeAt, s.pause = time.Now(), 0
+				}
+				s.broke = err
 				s.setEvent(&Disconnected{Err: err, RetryFor: s.opts.reconnect})
 				return true
 			}
@@ -409,6 +421,7 @@ func (s *Subscription) apply(ev Event) Event {
 		s.token, s.started = e.ResumeToken, true
 	case *Records:
 		s.token = e.ResumeToken
+		s.progressed = true
 		if from, ok := s.skip[e.Partition]; ok {
 			i := 0
 			for i < len(e.Records) && e.Records[i].Offset < from {

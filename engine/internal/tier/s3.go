@@ -166,6 +166,17 @@ func s3Message(body []byte) string {
 	return strings.TrimSpace(string(body))
 }
 
+// CreateBucket creates the store's bucket; one that exists already is no
+// error.
+func (s *S3Store) CreateBucket(ctx context.Context) error {
+	resp, err := s.do(ctx, http.MethodPut, "", nil, nil, nil, http.StatusOK, http.StatusConflict)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
 // Put uploads data with its SHA-256 signed, so the store refuses bytes
 // that changed on the way.
 func (s *S3Store) Put(ctx context.Context, name string, data []byte) error {
