@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"hash/fnv"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -115,6 +116,19 @@ type Config struct {
 	// calls). Default: TCP with a 3 s dial timeout. Tests inject network
 	// faults with it.
 	PeerDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Auth turns authentication and authorization on (auth.go,
+	// docs/security.md): every public call needs a bearer token or a
+	// verified client certificate, and the rights the ACLs give it.
+	Auth bool
+	// AuditLog receives the audit log's JSON lines; default: the logger.
+	AuditLog io.Writer
+	// JoinToken is the bearer token (cluster admin) a node joining a
+	// cluster with auth on presents.
+	JoinToken string
+	// AuthRecheckInterval is how often open streams' tokens and rights are
+	// checked again. Default 1 s.
+	AuthRecheckInterval time.Duration
 }
 
 // join asks the members in turn to add this node, for up to a minute.
@@ -126,7 +140,7 @@ func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]st
 	deadline := time.Now().Add(time.Minute)
 	for {
 		for _, addr := range cfg.Join {
-			c := rewindv1connect.NewClusterServiceClient(hc, "http://"+addr, api.PeerClientOptions()...)
+			c := rewindv1connect.NewClusterServiceClient(hc, "http://"+addr, api.PeerClientOptions(bearerOption(cfg.JoinToken))...)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Advertise})
 			cancel()
@@ -172,6 +186,8 @@ type Node struct {
 	// tr carries raft messages to the other members (nil alone).
 	tr        *transport.Transport
 	clusterID uint64
+	// auth runs the authorization bootstrap (auth.go); nil with auth off.
+	auth *authRun
 }
 
 // Open opens cfg.Dir and starts the node. It returns once every partition
@@ -267,6 +283,12 @@ func Open(cfg Config) (*Node, error) {
 	}
 	br.Store(b)
 	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID}
+	if fw, ok := bc.Forward.(*api.Forwarder); ok {
+		fw.SetAuth(b.Auth)
+	}
+	if cfg.Auth {
+		n.startAuth(cfg, log)
+	}
 	if tr != nil {
 		n.api.SetPeerClient(peerClient(cfg.PeerDialer))
 		n.api.SetPeerStats(func() map[uint64]api.PeerStat {
@@ -383,6 +405,7 @@ func (n *Node) Err() error { return n.b.Err() }
 
 // Close drains the node, waits for streams to end, and closes the store.
 func (n *Node) Close() error {
+	n.stopAuth()
 	err := n.b.Close()
 	if n.tr != nil {
 		n.tr.Close()

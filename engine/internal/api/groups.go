@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rewind-io/rewind/engine/internal/auth"
 	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
@@ -36,6 +37,9 @@ func (s *Server) ListGroups(ctx context.Context, req *rewindv1.ListGroupsRequest
 	}
 	resp := &rewindv1.ListGroupsResponse{}
 	for _, g := range gs {
+		if !s.may(ctx, auth.Describe, groupRes(g.Group)) {
+			continue
+		}
 		resp.Groups = append(resp.Groups, &rewindv1.GroupSummary{Group: g.Group, Topic: g.Topic, Members: uint32(g.Members), Generation: g.Generation})
 	}
 	return resp, nil

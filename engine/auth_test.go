@@ -1,0 +1,254 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/sdk/client"
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+)
+
+// syncBuffer is an audit sink the test reads while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// authNode is a node with --auth on loopback.
+type authNode struct {
+	node  *engine.Node
+	url   string
+	root  string // the bootstrap token
+	audit *syncBuffer
+}
+
+func startAuthNode(t testing.TB, mutate func(*engine.Config)) *authNode {
+	t.Helper()
+	audit := &syncBuffer{}
+	cfg := engine.Config{Dir: t.TempDir(), Auth: true, AuditLog: audit, AuthRecheckInterval: 100 * time.Millisecond}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	n, url := startNode(t, cfg)
+	return &authNode{node: n, url: url, root: waitBootstrap(t, n, cfg.Dir), audit: audit}
+}
+
+// waitBootstrap waits for the node's auth bootstrap and reads the token.
+func waitBootstrap(t testing.TB, n *engine.Node, dir string) string {
+	t.Helper()
+	select {
+	case <-n.AuthReady():
+	case <-time.After(30 * time.Second):
+		t.Fatal("auth bootstrap did not finish")
+	}
+	path := filepath.Join(dir, engine.BootstrapTokenFile)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("bootstrap token file mode %v, want 0600", fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (a *authNode) client(token string) *client.Client {
+	if token == "" {
+		return client.New(a.url)
+	}
+	return client.New(a.url, client.WithToken(token))
+}
+
+// user creates a principal with the given rules ("allow OPS KIND:PATTERN")
+// and returns its token.
+func (a *authNode) user(t testing.TB, name string, rules ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	root := a.client(a.root)
+	tok, _, err := root.CreateUser(ctx, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		f := strings.Fields(r)
+		kind, pat, _ := strings.Cut(f[2], ":")
+		if _, err := root.GrantACL(ctx, &client.ACLRule{Principal: name, Kind: kind, Pattern: pat, Operations: strings.Split(f[1], ","), Deny: f[0] == "deny"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tok
+}
+
+func code(err error) connect.Code {
+	if err == nil {
+		return 0
+	}
+	return connect.CodeOf(err)
+}
+
+// readOne opens a stream and returns its first records event's error or
+// the stream's error.
+func firstEvent(ctx context.Context, c *client.Client, topic string, opts ...client.SubscribeOption) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	sub, err := c.Subscribe(ctx, topic, opts...)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	if !sub.Next() {
+		return sub.Err()
+	}
+	return nil
+}
+
+// TestAuthReadIsNotReplay is the issue's "done" scenario on one node: a
+// principal with read on orders follows the live tail, is refused a replay
+// from earliest, and cannot reset a group; the denial names the operation
+// and the resource and goes to the audit log.
+func TestAuthReadIsNotReplay(t *testing.T) {
+	a := startAuthNode(t, nil)
+	ctx := context.Background()
+	root := a.client(a.root)
+	if _, err := root.CreateTopic(ctx, "orders", client.WithPartitions(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Publish(ctx, "orders", client.Message{Value: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	reader := a.client(a.user(t, "reader", "allow read,describe topic:orders", "allow join group:billing"))
+
+	// The live tail: allowed, and a record published after the start
+	// arrives.
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sub, err := reader.Subscribe(sctx, "orders", client.From(client.Latest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := root.Publish(ctx, "orders", client.Message{Value: []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for got == "" && sub.Next() {
+		if r, ok := sub.Event().(*client.Records); ok && len(r.Records) > 0 {
+			got = string(r.Records[0].Value)
+		}
+	}
+	if got != "new" {
+		t.Fatalf("live tail: got %q (%v)", got, sub.Err())
+	}
+
+	err = firstEvent(ctx, reader, "orders", client.From(client.Earliest()))
+	if code(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), "replay on topic:orders") {
+		t.Fatalf("replay from earliest: %v, want PermissionDenied naming replay on topic:orders", err)
+	}
+	if strings.Contains(err.Error(), "rule") {
+		t.Fatalf("the denial describes the rules: %v", err)
+	}
+	_, err = reader.ResetGroup(ctx, "billing", "orders", client.Earliest(), nil, false)
+	if code(err) != connect.CodePermissionDenied {
+		t.Fatalf("reset: %v, want PermissionDenied", err)
+	}
+	if !strings.Contains(a.audit.String(), `"principal":"reader","operation":"replay","resource":"topic:orders","outcome":"denied"`) {
+		t.Fatalf("audit log lacks the replay denial:\n%s", a.audit.String())
+	}
+	if strings.Contains(a.audit.String(), a.root) {
+		t.Fatal("a token is in the audit log")
+	}
+}
+
+// TestAuthBadTokens: missing, garbage, expired and revoked tokens get
+// Unauthenticated; revoking a token ends the streams opened with it.
+func TestAuthBadTokens(t *testing.T) {
+	var now struct {
+		sync.Mutex
+		t time.Time
+	}
+	now.t = time.Now()
+	clock := func() time.Time { now.Lock(); defer now.Unlock(); return now.t }
+	a := startAuthNode(t, func(c *engine.Config) { c.Clock = clock })
+	ctx := context.Background()
+	root := a.client(a.root)
+	if _, err := root.CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	for name, tok := range map[string]string{"anonymous": "", "garbage": "not-a-token", "forged": "rwd_0123456789ab_" + strings.Repeat("A", 43)} {
+		if _, err := a.client(tok).ListTopics(ctx); code(err) != connect.CodeUnauthenticated {
+			t.Errorf("%s: %v, want Unauthenticated", name, err)
+		}
+		if err := firstEvent(ctx, a.client(tok), "t", client.From(client.Latest())); code(err) != connect.CodeUnauthenticated {
+			t.Errorf("%s stream: %v, want Unauthenticated", name, err)
+		}
+	}
+	short, _, err := root.CreateUser(ctx, "short", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.client(short).ListTopics(ctx); err != nil {
+		t.Fatalf("fresh token: %v", err)
+	}
+	now.Lock()
+	now.t = now.t.Add(2 * time.Hour)
+	now.Unlock()
+	if _, err := a.client(short).ListTopics(ctx); code(err) != connect.CodeUnauthenticated {
+		t.Fatalf("expired token: %v, want Unauthenticated", err)
+	}
+
+	// Revoked mid-stream: the stream ends with Unauthenticated.
+	tok := a.user(t, "tail", "allow read topic:t")
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	sub, err := a.client(tok).Subscribe(sctx, "t", client.From(client.Latest()), client.ReconnectWithin(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if !sub.Next() {
+		t.Fatalf("stream: %v", sub.Err())
+	}
+	if _, err := root.RevokeUser(ctx, "tail"); err != nil {
+		t.Fatal(err)
+	}
+	for sub.Next() {
+	}
+	if code(sub.Err()) != connect.CodeUnauthenticated || sctx.Err() != nil {
+		t.Fatalf("stream after revoke: %v, want Unauthenticated before the deadline", sub.Err())
+	}
+	if _, err := a.client(tok).ListTopics(ctx); code(err) != connect.CodeUnauthenticated {
+		t.Fatalf("revoked token: %v", err)
+	}
+	var ce *connect.Error
+	if errors.As(sub.Err(), &ce) && strings.Contains(ce.Message(), tok) {
+		t.Fatal("the error shows the token")
+	}
+}
+
+var _ = rewindv1.ReadFrom_READ_FROM_LEADER

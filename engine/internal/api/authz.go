@@ -1,0 +1,304 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rewind-io/rewind/engine/internal/auth"
+	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
+	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
+)
+
+// Authorization: every public procedure has an entry in needs, the rights
+// it must hold given its request, checked by the interceptor before the
+// handler runs, so a denied call has no effect. A procedure without an
+// entry is refused (fail closed), and a test enumerates the services'
+// descriptors so a new RPC cannot ship without one. The listing RPCs need
+// only authentication and return what the caller may describe (s.may).
+
+// need is one right a call needs.
+type need struct {
+	op  auth.Op
+	res auth.Resource
+}
+
+func topicRes(name string) auth.Resource  { return auth.Resource{Kind: auth.Topic, Name: name} }
+func groupRes(name string) auth.Resource  { return auth.Resource{Kind: auth.Group, Name: name} }
+func pluginRes(name string) auth.Resource { return auth.Resource{Kind: auth.Plugin, Name: name} }
+
+var adminNeed = []need{{auth.Admin, auth.ClusterResource}}
+
+// needs maps each procedure to the rights its request needs. st is the
+// state the call is checked against (for the resume token key).
+var needs = map[string]func(st *auth.State, msg any) []need{
+	rewindv1connect.TopicServiceCreateTopicProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Create, topicRes(m.(*rewindv1.CreateTopicRequest).GetName())}}
+	},
+	rewindv1connect.TopicServiceListTopicsProcedure: none,
+	rewindv1connect.TopicServiceDescribeTopicProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Describe, topicRes(m.(*rewindv1.DescribeTopicRequest).GetName())}}
+	},
+	rewindv1connect.TopicServiceAlterTopicProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Alter, topicRes(m.(*rewindv1.AlterTopicRequest).GetName())}}
+	},
+	rewindv1connect.TopicServiceDeleteTopicProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Delete, topicRes(m.(*rewindv1.DeleteTopicRequest).GetName())}}
+	},
+	rewindv1connect.PublishServicePublishProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Publish, topicRes(m.(*rewindv1.PublishRequest).GetTopic())}}
+	},
+	rewindv1connect.SubscribeServiceSubscribeProcedure: subscribeNeeds,
+	rewindv1connect.GroupServiceCommitProcedure: func(_ *auth.State, m any) []need {
+		r := m.(*rewindv1.CommitRequest)
+		return []need{{auth.Commit, groupRes(r.GetGroup())}, {auth.Read, topicRes(r.GetTopic())}}
+	},
+	rewindv1connect.GroupServiceListGroupsProcedure: none,
+	rewindv1connect.GroupServiceDescribeGroupProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Describe, groupRes(m.(*rewindv1.DescribeGroupRequest).GetGroup())}}
+	},
+	rewindv1connect.GroupServiceDeleteGroupProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Delete, groupRes(m.(*rewindv1.DeleteGroupRequest).GetGroup())}}
+	},
+	rewindv1connect.GroupServiceResetGroupProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Reset, groupRes(m.(*rewindv1.ResetGroupRequest).GetGroup())}}
+	},
+	rewindv1connect.PluginServiceUploadPluginProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Upload, pluginRes(m.(*rewindv1.UploadPluginRequest).GetName())}}
+	},
+	rewindv1connect.PluginServiceListPluginsProcedure: none,
+	rewindv1connect.PluginServiceGetPluginProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Describe, pluginRes(pluginName(m.(*rewindv1.GetPluginRequest).GetPlugin()))}}
+	},
+	rewindv1connect.PluginServiceDeletePluginProcedure: func(_ *auth.State, m any) []need {
+		return []need{{auth.Delete, pluginRes(pluginName(m.(*rewindv1.DeletePluginRequest).GetPlugin()))}}
+	},
+	rewindv1connect.PluginServiceTestPluginProcedure: func(_ *auth.State, m any) []need {
+		r := m.(*rewindv1.TestPluginRequest)
+		out := filterNeeds(r.GetFilter())
+		if t := r.GetTopic(); t != nil {
+			out = append(out, need{auth.Replay, topicRes(t.GetTopic())})
+		}
+		return out
+	},
+	rewindv1connect.ClusterServiceGetClusterStatusProcedure: none,
+	rewindv1connect.ClusterServiceTransferLeaderProcedure:   admin,
+	rewindv1connect.ClusterServiceAddNodeProcedure:          admin,
+	rewindv1connect.ClusterServiceRemoveNodeProcedure:       admin,
+	rewindv1connect.ClusterServiceRebalanceProcedure:        admin,
+	rewindv1connect.AuthServiceCreateUserProcedure:          admin,
+	rewindv1connect.AuthServiceListUsersProcedure:           admin,
+	rewindv1connect.AuthServiceRevokeUserProcedure:          admin,
+	rewindv1connect.AuthServiceGrantAclProcedure:            admin,
+	rewindv1connect.AuthServiceListAclsProcedure:            admin,
+	rewindv1connect.AuthServiceRevokeAclProcedure:           admin,
+	rewindv1connect.AuthServiceCheckAclProcedure:            admin,
+}
+
+func none(*auth.State, any) []need  { return nil }
+func admin(*auth.State, any) []need { return adminNeed }
+
+// subscribeNeeds: read for a start at the end or a signed resume token
+// (continuing a stream), replay for every other start; join on the group;
+// use (or inline) on the filter's module. A group member's start applies to
+// the partitions without a committed offset, so it is held to the same
+// rule: a read-only member starts at latest.
+func subscribeNeeds(st *auth.State, m any) []need {
+	r := m.(*rewindv1.SubscribeRequest)
+	op := auth.Replay
+	switch p := r.GetStart().GetPosition().(type) {
+	case *rewindv1.StartPosition_Latest:
+		op = auth.Read
+	case *rewindv1.StartPosition_ResumeToken:
+		if _, signed := auth.VerifyResume(st.ResumeKey, p.ResumeToken); signed {
+			op = auth.Read
+		}
+	}
+	out := []need{{op, topicRes(r.GetTopic())}}
+	if r.GetGroup() != "" {
+		out = append(out, need{auth.Join, groupRes(r.GetGroup())})
+	}
+	return append(out, filterNeeds(r.GetFilter())...)
+}
+
+func filterNeeds(f *rewindv1.ReplayFilter) []need {
+	switch v := f.GetModule().(type) {
+	case *rewindv1.ReplayFilter_Plugin:
+		return []need{{auth.Use, pluginRes(pluginName(v.Plugin))}}
+	case *rewindv1.ReplayFilter_Inline:
+		return []need{{auth.Inline, auth.InlineResource}}
+	}
+	return nil
+}
+
+// pluginName is the name part of a plugin reference ("name", "name@3",
+// "name@sha256:...").
+func pluginName(ref string) string {
+	name, _, _ := strings.Cut(ref, "@")
+	return name
+}
+
+// errRevoked ends a stream whose token was revoked or expired, or whose
+// rights were taken away.
+var errRevoked = errors.New("auth: the stream's token was revoked or expired, or its rights were revoked")
+
+// interceptor checks every call; see needs.
+type interceptor struct{ g *guard }
+
+func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		proc := req.Spec().Procedure
+		ctx, ns, err := i.g.check(ctx, proc, req.Any())
+		if err != nil {
+			return nil, err
+		}
+		resp, err := next(ctx, req)
+		i.g.auditAdmin(ctx, proc, ns, err)
+		return resp, err
+	}
+}
+
+func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if c := callerOf(ctx); c == nil || c.err != nil {
+			// Refuse before reading the request.
+			_, _, err := i.g.check(ctx, conn.Spec().Procedure, nil)
+			return err
+		}
+		ctx = auth.WithIdentity(ctx, callerOf(ctx).id)
+		sc := &checkedConn{StreamingHandlerConn: conn, g: i.g, ctx: ctx}
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		sc.cancel = cancel
+		err := next(ctx, sc)
+		if sc.done != nil {
+			close(sc.done)
+			<-sc.stopped
+		}
+		if errors.Is(context.Cause(ctx), errRevoked) {
+			return connect.NewError(connect.CodeUnauthenticated, errRevoked)
+		}
+		return err
+	}
+}
+
+// checkedConn checks a streaming call's request as it is received, then
+// watches its token and rights until the stream ends.
+type checkedConn struct {
+	connect.StreamingHandlerConn
+	g        *guard
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	received bool
+	done     chan struct{}
+	stopped  chan struct{}
+}
+
+func (c *checkedConn) Receive(msg any) error {
+	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	if c.received {
+		return nil
+	}
+	c.received = true
+	ctx, ns, err := c.g.check(c.ctx, c.Spec().Procedure, msg)
+	if err != nil {
+		return err
+	}
+	id, _ := auth.FromContext(ctx)
+	c.done, c.stopped = make(chan struct{}), make(chan struct{})
+	go c.g.watch(id, ns, c.cancel, c.done, c.stopped)
+	return nil
+}
+
+// watch ends a stream (cancel with errRevoked) once its token is gone or
+// expired, or one of its rights is no longer allowed.
+func (g *guard) watch(id *auth.Identity, ns []need, cancel context.CancelCauseFunc, done <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	t := time.NewTicker(g.cfg.RecheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		st := g.state()
+		if id.TokenID != "" {
+			tok, ok := st.TokenByID(id.TokenID)
+			if !ok || tok.Expired(g.cfg.Now().UnixNano()) {
+				cancel(errRevoked)
+				return
+			}
+		}
+		for _, n := range ns {
+			if !st.Allowed(id.Principal, n.op, n.res) {
+				cancel(errRevoked)
+				return
+			}
+		}
+	}
+}
+
+// check authenticates and authorizes one call (msg nil: authentication
+// only). It returns ctx with the caller's identity and the rights checked.
+func (g *guard) check(ctx context.Context, proc string, msg any) (context.Context, []need, error) {
+	c := callerOf(ctx)
+	if c == nil {
+		c = &caller{err: connect.NewError(connect.CodeUnauthenticated, errNoCredentials)}
+	}
+	if c.err != nil {
+		g.cfg.Audit.Log(auth.Event{Operation: proc, Outcome: "unauthenticated", RequestID: c.requestID, Procedure: proc, Detail: c.err.Error()})
+		return ctx, nil, c.err
+	}
+	if msg == nil {
+		return ctx, nil, nil
+	}
+	needsOf, ok := needs[proc]
+	if !ok {
+		g.cfg.Audit.Log(auth.Event{Principal: c.id.Principal, Operation: proc, Outcome: "denied", RequestID: c.requestID, Procedure: proc, Detail: "no authorization rule for the procedure"})
+		return ctx, nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("auth: %s has no authorization rule", proc))
+	}
+	st := g.state()
+	ns := needsOf(st, msg)
+	for _, n := range ns {
+		d := st.Decide(c.id.Principal, n.op, n.res)
+		if !d.Allowed {
+			g.cfg.Audit.Log(auth.Event{Principal: c.id.Principal, Operation: string(n.op), Resource: n.res.String(), Outcome: "denied", RequestID: c.requestID, Procedure: proc, Detail: d.Explain()})
+			return ctx, nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("permission denied: %s on %s", n.op, n.res))
+		}
+	}
+	return auth.WithIdentity(ctx, c.id), ns, nil
+}
+
+// auditAdmin logs a call that needed the cluster admin right.
+func (g *guard) auditAdmin(ctx context.Context, proc string, ns []need, err error) {
+	if len(ns) != 1 || ns[0] != adminNeed[0] {
+		return
+	}
+	c := callerOf(ctx)
+	e := auth.Event{Principal: c.id.Principal, Operation: proc[strings.LastIndexByte(proc, '/')+1:], Resource: "cluster", Outcome: "ok", RequestID: c.requestID, Procedure: proc}
+	if err != nil {
+		e.Outcome, e.Detail = "error", connect.CodeOf(err).String()
+	}
+	g.cfg.Audit.Log(e)
+}
+
+// may reports whether the caller of ctx may do op on res; always true with
+// auth off. The listing RPCs filter with it.
+func (s *Server) may(ctx context.Context, op auth.Op, res auth.Resource) bool {
+	if s.guard == nil {
+		return true
+	}
+	id, ok := auth.FromContext(ctx)
+	return ok && s.guard.state().Allowed(id.Principal, op, res)
+}
