@@ -72,7 +72,7 @@ func gatherStatus(ctx context.Context, g *globals) (*clusterView, error) {
 		if !ok && n.GetAddress() != "" {
 			mctx, cancel := context.WithTimeout(ctx, memberStatusTimeout)
 			var err error
-			st, err = client.New(n.GetAddress()).ClusterStatus(mctx)
+			st, err = g.clientAt(n.GetAddress()).ClusterStatus(mctx)
 			cancel()
 			if err != nil {
 				cn.Error = err.Error()
@@ -261,7 +261,7 @@ func newClusterTransferLeader(g *globals) *cobra.Command {
 			if j < 0 || v.Nodes[j].Address == "" {
 				return fmt.Errorf("no address for the leader, node %d", leader)
 			}
-			if err := client.New(v.Nodes[j].Address).TransferLeader(cmd.Context(), args[0], uint32(p), node); err != nil {
+			if err := g.clientAt(v.Nodes[j].Address).TransferLeader(cmd.Context(), args[0], uint32(p), node); err != nil {
 				return err
 			}
 			fmt.Printf("asked node %d to hand partition %d of %s to node %d\n", leader, p, args[0], node)

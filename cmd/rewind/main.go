@@ -40,9 +40,19 @@ const defaultServer = "http://127.0.0.1:7070"
 
 type globals struct {
 	server string
+	// token is the bearer token of a server with --auth.
+	token string
 }
 
-func (g *globals) client() *client.Client { return client.New(g.server) }
+func (g *globals) client() *client.Client { return g.clientAt(g.server) }
+
+// clientAt is a client of addr with the global credentials.
+func (g *globals) clientAt(addr string) *client.Client {
+	if g.token != "" {
+		return client.New(addr, client.WithToken(g.token))
+	}
+	return client.New(addr)
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,7 +78,8 @@ func newRoot() *cobra.Command {
 		server = defaultServer
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", server, "server address (env REWIND_SERVER)")
-	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
+	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("REWIND_TOKEN"), "bearer token for a server with --auth (env REWIND_TOKEN)")
+	root.AddCommand(newUser(g), newACL(g), newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.InitDefaultCompletionCmd()
@@ -82,8 +93,11 @@ func newRoot() *cobra.Command {
 // describe renders an error for a human, as errText, with a hint when the
 // server could not be reached.
 func describe(err error) string {
-	if connect.CodeOf(err) == connect.CodeUnavailable {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable:
 		return errText(err) + " (is `rewind serve` running at this address?)"
+	case connect.CodeUnauthenticated:
+		return errText(err) + " (the server has --auth: pass --token or set REWIND_TOKEN)"
 	}
 	return errText(err)
 }

@@ -36,6 +36,8 @@ func newServe() *cobra.Command {
 		followerReads                        bool
 		replayShare                          float64
 		heapTarget                           string
+		authOn                               bool
+		auditLog, joinToken                  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -124,6 +126,11 @@ and shrink it with "rewind cluster remove-node N".`,
 				return fmt.Errorf("--listen: %w", err)
 			}
 			ln.Close()
+			audit, closeAudit, err := openAuditLog(auditLog, authOn)
+			if err != nil {
+				return err
+			}
+			defer closeAudit()
 			node, err := engine.Open(engine.Config{
 				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
 				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
@@ -132,6 +139,7 @@ and shrink it with "rewind cluster remove-node N".`,
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare,
 				PeerDialer: via.dialer(),
+				Auth: authOn, AuditLog: audit, JoinToken: joinToken,
 			})
 			if err != nil {
 				return err
@@ -174,6 +182,9 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
 	_ = f.MarkHidden("peer-via")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
+	f.BoolVar(&authOn, "auth", false, "require a bearer token or client certificate on every call, and check its rights (ACLs); the first start writes a superuser token to DATA/bootstrap-token (docs/security.md)")
+	f.StringVar(&auditLog, "audit-log", "", "with --auth: append the audit log (JSON lines: denials and admin operations) to this file; default: the server log")
+	f.StringVar(&joinToken, "join-token", os.Getenv("REWIND_TOKEN"), "with --join to a cluster with --auth: a token with the cluster admin right (env REWIND_TOKEN)")
 	return cmd
 }
 

@@ -354,7 +354,14 @@ func (s *State) applyGrant(r Rule) (Rule, error) {
 	}
 	s.NextRuleID++
 	r.ID = s.NextRuleID
-	r.Ops = slices.Clone(r.Ops)
+	// Deduplicated, in KindOps order.
+	var ops []Op
+	for _, op := range KindOps[r.Kind] {
+		if slices.Contains(r.Ops, op) {
+			ops = append(ops, op)
+		}
+	}
+	r.Ops = ops
 	s.Rules = append(s.Rules, r)
 	return r, nil
 }
