@@ -139,7 +139,7 @@ and shrink it with "rewind cluster remove-node N".`,
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare,
 				PeerDialer: via.dialer(),
-				Auth: authOn, AuditLog: audit, JoinToken: joinToken,
+				Auth:       authOn, AuditLog: audit, JoinToken: joinToken,
 			})
 			if err != nil {
 				return err
