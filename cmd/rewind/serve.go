@@ -138,8 +138,7 @@ and shrink it with "rewind cluster remove-node N".`,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare,
-				PeerDialer: via.dialer(),
-				Auth:       authOn, AuditLog: audit, JoinToken: joinToken,
+				PeerDialer: via.dialer(), Auth: authOn, AuditLog: audit, JoinToken: joinToken,
 			})
 			if err != nil {
 				return err
