@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
 
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/sdk/client"
@@ -251,4 +253,85 @@ func TestAuthBadTokens(t *testing.T) {
 	}
 }
 
-var _ = rewindv1.ReadFrom_READ_FROM_LEADER
+// TestAuthListingsAndOpenEndpoints: the listings show what the caller may
+// describe; the probes stay open; /metrics needs cluster admin.
+func TestAuthListingsAndOpenEndpoints(t *testing.T) {
+	a := startAuthNode(t, nil)
+	ctx := context.Background()
+	root := newRPCs(a.url, a.root)
+	for _, name := range []string{"orders.eu", "orders.us", "payroll"} {
+		if _, err := root.topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: name, Config: &rewindv1.TopicConfig{Partitions: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := root.groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: name + "-g", Topic: name, Create: true,
+			Target: &rewindv1.ResetTarget{Target: &rewindv1.ResetTarget_Earliest{Earliest: true}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := root.plugins.UploadPlugin(ctx, &rewindv1.UploadPluginRequest{Name: name + "-p", Module: filterModule}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := a.user(t, "eu", "allow describe topic:orders.*", "allow describe group:orders.eu*", "allow describe plugin:payroll-p")
+	c := newRPCs(a.url, tok)
+	ts, err := c.topics.ListTopics(ctx, &rewindv1.ListTopicsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tp := range ts.GetTopics() {
+		names = append(names, tp.GetName())
+	}
+	gs, err := c.groups.ListGroups(ctx, &rewindv1.ListGroupsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs.GetGroups() {
+		names = append(names, g.GetGroup())
+	}
+	ps, err := c.plugins.ListPlugins(ctx, &rewindv1.ListPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps.GetPlugins() {
+		names = append(names, p.GetName())
+	}
+	st, err := c.cluster.GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.GetPartitions() {
+		names = append(names, "status:"+p.GetTopic())
+	}
+	want := []string{"orders.eu", "orders.us", "orders.eu-g", "payroll-p", "status:orders.eu", "status:orders.us"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("listed %v, want %v", names, want)
+	}
+
+	get := func(path, token string) int {
+		req, _ := http.NewRequest("GET", a.url+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/livez", "", 200}, {"/readyz", "", 200},
+		{"/metrics", "", 401}, {"/metrics", tok, 403}, {"/metrics", a.root, 200},
+	} {
+		if got := get(c.path, c.token); got != c.want {
+			t.Errorf("GET %s (token %v): %d, want %d", c.path, c.token != "", got, c.want)
+		}
+	}
+	hc := grpchealth.NewClient(http.DefaultClient, a.url)
+	if resp, err := hc.Check(ctx, &grpchealth.CheckRequest{}); err != nil || resp.Status != grpchealth.StatusServing {
+		t.Fatalf("gRPC health without a token: %v %v", resp, err)
+	}
+}
