@@ -335,3 +335,56 @@ func TestAuthListingsAndOpenEndpoints(t *testing.T) {
 		t.Fatalf("gRPC health without a token: %v %v", resp, err)
 	}
 }
+
+// TestAuthCommitCannotRewind: a group member with read, join and commit
+// moves its commits forward, but moving them back (then rejoining to read
+// the history again) needs reset.
+func TestAuthCommitCannotRewind(t *testing.T) {
+	a := startAuthNode(t, nil)
+	ctx := context.Background()
+	root := newRPCs(a.url, a.root)
+	if _, err := root.topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: "t", Config: &rewindv1.TopicConfig{Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*rewindv1.PublishRecord, 5)
+	for i := range recs {
+		recs[i] = &rewindv1.PublishRecord{Value: []byte("v")}
+	}
+	if _, err := root.pub.Publish(ctx, &rewindv1.PublishRequest{Topic: "t", Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	m := newRPCs(a.url, a.user(t, "member", "allow read topic:t", "allow join,commit group:g"))
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := m.sub.Subscribe(sctx, &rewindv1.SubscribeRequest{Topic: "t", Group: "g", Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Latest{Latest: true}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var gen uint64
+	for gen == 0 && st.Receive() {
+		if as := st.Msg().GetAssignment(); as != nil && len(as.GetPartitions()) > 0 {
+			gen = as.GetGeneration()
+		}
+	}
+	if gen == 0 {
+		t.Fatalf("no assignment: %v", st.Err())
+	}
+	commit := func(off uint64) error {
+		_, err := m.groups.Commit(ctx, &rewindv1.CommitRequest{Group: "g", Topic: "t", Generation: gen, Offsets: []*rewindv1.PartitionOffset{{Partition: 0, Offset: off}}})
+		return err
+	}
+	if err := commit(4); err != nil {
+		t.Fatalf("commit forward: %v", err)
+	}
+	if err := commit(0); code(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), "reset on group:g") {
+		t.Fatalf("commit back: %v, want PermissionDenied naming reset on group:g", err)
+	}
+	d, err := root.groups.DescribeGroup(ctx, &rewindv1.DescribeGroupRequest{Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.GetTopics()[0].GetPartitions()[0].GetCommittedOffset(); got != 4 {
+		t.Fatalf("committed offset %d after the refused commit, want 4", got)
+	}
+}

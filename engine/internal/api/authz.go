@@ -302,3 +302,26 @@ func (s *Server) may(ctx context.Context, op auth.Op, res auth.Resource) bool {
 	id, ok := auth.FromContext(ctx)
 	return ok && s.guard.state().Allowed(id.Principal, op, res)
 }
+
+// checkRewind refuses a commit that moves a group back without the reset
+// right: a member with join, commit and read could otherwise commit offset
+// 0 and rejoin to replay the history. Moving forward (or committing where
+// nothing was committed) needs only commit.
+func (s *Server) checkRewind(ctx context.Context, req *rewindv1.CommitRequest) error {
+	if s.guard == nil || s.may(ctx, auth.Reset, groupRes(req.GetGroup())) {
+		return nil
+	}
+	for _, o := range req.GetOffsets() {
+		cur, ok, err := s.b.CommittedOffset(req.GetGroup(), req.GetTopic(), o.GetPartition())
+		if err != nil || !ok || o.GetOffset() >= cur {
+			continue // errors: the commit itself reports them
+		}
+		res := groupRes(req.GetGroup())
+		if c := callerOf(ctx); c != nil && c.id != nil {
+			s.guard.cfg.Audit.Log(auth.Event{Principal: c.id.Principal, Operation: string(auth.Reset), Resource: res.String(), Outcome: "denied",
+				RequestID: c.requestID, Procedure: rewindv1connect.GroupServiceCommitProcedure, Detail: fmt.Sprintf("commit of partition %d moves back from %d to %d", o.GetPartition(), cur, o.GetOffset())})
+		}
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("permission denied: %s on %s (the commit moves partition %d back from offset %d to %d)", auth.Reset, res, o.GetPartition(), cur, o.GetOffset()))
+	}
+	return nil
+}

@@ -34,3 +34,17 @@ func (b *Broker) ProposeAuth(ctx context.Context, c auth.Command) (auth.Result, 
 	}
 	return res, err
 }
+
+// CommittedOffset returns group's committed offset in partition p of
+// topic, as this node's replica of the partition has it (ok false: none).
+func (b *Broker) CommittedOffset(group, topic string, p uint32) (offset uint64, ok bool, err error) {
+	lt, err := b.topic(topic)
+	if err != nil || int(p) >= len(lt.parts) || lt.parts[p] == nil {
+		return 0, false, err
+	}
+	st, ok, err := lt.parts[p].GroupState(group)
+	if err != nil || !ok || !st.Committed {
+		return 0, false, err
+	}
+	return st.Offset, true, nil
+}
