@@ -161,7 +161,11 @@ var matrix = []matrixCase{
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "inline-filter", []string{"replay topic:{topic}", "inline plugin:*"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Filter: &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Inline{Inline: filterModule}}})
 	}},
-	{rewindv1connect.GroupServiceCommitProcedure, "", []string{"commit group:{group}", "read topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+	{rewindv1connect.GroupServiceCommitProcedure, "forward", []string{"commit group:{group}", "read topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.groups.Commit(ctx, &rewindv1.CommitRequest{Group: f.group, Topic: f.topic, Offsets: []*rewindv1.PartitionOffset{{Partition: 0, Offset: 3}}})
+		return err
+	}},
+	{rewindv1connect.GroupServiceCommitProcedure, "back", []string{"commit group:{group}", "read topic:{topic}", "reset group:{group}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		_, err := c.groups.Commit(ctx, &rewindv1.CommitRequest{Group: f.group, Topic: f.topic, Offsets: []*rewindv1.PartitionOffset{{Partition: 0, Offset: 0}}})
 		return err
 	}},
