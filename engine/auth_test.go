@@ -387,4 +387,14 @@ func TestAuthCommitCannotRewind(t *testing.T) {
 	if got := d.GetTopics()[0].GetPartitions()[0].GetCommittedOffset(); got != 4 {
 		t.Fatalf("committed offset %d after the refused commit, want 4", got)
 	}
+	// Every partition has a commit: a member resumes from them with read
+	// alone, whatever its start (the CLI's default is earliest); a group
+	// without commits would start there, which is a replay.
+	if err := stream(ctx, m, &rewindv1.SubscribeRequest{Topic: "t", Group: "g"}); err != nil {
+		t.Fatalf("resume from the commits: %v", err)
+	}
+	m2 := newRPCs(a.url, a.user(t, "member2", "allow read topic:t", "allow join group:*"))
+	if err := stream(ctx, m2, &rewindv1.SubscribeRequest{Topic: "t", Group: "fresh"}); code(err) != connect.CodePermissionDenied {
+		t.Fatalf("a new group from earliest: %v, want PermissionDenied", err)
+	}
 }

@@ -66,8 +66,9 @@ type AuthConfig struct {
 
 // guard holds the authentication and authorization configuration.
 type guard struct {
-	cfg   AuthConfig
-	state func() *auth.State
+	cfg          AuthConfig
+	state        func() *auth.State
+	allCommitted func(group, topic string) bool
 }
 
 // EnableAuth turns authentication and authorization on for every public
@@ -79,7 +80,7 @@ func (s *Server) EnableAuth(cfg AuthConfig) {
 	if cfg.RecheckInterval <= 0 {
 		cfg.RecheckInterval = time.Second
 	}
-	s.guard = &guard{cfg: cfg, state: s.b.Auth}
+	s.guard = &guard{cfg: cfg, state: s.b.Auth, allCommitted: s.b.AllCommitted}
 }
 
 // caller is what the middleware learned of a request's credentials.

@@ -33,51 +33,59 @@ func pluginRes(name string) auth.Resource { return auth.Resource{Kind: auth.Plug
 
 var adminNeed = []need{{auth.Admin, auth.ClusterResource}}
 
-// needs maps each procedure to the rights its request needs. st is the
-// state the call is checked against (for the resume token key).
-var needs = map[string]func(st *auth.State, msg any) []need{
-	rewindv1connect.TopicServiceCreateTopicProcedure: func(_ *auth.State, m any) []need {
+// env is what a needs function may consult besides the request.
+type env struct {
+	// st is the state the call is checked against (the resume token key).
+	st *auth.State
+	// allCommitted reports whether group has a committed offset in every
+	// partition of topic.
+	allCommitted func(group, topic string) bool
+}
+
+// needs maps each procedure to the rights its request needs.
+var needs = map[string]func(e env, msg any) []need{
+	rewindv1connect.TopicServiceCreateTopicProcedure: func(_ env, m any) []need {
 		return []need{{auth.Create, topicRes(m.(*rewindv1.CreateTopicRequest).GetName())}}
 	},
 	rewindv1connect.TopicServiceListTopicsProcedure: none,
-	rewindv1connect.TopicServiceDescribeTopicProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.TopicServiceDescribeTopicProcedure: func(_ env, m any) []need {
 		return []need{{auth.Describe, topicRes(m.(*rewindv1.DescribeTopicRequest).GetName())}}
 	},
-	rewindv1connect.TopicServiceAlterTopicProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.TopicServiceAlterTopicProcedure: func(_ env, m any) []need {
 		return []need{{auth.Alter, topicRes(m.(*rewindv1.AlterTopicRequest).GetName())}}
 	},
-	rewindv1connect.TopicServiceDeleteTopicProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.TopicServiceDeleteTopicProcedure: func(_ env, m any) []need {
 		return []need{{auth.Delete, topicRes(m.(*rewindv1.DeleteTopicRequest).GetName())}}
 	},
-	rewindv1connect.PublishServicePublishProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.PublishServicePublishProcedure: func(_ env, m any) []need {
 		return []need{{auth.Publish, topicRes(m.(*rewindv1.PublishRequest).GetTopic())}}
 	},
 	rewindv1connect.SubscribeServiceSubscribeProcedure: subscribeNeeds,
-	rewindv1connect.GroupServiceCommitProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.GroupServiceCommitProcedure: func(_ env, m any) []need {
 		r := m.(*rewindv1.CommitRequest)
 		return []need{{auth.Commit, groupRes(r.GetGroup())}, {auth.Read, topicRes(r.GetTopic())}}
 	},
 	rewindv1connect.GroupServiceListGroupsProcedure: none,
-	rewindv1connect.GroupServiceDescribeGroupProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.GroupServiceDescribeGroupProcedure: func(_ env, m any) []need {
 		return []need{{auth.Describe, groupRes(m.(*rewindv1.DescribeGroupRequest).GetGroup())}}
 	},
-	rewindv1connect.GroupServiceDeleteGroupProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.GroupServiceDeleteGroupProcedure: func(_ env, m any) []need {
 		return []need{{auth.Delete, groupRes(m.(*rewindv1.DeleteGroupRequest).GetGroup())}}
 	},
-	rewindv1connect.GroupServiceResetGroupProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.GroupServiceResetGroupProcedure: func(_ env, m any) []need {
 		return []need{{auth.Reset, groupRes(m.(*rewindv1.ResetGroupRequest).GetGroup())}}
 	},
-	rewindv1connect.PluginServiceUploadPluginProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.PluginServiceUploadPluginProcedure: func(_ env, m any) []need {
 		return []need{{auth.Upload, pluginRes(m.(*rewindv1.UploadPluginRequest).GetName())}}
 	},
 	rewindv1connect.PluginServiceListPluginsProcedure: none,
-	rewindv1connect.PluginServiceGetPluginProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.PluginServiceGetPluginProcedure: func(_ env, m any) []need {
 		return []need{{auth.Describe, pluginRes(pluginName(m.(*rewindv1.GetPluginRequest).GetPlugin()))}}
 	},
-	rewindv1connect.PluginServiceDeletePluginProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.PluginServiceDeletePluginProcedure: func(_ env, m any) []need {
 		return []need{{auth.Delete, pluginRes(pluginName(m.(*rewindv1.DeletePluginRequest).GetPlugin()))}}
 	},
-	rewindv1connect.PluginServiceTestPluginProcedure: func(_ *auth.State, m any) []need {
+	rewindv1connect.PluginServiceTestPluginProcedure: func(_ env, m any) []need {
 		r := m.(*rewindv1.TestPluginRequest)
 		out := filterNeeds(r.GetFilter())
 		if t := r.GetTopic(); t != nil {
@@ -99,24 +107,28 @@ var needs = map[string]func(st *auth.State, msg any) []need{
 	rewindv1connect.AuthServiceCheckAclProcedure:            admin,
 }
 
-func none(*auth.State, any) []need  { return nil }
-func admin(*auth.State, any) []need { return adminNeed }
+func none(env, any) []need  { return nil }
+func admin(env, any) []need { return adminNeed }
 
 // subscribeNeeds: read for a start at the end or a signed resume token
 // (continuing a stream), replay for every other start; join on the group;
-// use (or inline) on the filter's module. A group member's start applies to
-// the partitions without a committed offset, so it is held to the same
-// rule: a read-only member starts at latest.
-func subscribeNeeds(st *auth.State, m any) []need {
+// use (or inline) on the filter's module. A group member's start applies
+// only to the partitions without a committed offset: when every partition
+// has one, the member resumes from the commits and needs read whatever its
+// start; otherwise its start is held to the rule above.
+func subscribeNeeds(e env, m any) []need {
 	r := m.(*rewindv1.SubscribeRequest)
 	op := auth.Replay
 	switch p := r.GetStart().GetPosition().(type) {
 	case *rewindv1.StartPosition_Latest:
 		op = auth.Read
 	case *rewindv1.StartPosition_ResumeToken:
-		if _, signed := auth.VerifyResume(st.ResumeKey, p.ResumeToken); signed {
+		if _, signed := auth.VerifyResume(e.st.ResumeKey, p.ResumeToken); signed {
 			op = auth.Read
 		}
+	}
+	if op == auth.Replay && r.GetGroup() != "" && e.allCommitted(r.GetGroup(), r.GetTopic()) {
+		op = auth.Read
 	}
 	out := []need{{op, topicRes(r.GetTopic())}}
 	if r.GetGroup() != "" {
@@ -269,7 +281,7 @@ func (g *guard) check(ctx context.Context, proc string, msg any) (context.Contex
 		return ctx, nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("auth: %s has no authorization rule", proc))
 	}
 	st := g.state()
-	ns := needsOf(st, msg)
+	ns := needsOf(env{st: st, allCommitted: g.allCommitted}, msg)
 	for _, n := range ns {
 		d := st.Decide(c.id.Principal, n.op, n.res)
 		if !d.Allowed {

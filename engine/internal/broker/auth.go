@@ -48,3 +48,18 @@ func (b *Broker) CommittedOffset(group, topic string, p uint32) (offset uint64, 
 	}
 	return st.Offset, true, nil
 }
+
+// AllCommitted reports whether group has a committed offset in every
+// partition of topic (as this node's replicas have them).
+func (b *Broker) AllCommitted(group, topic string) bool {
+	lt, err := b.topic(topic)
+	if err != nil || len(lt.parts) == 0 {
+		return false
+	}
+	for p := range lt.parts {
+		if _, ok, err := b.CommittedOffset(group, topic, uint32(p)); err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
