@@ -150,7 +150,12 @@ var matrix = []matrixCase{
 		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_ResumeToken{ResumeToken: f.forged + "." + sig}})})
 	}},
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "signed-resume-token", []string{"read topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
-		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_ResumeToken{ResumeToken: f.signed}})})
+		// The caller's own stream hands out a token signed for it.
+		signed, _, err := resumeTokens(ctx, c, f.topic)
+		if err != nil {
+			return err
+		}
+		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_ResumeToken{ResumeToken: signed}})})
 	}},
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "group", []string{"read topic:{topic}", "join group:{group}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Group: f.group, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Latest{Latest: true}})})
@@ -336,7 +341,10 @@ func TestAuthMatrix(t *testing.T) {
 			if _, _, err := rootc.CreateUser(ctx, "victim-"+f.topic, 0); err != nil {
 				t.Fatal(err)
 			}
-			f.signed, f.forged = resumeTokens(t, root, f.topic)
+			var err error
+			if f.signed, f.forged, err = resumeTokens(ctx, root, f.topic); err != nil {
+				t.Fatal(err)
+			}
 			var needs [][2]string // op, resource
 			for _, n := range mc.needs {
 				op, res, _ := strings.Cut(strings.NewReplacer("{topic}", f.topic, "{group}", f.group, "{plugin}", f.plugin).Replace(n), " ")
@@ -390,7 +398,7 @@ func TestAuthMatrix(t *testing.T) {
 			if d := cmp.Diff(before, snapshot(t, root)); d != "" {
 				t.Errorf("a refused call changed the state (-before +after):\n%s", d)
 			}
-			err := mc.call(ctx, newRPCs(a.url, exact), f)
+			err = mc.call(ctx, newRPCs(a.url, exact), f)
 			t.Logf("with exactly %v: %v", mc.needs, err)
 			if code(err) == connect.CodePermissionDenied || code(err) == connect.CodeUnauthenticated {
 				t.Errorf("with exactly %v: %v", mc.needs, err)
@@ -399,27 +407,27 @@ func TestAuthMatrix(t *testing.T) {
 	}
 }
 
-// resumeTokens returns the signed resume token a stream from the end of
-// topic starts with, and a hand-made one for offset 0.
-func resumeTokens(t *testing.T, root *rpcs, topic string) (signed, forged string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+// resumeTokens returns the resume token a stream of c's principal from
+// the end of topic starts with (signed for that principal), and a
+// hand-made one for offset 0.
+func resumeTokens(ctx context.Context, c *rpcs, topic string) (signed, forged string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	st, err := root.sub.Subscribe(ctx, &rewindv1.SubscribeRequest{Topic: topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Latest{Latest: true}})})
+	st, err := c.sub.Subscribe(ctx, &rewindv1.SubscribeRequest{Topic: topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Latest{Latest: true}})})
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	defer st.Close()
 	if !st.Receive() {
-		t.Fatal(st.Err())
+		return "", "", st.Err()
 	}
 	ev := st.Msg().GetStarted()
 	signed = ev.GetResumeToken()
 	if !strings.Contains(signed, ".") {
-		t.Fatalf("resume token %q is not signed", signed)
+		return "", "", fmt.Errorf("resume token %q is not signed", signed)
 	}
 	forged = resume.Token{TopicID: ev.GetTopicId(), Positions: []resume.Position{{Partition: 0, Next: 0}}}.String()
-	return signed, forged
+	return signed, forged, nil
 }
 
 func grantRule(t *testing.T, root interface {

@@ -144,7 +144,8 @@ func TestAuthReadIsNotReplay(t *testing.T) {
 	if _, err := root.Publish(ctx, "orders", client.Message{Value: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
-	reader := a.client(a.user(t, "reader", "allow read,describe topic:orders", "allow join group:billing"))
+	readerTok := a.user(t, "reader", "allow read,describe topic:orders", "allow join group:billing")
+	reader := a.client(readerTok)
 
 	// The live tail: allowed, and a record published after the start
 	// arrives.
@@ -166,6 +167,22 @@ func TestAuthReadIsNotReplay(t *testing.T) {
 	}
 	if got != "new" {
 		t.Fatalf("live tail: got %q (%v)", got, sub.Err())
+	}
+
+	// The stream's resume token continues it (read), for the reader
+	// alone: another read-only principal holding it is starting in the
+	// past, which is a replay.
+	rr, other := newRPCs(a.url, readerTok), newRPCs(a.url, a.user(t, "other", "allow read topic:orders"))
+	signed, _, err := resumeTokens(ctx, rr, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumeReq := &rewindv1.SubscribeRequest{Topic: "orders", Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_ResumeToken{ResumeToken: signed}})}
+	if err := stream(ctx, rr, resumeReq); err != nil {
+		t.Fatalf("reader resumes with its token: %v", err)
+	}
+	if err := stream(ctx, other, resumeReq); code(err) != connect.CodePermissionDenied {
+		t.Fatalf("another principal resumes with the reader's token: %v, want PermissionDenied", err)
 	}
 
 	err = firstEvent(ctx, reader, "orders", client.From(client.Earliest()))

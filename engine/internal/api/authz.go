@@ -37,6 +37,8 @@ var adminNeed = []need{{auth.Admin, auth.ClusterResource}}
 type env struct {
 	// st is the state the call is checked against (the resume token key).
 	st *auth.State
+	// principal is the caller.
+	principal string
 	// allCommitted reports whether group has a committed offset in every
 	// partition of topic.
 	allCommitted func(group, topic string) bool
@@ -123,7 +125,7 @@ func subscribeNeeds(e env, m any) []need {
 	case *rewindv1.StartPosition_Latest:
 		op = auth.Read
 	case *rewindv1.StartPosition_ResumeToken:
-		if _, signed := auth.VerifyResume(e.st.ResumeKey, p.ResumeToken); signed {
+		if _, signed := auth.VerifyResume(e.st.ResumeKey, e.principal, p.ResumeToken); signed {
 			op = auth.Read
 		}
 	}
@@ -281,7 +283,7 @@ func (g *guard) check(ctx context.Context, proc string, msg any) (context.Contex
 		return ctx, nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("auth: %s has no authorization rule", proc))
 	}
 	st := g.state()
-	ns := needsOf(env{st: st, allCommitted: g.allCommitted}, msg)
+	ns := needsOf(env{st: st, principal: c.id.Principal, allCommitted: g.allCommitted}, msg)
 	for _, n := range ns {
 		d := st.Decide(c.id.Principal, n.op, n.res)
 		if !d.Allowed {

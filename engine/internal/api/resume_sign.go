@@ -20,28 +20,35 @@ import (
 
 // signing returns the sink a stream sends through: out itself with auth
 // off, else one that signs the resume tokens of the events.
-func (s *Server) signing(out stream.Sink) stream.Sink {
+func (s *Server) signing(ctx context.Context, out stream.Sink) stream.Sink {
 	if s.guard == nil {
 		return out
 	}
-	return &signingSink{out: out, key: s.guard.state().ResumeKey}
+	k := &signingSink{out: out, key: s.guard.state().ResumeKey}
+	if id, ok := auth.FromContext(ctx); ok {
+		k.principal = id.Principal
+	}
+	return k
 }
 
+// signingSink signs for the stream's principal: the token is signed for
+// it alone.
 type signingSink struct {
-	out stream.Sink
-	key []byte
+	out       stream.Sink
+	key       []byte
+	principal string
 }
 
 func (k *signingSink) Send(resp *rewindv1.SubscribeResponse) error {
 	switch e := resp.GetEvent().(type) {
 	case *rewindv1.SubscribeResponse_Started:
-		e.Started.ResumeToken = auth.SignResume(k.key, e.Started.GetResumeToken())
+		e.Started.ResumeToken = auth.SignResume(k.key, k.principal, e.Started.GetResumeToken())
 	case *rewindv1.SubscribeResponse_Records:
-		e.Records.ResumeToken = auth.SignResume(k.key, e.Records.GetResumeToken())
+		e.Records.ResumeToken = auth.SignResume(k.key, k.principal, e.Records.GetResumeToken())
 	case *rewindv1.SubscribeResponse_Progress:
-		e.Progress.ResumeToken = auth.SignResume(k.key, e.Progress.GetResumeToken())
+		e.Progress.ResumeToken = auth.SignResume(k.key, k.principal, e.Progress.GetResumeToken())
 	case *rewindv1.SubscribeResponse_End:
-		e.End.ResumeToken = auth.SignResume(k.key, e.End.GetResumeToken())
+		e.End.ResumeToken = auth.SignResume(k.key, k.principal, e.End.GetResumeToken())
 	}
 	return k.out.Send(resp)
 }

@@ -56,7 +56,7 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	err = s.b.Subscribe(ctx, broker.SubscribeParams{
 		Topic: req.GetTopic(), Partitions: req.GetPartitions(), Start: start, Stop: stop, Options: opts,
 		Group: req.GetGroup(), ClientName: req.GetClientName(), Filter: filter, ReadFrom: from,
-	}, s.signing(out))
+	}, s.signing(ctx, out))
 	if err != nil && ctx.Err() != nil {
 		// The client went away: nothing to tell it.
 		return connect.NewError(connect.CodeCanceled, ctx.Err())

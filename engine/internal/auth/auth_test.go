@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func initState(t *testing.T) (*State, string) {
+func initState(t testing.TB) (*State, string) {
 	t.Helper()
 	bearer, tok := NewToken("root", 1, 0)
 	s, res, err := (&State{}).Apply(Command{Init: &Init{Superuser: "root", Token: tok, ResumeKey: NewResumeKey()}})
@@ -168,19 +168,22 @@ func TestParseRuleErrors(t *testing.T) {
 
 func TestResumeSignature(t *testing.T) {
 	key := NewResumeKey()
-	signed := SignResume(key, "AQEBAAA")
-	if tok, ok := VerifyResume(key, signed); !ok || tok != "AQEBAAA" {
+	signed := SignResume(key, "alice", "AQEBAAA")
+	if tok, ok := VerifyResume(key, "alice", signed); !ok || tok != "AQEBAAA" {
 		t.Fatalf("verify own: %q %v", tok, ok)
 	}
-	if tok, ok := VerifyResume(key, "AQEBAAA"); ok || tok != "AQEBAAA" {
+	if tok, ok := VerifyResume(key, "alice", "AQEBAAA"); ok || tok != "AQEBAAA" {
 		t.Fatalf("unsigned: %q %v", tok, ok)
 	}
 	forged := "AQEBAAB" + signed[len("AQEBAAA"):]
-	if _, ok := VerifyResume(key, forged); ok {
+	if _, ok := VerifyResume(key, "alice", forged); ok {
 		t.Fatal("a signature moved to another token verified")
 	}
-	if _, ok := VerifyResume(NewResumeKey(), signed); ok {
+	if _, ok := VerifyResume(NewResumeKey(), "alice", signed); ok {
 		t.Fatal("another key verified")
+	}
+	if _, ok := VerifyResume(key, "bob", signed); ok {
+		t.Fatal("another principal's token verified")
 	}
 }
 
@@ -242,6 +245,6 @@ func FuzzParseRule(f *testing.F) {
 		}
 		_, _ = ParseResource(name)
 		_, _, _ = ParseBearer(name)
-		_, _ = VerifyResume([]byte("k"), name)
+		_, _ = VerifyResume([]byte("k"), "p", name)
 	})
 }

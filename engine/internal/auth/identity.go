@@ -55,19 +55,20 @@ func CertPrincipal(c *x509.Certificate) string {
 // resumeMACLen is the bytes of HMAC-SHA256 kept in a signed resume token.
 const resumeMACLen = 16
 
-// SignResume appends an HMAC of token under key: "<token>.<mac>". Resume
-// tokens are base64url, which has no ".", so the signature splits off
-// unambiguously.
-func SignResume(key []byte, token string) string {
+// SignResume appends an HMAC of token and principal under key:
+// "<token>.<mac>". Resume tokens are base64url, which has no ".", so the
+// signature splits off unambiguously. The principal is bound in, so a
+// token handed to one principal is unsigned for every other.
+func SignResume(key []byte, principal, token string) string {
 	if token == "" {
 		return ""
 	}
-	return token + "." + base64.RawURLEncoding.EncodeToString(resumeMAC(key, token))
+	return token + "." + base64.RawURLEncoding.EncodeToString(resumeMAC(key, principal, token))
 }
 
 // VerifyResume splits a possibly signed resume token: the token itself,
-// and whether it carried a valid signature under key.
-func VerifyResume(key []byte, s string) (token string, signed bool) {
+// and whether it carried a valid signature under key for principal.
+func VerifyResume(key []byte, principal, s string) (token string, signed bool) {
 	token, sig, ok := strings.Cut(s, ".")
 	if !ok {
 		return s, false
@@ -76,12 +77,14 @@ func VerifyResume(key []byte, s string) (token string, signed bool) {
 	if err != nil || len(key) == 0 {
 		return token, false
 	}
-	return token, hmac.Equal(got, resumeMAC(key, token))
+	return token, hmac.Equal(got, resumeMAC(key, principal, token))
 }
 
-func resumeMAC(key []byte, token string) []byte {
+func resumeMAC(key []byte, principal, token string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("rewind resume token v1\x00"))
+	m.Write([]byte(principal))
+	m.Write([]byte{0})
 	m.Write([]byte(token))
 	return m.Sum(nil)[:resumeMACLen]
 }
