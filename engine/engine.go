@@ -152,7 +152,8 @@ func join(cfg Config, log hclog.Logger) (clusterID uint64, members map[uint64]st
 				log.Info("joined the cluster", "through", addr, "members", len(members))
 				return resp.GetClusterId(), members, nil
 			}
-			if c := connect.CodeOf(e); c == connect.CodeFailedPrecondition || c == connect.CodeAlreadyExists || c == connect.CodeInvalidArgument {
+			if c := connect.CodeOf(e); c == connect.CodeFailedPrecondition || c == connect.CodeAlreadyExists || c == connect.CodeInvalidArgument ||
+				c == connect.CodeUnauthenticated || c == connect.CodePermissionDenied {
 				return 0, nil, fmt.Errorf("engine: join through %s: %w", addr, e)
 			}
 			err = e
