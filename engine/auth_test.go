@@ -264,6 +264,29 @@ func TestAuthBadTokens(t *testing.T) {
 	if _, err := a.client(tok).ListTopics(ctx); code(err) != connect.CodeUnauthenticated {
 		t.Fatalf("revoked token: %v", err)
 	}
+
+	// A rule taken away mid-stream: the stream ends with PermissionDenied.
+	tok2 := a.user(t, "tail2", "allow read topic:t")
+	sub2, err := a.client(tok2).Subscribe(sctx, "t", client.From(client.Latest()), client.ReconnectWithin(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub2.Close()
+	if !sub2.Next() {
+		t.Fatalf("stream: %v", sub2.Err())
+	}
+	rules, _, err := root.ListACLs(ctx, "tail2")
+	if err != nil || len(rules) != 1 {
+		t.Fatalf("rules of tail2: %v %v", rules, err)
+	}
+	if _, err := root.RevokeACL(ctx, rules[0].GetId(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for sub2.Next() {
+	}
+	if code(sub2.Err()) != connect.CodePermissionDenied || sctx.Err() != nil {
+		t.Fatalf("stream after its rule went: %v, want PermissionDenied before the deadline", sub2.Err())
+	}
 	var ce *connect.Error
 	if errors.As(sub.Err(), &ce) && strings.Contains(ce.Message(), tok) {
 		t.Fatal("the error shows the token")

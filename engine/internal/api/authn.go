@@ -119,11 +119,11 @@ func (g *guard) identify(r *http.Request) (*auth.Identity, error) {
 		return nil, connect.NewError(connect.CodeUnavailable, auth.ErrNotInitialized)
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
-		bearer, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
+		// The scheme is case-insensitive (RFC 9110).
+		if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
 			return nil, connect.NewError(connect.CodeUnauthenticated, auth.ErrUnauthenticated)
 		}
-		t, err := st.Authenticate(strings.TrimSpace(bearer), g.cfg.Now().UnixNano())
+		t, err := st.Authenticate(strings.TrimSpace(h[7:]), g.cfg.Now().UnixNano())
 		if err != nil {
 			return nil, connect.NewError(connect.CodeUnauthenticated, err)
 		}

@@ -156,9 +156,13 @@ func pluginName(ref string) string {
 	return name
 }
 
-// errRevoked ends a stream whose token was revoked or expired, or whose
-// rights were taken away.
-var errRevoked = errors.New("auth: the stream's token was revoked or expired, or its rights were revoked")
+// errRevoked ends a stream whose token was revoked or expired
+// (Unauthenticated); errRightsRevoked one whose rights were taken away
+// (PermissionDenied).
+var (
+	errRevoked       = errors.New("auth: the stream's token was revoked or expired")
+	errRightsRevoked = errors.New("auth: the stream's rights were revoked")
+)
 
 // interceptor checks every call; see needs.
 type interceptor struct{ g *guard }
@@ -197,8 +201,11 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 			close(sc.done)
 			<-sc.stopped
 		}
-		if errors.Is(context.Cause(ctx), errRevoked) {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errRevoked):
 			return connect.NewError(connect.CodeUnauthenticated, errRevoked)
+		case errors.Is(cause, errRightsRevoked):
+			return connect.NewError(connect.CodePermissionDenied, errRightsRevoked)
 		}
 		return err
 	}
@@ -234,8 +241,8 @@ func (c *checkedConn) Receive(msg any) error {
 	return nil
 }
 
-// watch ends a stream (cancel with errRevoked) once its token is gone or
-// expired, or one of its rights is no longer allowed.
+// watch ends a stream once its token is gone or expired (errRevoked), or
+// one of its rights is no longer allowed (errRightsRevoked).
 func (g *guard) watch(id *auth.Identity, ns []need, cancel context.CancelCauseFunc, done <-chan struct{}, stopped chan<- struct{}) {
 	defer close(stopped)
 	t := time.NewTicker(g.cfg.RecheckInterval)
@@ -256,7 +263,7 @@ func (g *guard) watch(id *auth.Identity, ns []need, cancel context.CancelCauseFu
 		}
 		for _, n := range ns {
 			if !st.Allowed(id.Principal, n.op, n.res) {
-				cancel(errRevoked)
+				cancel(errRightsRevoked)
 				return
 			}
 		}
