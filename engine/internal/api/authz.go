@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -301,13 +302,20 @@ func (g *guard) check(ctx context.Context, proc string, msg any) (context.Contex
 	return auth.WithIdentity(ctx, c.id), ns, nil
 }
 
-// auditAdmin logs a call that needed the cluster admin right.
+// managing lists the operations whose calls are audited whatever their
+// outcome: they change what exists or who may do what (publishes, reads
+// and commits are audited only when refused).
+var managing = map[auth.Op]bool{auth.Admin: true, auth.Create: true, auth.Alter: true, auth.Delete: true, auth.Reset: true, auth.Upload: true}
+
+// auditAdmin logs an allowed call of a managing operation with its
+// outcome.
 func (g *guard) auditAdmin(ctx context.Context, proc string, ns []need, err error) {
-	if len(ns) != 1 || ns[0] != adminNeed[0] {
+	i := slices.IndexFunc(ns, func(n need) bool { return managing[n.op] })
+	if i < 0 {
 		return
 	}
 	c := callerOf(ctx)
-	e := auth.Event{Principal: c.id.Principal, Operation: proc[strings.LastIndexByte(proc, '/')+1:], Resource: "cluster", Outcome: "ok", RequestID: c.requestID, Procedure: proc}
+	e := auth.Event{Principal: c.id.Principal, Operation: proc[strings.LastIndexByte(proc, '/')+1:], Resource: ns[i].res.String(), Outcome: "ok", RequestID: c.requestID, Procedure: proc}
 	if err != nil {
 		e.Outcome, e.Detail = "error", connect.CodeOf(err).String()
 	}
