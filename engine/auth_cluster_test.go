@@ -130,6 +130,10 @@ func TestAuthCluster(t *testing.T) {
 		if err := stream(ctx, r, &rewindv1.SubscribeRequest{Topic: "orders"}); code(err) != connect.CodePermissionDenied {
 			t.Fatalf("reader's replay on %s: %v", u, err)
 		}
+		if _, err := r.groups.ResetGroup(ctx, &rewindv1.ResetGroupRequest{Group: "billing", Topic: "orders", Create: true,
+			Target: &rewindv1.ResetTarget{Target: &rewindv1.ResetTarget_Earliest{Earliest: true}}}); code(err) != connect.CodePermissionDenied {
+			t.Fatalf("reader's reset on %s: %v", u, err)
+		}
 		if err := stream(ctx, newRPCs(u, writer), &rewindv1.SubscribeRequest{Topic: "orders", Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Latest{Latest: true}})}); code(err) != connect.CodePermissionDenied {
 			t.Fatalf("writer's read on %s: %v", u, err)
 		}
