@@ -165,6 +165,9 @@ func TestAuthJoin(t *testing.T) {
 		dirs[id] = c.Dir
 	})
 	root := clusterRoot(t, dirs, urls[0])
+	if _, err := newRPCs(urls[0], root).topics.CreateTopic(context.Background(), &rewindv1.CreateTopicRequest{Name: "spread", Config: &rewindv1.TopicConfig{Partitions: 4, ReplicationFactor: 3}}); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -194,4 +197,16 @@ func TestAuthJoin(t *testing.T) {
 		}
 		return err
 	})
+	// A rebalance through the new member: sent on to the metadata leader,
+	// which waits for the moves by asking every member's status, all with
+	// the caller's token.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp, err := newRPCs("http://"+ln.Addr().String(), root).cluster.Rebalance(ctx, &rewindv1.RebalanceRequest{})
+	if err != nil {
+		t.Fatalf("rebalance through node 4: %v", err)
+	}
+	if len(resp.GetMoves()) == 0 {
+		t.Fatal("rebalance moved nothing onto the new member")
+	}
 }
