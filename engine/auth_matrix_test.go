@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rewind-io/rewind/engine/internal/resume"
 	"github.com/rewind-io/rewind/internal/wasmgen"
@@ -136,6 +137,12 @@ var matrix = []matrixCase{
 	}},
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "offset", []string{"replay topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Offset{Offset: 1}})})
+	}},
+	{rewindv1connect.SubscribeServiceSubscribeProcedure, "past-time", []string{"replay topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Time{Time: timestamppb.New(time.Now().Add(-time.Hour))}})})
+	}},
+	{rewindv1connect.SubscribeServiceSubscribeProcedure, "future-time", []string{"read topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Time{Time: timestamppb.New(time.Now().Add(time.Hour))}})})
 	}},
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "records-back", []string{"replay topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_RecordsBack{RecordsBack: 2}})})

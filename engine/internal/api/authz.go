@@ -43,6 +43,8 @@ type env struct {
 	// allCommitted reports whether group has a committed offset in every
 	// partition of topic.
 	allCommitted func(group, topic string) bool
+	// now is the server's clock.
+	now time.Time
 }
 
 // needs maps each procedure to the rights its request needs.
@@ -113,8 +115,9 @@ var needs = map[string]func(e env, msg any) []need{
 func none(env, any) []need  { return nil }
 func admin(env, any) []need { return adminNeed }
 
-// subscribeNeeds: read for a start at the end or a signed resume token
-// (continuing a stream), replay for every other start; join on the group;
+// subscribeNeeds: read for a start at the end (latest, or a time not yet
+// past) or a signed resume token (continuing a stream), replay for every
+// other start; join on the group;
 // use (or inline) on the filter's module. A group member's start applies
 // only to the partitions without a committed offset: when every partition
 // has one, the member resumes from the commits and needs read whatever its
@@ -125,6 +128,11 @@ func subscribeNeeds(e env, m any) []need {
 	switch p := r.GetStart().GetPosition().(type) {
 	case *rewindv1.StartPosition_Latest:
 		op = auth.Read
+	case *rewindv1.StartPosition_Time:
+		// A start at a time not yet past is a start at the end, or later.
+		if p.Time.CheckValid() == nil && !p.Time.AsTime().Before(e.now) {
+			op = auth.Read
+		}
 	case *rewindv1.StartPosition_ResumeToken:
 		if _, signed := auth.VerifyResume(e.st.ResumeKey, e.principal, p.ResumeToken); signed {
 			op = auth.Read
@@ -291,7 +299,7 @@ func (g *guard) check(ctx context.Context, proc string, msg any) (context.Contex
 		return ctx, nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("auth: %s has no authorization rule", proc))
 	}
 	st := g.state()
-	ns := needsOf(env{st: st, principal: c.id.Principal, allCommitted: g.allCommitted}, msg)
+	ns := needsOf(env{st: st, principal: c.id.Principal, allCommitted: g.allCommitted, now: g.cfg.Now()}, msg)
 	for _, n := range ns {
 		d := st.Decide(c.id.Principal, n.op, n.res)
 		if !d.Allowed {
