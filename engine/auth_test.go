@@ -441,3 +441,43 @@ func TestAuthCommitCannotRewind(t *testing.T) {
 		t.Fatalf("a new group from earliest: %v, want PermissionDenied", err)
 	}
 }
+
+// TestAuthSurvivesRestart: tokens and rules are in the store; a restart
+// neither forgets them nor writes a new bootstrap token.
+func TestAuthSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := engine.Config{Dir: dir, Auth: true}
+	n, url := startNode(t, cfg)
+	root := waitBootstrap(t, n, dir)
+	ctx := context.Background()
+	c := client.New(url, client.WithToken(root))
+	tok, _, err := c.CreateUser(ctx, "keeper", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GrantACL(ctx, &client.ACLRule{Principal: "keeper", Kind: "topic", Pattern: "*", Operations: []string{"create"}}); err != nil {
+		t.Fatal(err)
+	}
+	n.Drain()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, engine.BootstrapTokenFile)); err != nil {
+		t.Fatal(err)
+	}
+	n2, url2 := startNode(t, cfg)
+	select {
+	case <-n2.AuthReady():
+	case <-time.After(30 * time.Second):
+		t.Fatal("auth not ready after the restart")
+	}
+	if _, err := os.Stat(filepath.Join(dir, engine.BootstrapTokenFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a restart wrote a bootstrap token again: %v", err)
+	}
+	if _, err := client.New(url2, client.WithToken(tok)).CreateTopic(ctx, "kept", client.WithPartitions(1)); err != nil {
+		t.Fatalf("the user's token and rule after the restart: %v", err)
+	}
+	if _, err := client.New(url2, client.WithToken(root)).ListUsers(ctx); err != nil {
+		t.Fatalf("the root token after the restart: %v", err)
+	}
+}
