@@ -17,6 +17,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/tier"
 	"hash/fnv"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -145,6 +146,18 @@ type Config struct {
 	// request and raft stream between members with an HMAC of it
 	// (internal/peerauth); the secret itself never travels.
 	ClusterSecret []byte
+	// Auth turns authentication and authorization on (auth.go,
+	// docs/security.md): every public call needs a bearer token or a
+	// verified client certificate, and the rights the ACLs give it.
+	Auth bool
+	// AuditLog receives the audit log's JSON lines; default: the logger.
+	AuditLog io.Writer
+	// JoinToken is the bearer token (cluster admin) a node joining a
+	// cluster with auth on presents.
+	JoinToken string
+	// AuthRecheckInterval is how often open streams' tokens and rights are
+	// checked again. Default 1 s.
+	AuthRecheckInterval time.Duration
 }
 
 // join asks the members in turn to add this node, for up to a minute.
@@ -166,7 +179,7 @@ func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, member
 					}
 				}
 			}
-			c := rewindv1connect.NewClusterServiceClient(hc, sec.scheme()+"://"+addr, api.PeerClientOptions()...)
+			c := rewindv1connect.NewClusterServiceClient(hc, sec.scheme()+"://"+addr, api.PeerClientOptions(bearerOption(cfg.JoinToken))...)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Advertise})
 			cancel()
@@ -220,6 +233,8 @@ type Node struct {
 	tr        *transport.Transport
 	clusterID uint64
 	sec       *security
+	// auth runs the authorization bootstrap (auth.go); nil with auth off.
+	auth *authRun
 }
 
 // Open opens cfg.Dir and starts the node. It returns once every partition
@@ -339,6 +354,12 @@ func Open(cfg Config) (*Node, error) {
 	}
 	br.Store(b)
 	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID, sec: sec}
+	if fw, ok := bc.Forward.(*api.Forwarder); ok {
+		fw.SetAuth(b.Auth)
+	}
+	if cfg.Auth {
+		n.startAuth(cfg, log)
+	}
 	if tr != nil {
 		n.api.SetPeerClient(sec.peerHTTP(cfg.PeerDialer))
 		n.api.SetPeerStats(func() map[uint64]api.PeerStat {
@@ -454,6 +475,7 @@ func (n *Node) Err() error { return n.b.Err() }
 
 // Close drains the node, waits for streams to end, and closes the store.
 func (n *Node) Close() error {
+	n.stopAuth()
 	err := n.b.Close()
 	if n.tr != nil {
 		n.tr.Close()

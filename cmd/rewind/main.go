@@ -46,12 +46,14 @@ type globals struct {
 	// --tls-cert, --tls-key); tls is what loadTLS made of them (nil: none).
 	tlsCA, tlsCert, tlsKey string
 	tls                    *tls.Config
+	// token is the bearer token of a server with --auth.
+	token string
 }
 
 func (g *globals) client() *client.Client { return g.clientAt(g.server) }
 
 // clientAt returns a client of the server(s) at addr with the global
-// connection flags.
+// connection flags and credentials.
 func (g *globals) clientAt(addr string) *client.Client { return client.New(addr, g.clientOptions()...) }
 
 // clientOptions are the client options the global flags select: TLS when
@@ -59,15 +61,19 @@ func (g *globals) clientAt(addr string) *client.Client { return client.New(addr,
 // scheme then mean https://; an https:// --server alone uses the system's
 // CAs).
 func (g *globals) clientOptions() []client.Option {
+	var opts []client.Option
+	if g.token != "" {
+		opts = append(opts, client.WithToken(g.token))
+	}
 	switch {
 	case g.tls != nil:
-		return []client.Option{client.WithTLS(g.tls)}
+		opts = append(opts, client.WithTLS(g.tls))
 	case g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "":
 		// Not loaded by loadTLS (shell completion runs no hooks): calls
 		// fail with the file's error.
-		return []client.Option{client.WithTLSFiles(g.tlsCA, g.tlsCert, g.tlsKey)}
+		opts = append(opts, client.WithTLSFiles(g.tlsCA, g.tlsCert, g.tlsKey))
 	}
-	return nil
+	return opts
 }
 
 // loadTLS reads the TLS files of the global flags, so a missing or bad
@@ -114,7 +120,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.tlsCA, "tls-ca", os.Getenv("REWIND_TLS_CA"), "CA certificate (PEM) to verify the server with; implies https (env REWIND_TLS_CA)")
 	pf.StringVar(&g.tlsCert, "tls-cert", os.Getenv("REWIND_TLS_CERT"), "client certificate (PEM) for a server that requires one; implies https (env REWIND_TLS_CERT)")
 	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("REWIND_TLS_KEY"), "private key of --tls-cert (PEM) (env REWIND_TLS_KEY)")
-	root.AddCommand(newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
+	pf.StringVar(&g.token, "token", os.Getenv("REWIND_TOKEN"), "bearer token for a server with --auth (env REWIND_TOKEN)")
+	root.AddCommand(newUser(g), newACL(g), newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.InitDefaultCompletionCmd()
@@ -144,6 +151,8 @@ func describe(err error) string {
 		return errText(err) + " (is `rewind serve` running at this address? If it requires client certificates, give --tls-cert and --tls-key with one its CA signed)"
 	case connect.CodeOf(err) == connect.CodeUnavailable:
 		return errText(err) + " (is `rewind serve` running at this address?)"
+	case connect.CodeOf(err) == connect.CodeUnauthenticated:
+		return errText(err) + " (the server has --auth: pass --token or set REWIND_TOKEN)"
 	}
 	return errText(err)
 }

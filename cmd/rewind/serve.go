@@ -40,6 +40,8 @@ func newServe() *cobra.Command {
 		replayShare                          float64
 		heapTarget                           string
 		sec                                  securityFlags
+		authOn                               bool
+		auditLog, joinToken                  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -140,13 +142,18 @@ cluster secret, unless --insecure is given.`,
 			if advertise != "" && (members != nil || joins != nil) {
 				clusterAddrs = append(clusterAddrs, advertise)
 			}
-			if err := refuseExposed(listen, sec.clientAuth(), clusterAddrs, sec.peerAuth(), sec.insecure); err != nil {
+			if err := refuseExposed(listen, sec.clientAuth() || authOn, clusterAddrs, sec.peerAuth(), sec.insecure); err != nil {
 				return err
 			}
 			secret, err := sec.secret(log)
 			if err != nil {
 				return err
 			}
+			audit, closeAudit, err := openAuditLog(auditLog, authOn)
+			if err != nil {
+				return err
+			}
+			defer closeAudit()
 			node, err := engine.Open(engine.Config{
 				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
 				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
@@ -157,7 +164,7 @@ cluster secret, unless --insecure is given.`,
 				PeerDialer:  via.dialer(),
 				TLSCertFile: sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
 				PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
-				ClusterSecret: secret,
+				ClusterSecret: secret, Auth: authOn, AuditLog: audit, JoinToken: joinToken,
 			})
 			if err != nil {
 				return err
@@ -202,6 +209,9 @@ cluster secret, unless --insecure is given.`,
 	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); every member needs the same")
 	sec.register(f)
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
+	f.BoolVar(&authOn, "auth", false, "require a bearer token or client certificate on every call, and check its rights (ACLs); the first start writes a superuser token to DATA/bootstrap-token (docs/security.md)")
+	f.StringVar(&auditLog, "audit-log", "", "with --auth: append the audit log (JSON lines: denials and admin operations) to this file; default: the server log")
+	f.StringVar(&joinToken, "join-token", os.Getenv("REWIND_TOKEN"), "with --join to a cluster with --auth: a token with the cluster admin right (env REWIND_TOKEN)")
 	return cmd
 }
 

@@ -80,6 +80,7 @@ type Client struct {
 	groups  rewindv1connect.GroupServiceClient
 	plugins rewindv1connect.PluginServiceClient
 	cluster rewindv1connect.ClusterServiceClient
+	auth    rewindv1connect.AuthServiceClient
 	retry   retryPolicy
 	// addr is the node's base URL ("http://host:port").
 	addr string
@@ -313,6 +314,7 @@ func New(addr string, opts ...Option) *Client {
 		groups:      rewindv1connect.NewGroupServiceClient(o.httpClient, a, copts...),
 		plugins:     rewindv1connect.NewPluginServiceClient(o.httpClient, a, copts...),
 		cluster:     rewindv1connect.NewClusterServiceClient(o.httpClient, a, copts...),
+		auth:        rewindv1connect.NewAuthServiceClient(o.httpClient, a, copts...),
 		retry:       o.retry,
 		addr:        a,
 		openTimeout: o.openTimeout,

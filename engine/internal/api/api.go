@@ -37,6 +37,8 @@ type Server struct {
 	// publishFailures counts those that failed, by Connect code.
 	publishDurations durations
 	publishFailures  [connect.CodeUnauthenticated + 1]atomic.Uint64
+	// guard is set when authentication is on (EnableAuth; authn.go).
+	guard *guard
 }
 
 // New returns the handlers for b.
@@ -59,13 +61,21 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	handle := func(path string, h http.Handler) { mux.Handle(path, limitBody(h, s.maxRequest)) }
+	if s.guard != nil {
+		opts = append(opts, connect.WithInterceptors(interceptor{s.guard}))
+		handle = func(path string, h http.Handler) {
+			mux.Handle(path, s.guard.authenticate(limitBody(h, s.maxRequest)))
+		}
+	}
 	handle(rewindv1connect.NewTopicServiceHandler(s, opts...))
 	handle(rewindv1connect.NewPublishServiceHandler(s, opts...))
 	handle(rewindv1connect.NewSubscribeServiceHandler(s, opts...))
 	handle(rewindv1connect.NewGroupServiceHandler(s, opts...))
 	handle(rewindv1connect.NewPluginServiceHandler(s, opts...))
 	handle(rewindv1connect.NewClusterServiceHandler(s, opts...))
+	handle(rewindv1connect.NewAuthServiceHandler(s, opts...))
 	services := []string{
+		rewindv1connect.AuthServiceName,
 		rewindv1connect.ClusterServiceName,
 		rewindv1connect.TopicServiceName,
 		rewindv1connect.PublishServiceName,
@@ -73,7 +83,7 @@ func (s *Server) Handler() http.Handler {
 		rewindv1connect.GroupServiceName,
 		rewindv1connect.PluginServiceName,
 	}
-	mux.Handle("GET /metrics", s.metricsHandler())
+	mux.Handle("GET /metrics", s.adminOnly(s.metricsHandler()))
 	mux.HandleFunc("GET /healthz", livez)
 	mux.HandleFunc("GET /livez", livez)
 	mux.HandleFunc("GET /readyz", s.readyz)

@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/rewind-io/rewind/engine/internal/auth"
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
@@ -57,7 +59,7 @@ func (s *Server) clusterClient(addr string) rewindv1connect.ClusterServiceClient
 	if c == nil {
 		c = http.DefaultClient
 	}
-	return rewindv1connect.NewClusterServiceClient(c, s.peer.url(addr), PeerClientOptions()...)
+	return rewindv1connect.NewClusterServiceClient(c, s.peer.url(addr), PeerClientOptions(connect.WithInterceptors(carrier{s.b.Auth}))...)
 }
 
 // metaLeaderCtx marks ctx for the metadata leader named by err.
@@ -219,7 +221,11 @@ func (s *Server) GetClusterStatus(ctx context.Context, _ *rewindv1.GetClusterSta
 			Id: n.ID, Address: n.Addr, Self: n.Self, Connected: n.Self || ps.Connected, DroppedMessages: ps.Dropped, Leaving: n.Leaving,
 		})
 	}
+	all := s.may(ctx, auth.Admin, auth.ClusterResource)
 	for _, p := range cs.Partitions {
+		if !all && !s.may(ctx, auth.Describe, topicRes(p.Topic)) {
+			continue
+		}
 		ps := &rewindv1.PartitionStatus{
 			Topic: p.Topic, Partition: p.Partition, Group: p.Group, Replicas: p.Replicas, Hosted: p.Hosted,
 			Leader: p.Raft.Leader, Term: p.Raft.Term, CommitIndex: p.Raft.Commit, AppliedIndex: p.Raft.Applied,
@@ -257,14 +263,30 @@ func (s *Server) TransferLeader(ctx context.Context, req *rewindv1.TransferLeade
 type Forwarder struct {
 	self  uint64
 	conns *peerClients[rewindv1connect.PublishServiceClient]
+	// auth is the authorization state, once the broker is open (SetAuth).
+	auth atomic.Pointer[func() *auth.State]
+}
+
+// SetAuth gives the forwarder the authorization state, so a certificate
+// caller's forwarded publish carries a signed principal assertion.
+func (f *Forwarder) SetAuth(state func() *auth.State) { f.auth.Store(&state) }
+
+func (f *Forwarder) state() *auth.State {
+	if fn := f.auth.Load(); fn != nil {
+		return (*fn)()
+	}
+	return nil
 }
 
 // NewForwarder returns a forwarder for node self calling through peer.
 func NewForwarder(self uint64, peer PeerHTTP) *Forwarder {
-	return &Forwarder{self: self, conns: newPeerClients(func(addr string) rewindv1connect.PublishServiceClient {
+	f := &Forwarder{self: self}
+	f.conns = newPeerClients(func(addr string) rewindv1connect.PublishServiceClient {
 		return rewindv1connect.NewPublishServiceClient(peer.Client, peer.url(addr),
-			PeerClientOptions(connect.WithReadMaxBytes(MaxResponseBytes), connect.WithSendMaxBytes(MaxRequestBytes))...)
-	})}
+			PeerClientOptions(connect.WithReadMaxBytes(MaxResponseBytes), connect.WithSendMaxBytes(MaxRequestBytes),
+				connect.WithInterceptors(carrier{f.state}))...)
+	})
+	return f
 }
 
 func (f *Forwarder) conn(addr string) rewindv1connect.PublishServiceClient { return f.conns.get(addr) }

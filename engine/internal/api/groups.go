@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rewind-io/rewind/engine/internal/auth"
 	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
@@ -22,6 +23,9 @@ func (s *Server) Commit(ctx context.Context, req *rewindv1.CommitRequest) (*rewi
 		}
 		offsets[o.GetPartition()] = o.GetOffset()
 	}
+	if err := s.checkRewind(ctx, req); err != nil {
+		return nil, err
+	}
 	if err := s.b.Commit(ctx, req.GetGroup(), req.GetTopic(), req.GetGeneration(), offsets); err != nil {
 		return nil, toConnect(s.log, err)
 	}
@@ -36,6 +40,9 @@ func (s *Server) ListGroups(ctx context.Context, req *rewindv1.ListGroupsRequest
 	}
 	resp := &rewindv1.ListGroupsResponse{}
 	for _, g := range gs {
+		if !s.may(ctx, auth.Describe, groupRes(g.Group)) {
+			continue
+		}
 		resp.Groups = append(resp.Groups, &rewindv1.GroupSummary{Group: g.Group, Topic: g.Topic, Members: uint32(g.Members), Generation: g.Generation})
 	}
 	return resp, nil

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rewind-io/rewind/engine/internal/auth"
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/plugins"
 	"github.com/rewind-io/rewind/sandbox"
@@ -24,6 +25,9 @@ func (s *Server) UploadPlugin(ctx context.Context, req *rewindv1.UploadPluginReq
 func (s *Server) ListPlugins(ctx context.Context, req *rewindv1.ListPluginsRequest) (*rewindv1.ListPluginsResponse, error) {
 	out := &rewindv1.ListPluginsResponse{}
 	for _, p := range s.b.ListPlugins(req.GetName()) {
+		if !s.may(ctx, auth.Describe, pluginRes(p.Name)) {
+			continue
+		}
 		out.Plugins = append(out.Plugins, s.pluginOf(p))
 	}
 	return out, nil

@@ -56,7 +56,7 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	err = s.b.Subscribe(ctx, broker.SubscribeParams{
 		Topic: req.GetTopic(), Partitions: req.GetPartitions(), Start: start, Stop: stop, Options: opts,
 		Group: req.GetGroup(), ClientName: req.GetClientName(), Filter: filter, ReadFrom: from,
-	}, out)
+	}, s.signing(ctx, out))
 	if err != nil && ctx.Err() != nil {
 		// The client went away: nothing to tell it.
 		return connect.NewError(connect.CodeCanceled, ctx.Err())
@@ -92,7 +92,7 @@ func startOf(p *rewindv1.StartPosition) (cursor.Start, error) {
 		}
 		return cursor.Start{Kind: cursor.TimeBack, Back: v.TimeBack.AsDuration()}, nil
 	case *rewindv1.StartPosition_ResumeToken:
-		t, err := resume.Parse(v.ResumeToken)
+		t, err := resume.Parse(unsigned(v.ResumeToken))
 		if err != nil {
 			return cursor.Start{}, invalidf("resume token: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rewind-io/rewind/engine/internal/auth"
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -105,10 +106,11 @@ func retentionProto(r meta.Retention) *rewindv1.Retention {
 
 // ListTopics implements rewindv1connect.TopicServiceHandler.
 func (s *Server) ListTopics(ctx context.Context, req *rewindv1.ListTopicsRequest) (*rewindv1.ListTopicsResponse, error) {
-	ts := s.b.ListTopics()
-	resp := &rewindv1.ListTopicsResponse{Topics: make([]*rewindv1.Topic, len(ts))}
-	for i, t := range ts {
-		resp.Topics[i] = topicProto(t)
+	resp := &rewindv1.ListTopicsResponse{Topics: []*rewindv1.Topic{}}
+	for _, t := range s.b.ListTopics() {
+		if s.may(ctx, auth.Describe, topicRes(t.Name)) {
+			resp.Topics = append(resp.Topics, topicProto(t))
+		}
 	}
 	return resp, nil
 }

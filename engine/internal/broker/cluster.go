@@ -1007,6 +1007,11 @@ func (b *Broker) AddNode(ctx context.Context, id uint64, addr string) ([]meta.No
 	if err := b.leadsMeta(); err != nil {
 		return nil, err
 	}
+	// The first members must be recorded first: a member added before
+	// them would make the new node the only voter (TestAuthJoin hit it).
+	if err := b.waitMembers(ctx); err != nil {
+		return nil, err
+	}
 	if id == 0 || addr == "" {
 		return nil, fmt.Errorf("%w: a node needs an id and an address", ErrInvalid)
 	}

@@ -9,6 +9,7 @@
 //	'm' 's'                               metadata state (id counters)
 //	'm' 'x' <group:8>                     partition group awaiting deletion
 //	'm' 'w' ...                           the plugin registry (see package plugins)
+//	'm' 'a'                               authorization state (see package auth)
 //	'o' <group:8> <base offset:8>         offset index: one row per batch
 //	't' <group:8> <append time:8> <base offset:8>   time index: one row per batch
 //	'p' <group:8>                         partition applied state
@@ -47,6 +48,10 @@ var PluginPrefix = []byte{Meta, 'w'}
 
 // MetaStateKey holds the metadata state machine's counters.
 var MetaStateKey = []byte{Meta, 's'}
+
+// AuthStateKey holds the authorization state: tokens (hashes), ACL rules,
+// the resume token key.
+var AuthStateKey = []byte{Meta, 'a'}
 
 // TopicKey is the key of a topic record.
 func TopicKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte{Meta, 't'}, id) }

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/rewind-io/rewind/engine/internal/auth"
 	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/plugins"
@@ -163,6 +164,9 @@ type command struct {
 	Leave    uint64     `json:"leave,omitempty"`
 	Removed  uint64     `json:"removed,omitempty"`
 	Reassign []Reassign `json:"reassign,omitempty"`
+
+	// Auth changes the authorization state (auth.go).
+	Auth *auth.Command `json:"auth,omitempty"`
 }
 
 // Alter changes a topic's retention policy.
@@ -206,6 +210,8 @@ type Config struct {
 type Meta struct {
 	cfg Config
 	reg *plugins.Registry
+	// auth is the authorization state (auth.go).
+	auth authState
 
 	// Loop-owned.
 	st      state
@@ -232,6 +238,7 @@ type result struct {
 	topic     *Topic
 	plugins   []*plugins.Plugin
 	unchanged bool
+	auth      auth.Result
 	err       error
 }
 
@@ -279,6 +286,9 @@ func Open(cfg Config) (*Meta, error) {
 	m.mu.waiters = make(map[uint64]chan result)
 	m.publishLocked()
 	if m.reg, err = plugins.Open(cfg.DB, keys.PluginPrefix); err != nil {
+		return nil, err
+	}
+	if err := m.openAuth(); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -518,6 +528,8 @@ func (m *Meta) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 			}
 		case cmd.Reassign != nil:
 			r.err = m.applyReassign(w, cmd.Reassign)
+		case cmd.Auth != nil:
+			r.auth, r.err = m.applyAuth(w, cmd.Auth)
 		case cmd.Init != nil:
 			if len(m.st.Nodes) == 0 {
 				m.st.Nodes = slices.Clone(cmd.Init)
@@ -617,6 +629,7 @@ func (m *Meta) Durable() {
 	m.publishLocked()
 	m.mu.Unlock()
 	m.reg.Publish()
+	m.publishAuth()
 	changes, results := m.changes, m.results
 	m.changes, m.results = nil, nil
 	if len(changes) > 0 && m.cfg.OnChange != nil {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startAuthServer starts `rewind serve --auth` and waits for its bootstrap
+// token, then for the token to list topics; it returns the server and the
+// token.
+func startAuthServer(t *testing.T, dir, listen string, extra ...string) (*server, string) {
+	t.Helper()
+	s := &server{url: "http://" + listen, logPath: filepath.Join(t.TempDir(), "server.log"), done: make(chan struct{})}
+	logf, err := os.Create(s.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	s.cmd = exec.Command(rewindBin, append([]string{"serve", "--auth", "--listen", listen, "--data", dir, "--log-level", "info"}, extra...)...)
+	s.cmd.Env = cliEnv()
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(s.kill)
+	path := filepath.Join(dir, "bootstrap-token")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-s.done:
+			t.Fatalf("server exited (code %d)\nlog:\n%s", s.cmd.ProcessState.ExitCode(), s.log())
+		default:
+		}
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			tok := strings.TrimSpace(string(b))
+			if r := runCLI(t, nil, nil, "--server", s.url, "--token", tok, "topic", "list"); r.code == 0 {
+				return s, tok
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server with --auth not ready after 60s\nlog:\n%s", s.log())
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
+
+// TestCLIAuth walks docs/security.md's first steps: the bootstrap token,
+// a read-only principal that follows the tail but may not replay or reset,
+// acl check, revocation, and the audit log.
+func TestCLIAuth(t *testing.T) {
+	dir := t.TempDir()
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	s, root := startAuthServer(t, dir, freeAddr(t), "--audit-log", audit)
+	fi, err := os.Stat(filepath.Join(dir, "bootstrap-token"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("bootstrap token file: %v %v", fi, err)
+	}
+	if !strings.Contains(s.log(), filepath.Join(dir, "bootstrap-token")) || strings.Contains(s.log(), root) {
+		t.Fatalf("the server log should name the token file and never the token:\n%s", s.log())
+	}
+	as := func(tok string, args ...string) result {
+		return runCLI(t, nil, nil, append([]string{"--server", s.url, "--token", tok}, args...)...)
+	}
+	must := func(r result) result {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+
+	if r := runCLI(t, nil, nil, "--server", s.url, "topic", "list"); r.code == 0 || !strings.Contains(r.stderr, "unauthenticated") || !strings.Contains(r.stderr, "--token") {
+		t.Fatalf("anonymous topic list: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// REWIND_TOKEN works as well as --token.
+	if r := runCLI(t, nil, cliEnv("REWIND_TOKEN="+root), "--server", s.url, "topic", "create", "orders", "--partitions", "1"); r.code != 0 {
+		t.Fatalf("topic create with REWIND_TOKEN: %s", r.stderr)
+	}
+	must(as(root, "publish", "orders", "old"))
+
+	created := must(as(root, "user", "create", "reader", "--expires", "720h"))
+	reader := strings.TrimSpace(created.stdout)
+	if !strings.HasPrefix(reader, "rwd_") || !strings.Contains(created.stderr, "shown only now") {
+		t.Fatalf("user create: %q / %q", created.stdout, created.stderr)
+	}
+	if r := must(as(root, "user", "list")); !strings.Contains(r.stdout, "reader") || strings.Contains(r.stdout, reader) {
+		t.Fatalf("user list shows the reader without its secret:\n%s", r.stdout)
+	}
+	if r := must(as(root, "acl", "grant", "reader", "--topic", "orders", "--allow", "read,describe")); strings.TrimSpace(r.stdout) != "#1 allow reader describe,read topic:orders" {
+		t.Fatalf("acl grant: %q", r.stdout)
+	}
+	must(as(root, "acl", "grant", "ops", "--group", "*", "--allow", "reset,describe"))
+	if r := must(as(root, "acl", "list")); !strings.Contains(r.stdout, "superuser root") || !strings.Contains(r.stdout, "#2 allow ops describe,reset group:*") {
+		t.Fatalf("acl list:\n%s", r.stdout)
+	}
+	if r := as(root, "acl", "check", "reader", "replay", "topic:orders"); r.code != 1 || !strings.Contains(r.stdout, "denied: no rule allows it") {
+		t.Fatalf("acl check replay: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := must(as(root, "acl", "check", "reader", "read", "topic:orders")); !strings.Contains(r.stdout, "allowed by rule #1") {
+		t.Fatalf("acl check read: %q", r.stdout)
+	}
+	if r := as(root, "acl", "grant", "x", "--topic", "a*b", "--allow", "read"); r.code == 0 || !strings.Contains(r.stderr, "invalid_argument") {
+		t.Fatalf("bad pattern: exit %d %q", r.code, r.stderr)
+	}
+
+	// The reader follows the tail but is refused a replay and a reset.
+	if r := as(reader, "replay", "orders", "--from", "earliest"); r.code == 0 || !strings.Contains(r.stderr, "permission_denied: permission denied: replay on topic:orders") {
+		t.Fatalf("reader replay: exit %d %q", r.code, r.stderr)
+	}
+	if r := as(reader, "group", "reset", "billing", "--topic", "orders", "--to", "earliest", "--execute"); r.code == 0 || !strings.Contains(r.stderr, "permission_denied") {
+		t.Fatalf("reader reset: exit %d %q", r.code, r.stderr)
+	}
+	if r := must(as(reader, "topic", "list")); !strings.Contains(r.stdout, "orders") {
+		t.Fatalf("reader topic list: %q", r.stdout)
+	}
+
+	if r := must(as(root, "acl", "revoke", "reader", "--topic", "orders", "--allow", "describe")); !strings.Contains(r.stdout, "revoked #1") {
+		t.Fatalf("acl revoke by match: %q", r.stdout)
+	}
+	if r := must(as(reader, "topic", "list")); strings.Contains(r.stdout, "orders") {
+		t.Fatalf("without describe the reader still lists orders: %q", r.stdout)
+	}
+	must(as(root, "acl", "revoke", "2"))
+	if r := as(root, "acl", "revoke", "2"); r.code == 0 || !strings.Contains(r.stderr, "not_found") {
+		t.Fatalf("revoke a revoked rule: exit %d %q", r.code, r.stderr)
+	}
+	if r := must(as(root, "user", "revoke", "reader")); !strings.Contains(r.stdout, "revoked token") {
+		t.Fatalf("user revoke: %q", r.stdout)
+	}
+	if r := as(reader, "topic", "list"); r.code == 0 || !strings.Contains(r.stderr, "unauthenticated") {
+		t.Fatalf("revoked reader: exit %d %q", r.code, r.stderr)
+	}
+
+	b, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), root) || strings.Contains(string(b), reader) {
+		t.Fatal("a token is in the audit log")
+	}
+	var sawDenial, sawAdmin bool
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		for _, k := range []string{"time", "principal", "operation", "resource", "outcome", "request_id"} {
+			if _, ok := e[k]; !ok {
+				t.Fatalf("audit line %q lacks %s", line, k)
+			}
+		}
+		sawDenial = sawDenial || (e["principal"] == "reader" && e["operation"] == "replay" && e["outcome"] == "denied")
+		sawAdmin = sawAdmin || (e["principal"] == "root" && e["operation"] == "CreateUser" && e["outcome"] == "ok")
+	}
+	if !sawDenial || !sawAdmin {
+		t.Fatalf("audit log lacks the replay denial or the CreateUser:\n%s", b)
+	}
+}

@@ -1,0 +1,217 @@
+package api
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rewind-io/rewind/engine/internal/auth"
+)
+
+// Authentication (with AuthConfig.Enabled): an HTTP middleware in front of
+// the Connect handlers reads the caller's credentials once per request and
+// leaves the outcome in the request's context; the Connect interceptor in
+// authz.go refuses an unauthenticated call with Unauthenticated (in the
+// caller's protocol) and checks its rights. The probes (/livez, /readyz,
+// gRPC health) and reflection stay open: they say nothing about the data.
+// /metrics names every topic, so it needs the cluster admin right.
+//
+// A caller is, in this order:
+//
+//  1. a bearer token, "Authorization: Bearer rwd_...": it must exist in the
+//     replicated state and not be expired; a present but bad token is
+//     refused even if a client certificate is verified as well;
+//  2. a verified TLS client certificate: its CN (or first SAN) is the
+//     principal (auth.CertPrincipal);
+//  3. a request forwarded by another member on behalf of a certificate
+//     caller: PrincipalHeader, signed by ForwardSigHeader (an HMAC under a
+//     key derived from the metadata group's secret key, which only members
+//     hold), valid for a minute.
+//
+// Requests forwarded between members with a token carry the client's
+// Authorization header (the tokens are replicated, so the receiver checks
+// it again), so the forwarded request has exactly the caller's rights.
+
+// Headers of authentication.
+const (
+	// RequestIDHeader carries the request id (the client's, else one the
+	// server makes up); every answer carries it back, and the audit log
+	// names it.
+	RequestIDHeader = "Rewind-Request-Id"
+	// PrincipalHeader and ForwardSigHeader assert a certificate caller's
+	// principal on a request forwarded between members.
+	PrincipalHeader  = "Rewind-Principal"
+	ForwardSigHeader = "Rewind-Principal-Sig"
+)
+
+// AuthConfig turns authentication and authorization on.
+type AuthConfig struct {
+	// Audit receives every denial and every admin operation.
+	Audit *auth.Audit
+	// Now is the clock for token expiry. Default time.Now.
+	Now func() time.Time
+	// RecheckInterval is how often an open stream's token and rights are
+	// checked again (revoked or expired: the stream ends). Default 1 s.
+	RecheckInterval time.Duration
+}
+
+// guard holds the authentication and authorization configuration.
+type guard struct {
+	cfg          AuthConfig
+	state        func() *auth.State
+	allCommitted func(group, topic string) bool
+}
+
+// EnableAuth turns authentication and authorization on for every public
+// service. Call before Handler.
+func (s *Server) EnableAuth(cfg AuthConfig) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.RecheckInterval <= 0 {
+		cfg.RecheckInterval = time.Second
+	}
+	s.guard = &guard{cfg: cfg, state: s.b.Auth, allCommitted: s.b.AllCommitted}
+}
+
+// caller is what the middleware learned of a request's credentials.
+type caller struct {
+	id        *auth.Identity
+	err       error
+	requestID string
+}
+
+type callerKey struct{}
+
+func callerOf(ctx context.Context) *caller {
+	c, _ := ctx.Value(callerKey{}).(*caller)
+	return c
+}
+
+// authenticate wraps the Connect handlers.
+func (g *guard) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := &caller{requestID: r.Header.Get(RequestIDHeader)}
+		if c.requestID == "" || len(c.requestID) > 64 {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			c.requestID = hex.EncodeToString(b[:])
+		}
+		w.Header().Set(RequestIDHeader, c.requestID)
+		c.id, c.err = g.identify(r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	})
+}
+
+// identify authenticates one request.
+func (g *guard) identify(r *http.Request) (*auth.Identity, error) {
+	st := g.state()
+	if !st.Initialized() {
+		return nil, connect.NewError(connect.CodeUnavailable, auth.ErrNotInitialized)
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		// The scheme is case-insensitive (RFC 9110).
+		if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+			return nil, connect.NewError(connect.CodeUnauthenticated, auth.ErrUnauthenticated)
+		}
+		t, err := st.Authenticate(strings.TrimSpace(h[7:]), g.cfg.Now().UnixNano())
+		if err != nil {
+			return nil, connect.NewError(connect.CodeUnauthenticated, err)
+		}
+		return &auth.Identity{Principal: t.Principal, TokenID: t.ID, Authorization: h}, nil
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
+		if p := auth.CertPrincipal(r.TLS.PeerCertificates[0]); p != "" {
+			return &auth.Identity{Principal: p}, nil
+		}
+	}
+	if p := r.Header.Get(PrincipalHeader); p != "" {
+		if checkForwardSig(st, p, r.Header.Get(ForwardSigHeader), g.cfg.Now()) {
+			return &auth.Identity{Principal: p}, nil
+		}
+		return nil, connect.NewError(connect.CodeUnauthenticated, auth.ErrUnauthenticated)
+	}
+	return nil, connect.NewError(connect.CodeUnauthenticated, errNoCredentials)
+}
+
+var errNoCredentials = unauthenticatedError("auth: no credentials (a bearer token or a client certificate)")
+
+type unauthenticatedError string
+
+func (e unauthenticatedError) Error() string { return string(e) }
+
+// forwardValidity is how long a forwarded principal assertion holds.
+const forwardValidity = time.Minute
+
+// forwardSig signs principal until expiry (Unix seconds).
+func forwardSig(st *auth.State, principal string, expiry int64) string {
+	k := hmac.New(sha256.New, st.ResumeKey)
+	k.Write([]byte("rewind forward key v1"))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	m.Write([]byte(principal))
+	m.Write([]byte{0})
+	m.Write([]byte(strconv.FormatInt(expiry, 10)))
+	return strconv.FormatInt(expiry, 10) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func checkForwardSig(st *auth.State, principal, sig string, now time.Time) bool {
+	exp, _, ok := strings.Cut(sig, ".")
+	if !ok {
+		return false
+	}
+	e, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil || now.Unix() > e || e > now.Add(2*forwardValidity).Unix() {
+		return false
+	}
+	return hmac.Equal([]byte(sig), []byte(forwardSig(st, principal, e)))
+}
+
+// carryCredentials gives an outgoing call to another member (a forwarded
+// publish, a membership call sent to the metadata leader) the caller's
+// credentials: its Authorization header, or for a certificate caller a
+// signed principal assertion.
+func carryCredentials(ctx context.Context, h http.Header, st func() *auth.State, now time.Time) {
+	id, ok := auth.FromContext(ctx)
+	if !ok {
+		return
+	}
+	if id.Authorization != "" {
+		h.Set("Authorization", id.Authorization)
+		return
+	}
+	if st != nil && st() != nil && st().Initialized() {
+		h.Set(PrincipalHeader, id.Principal)
+		h.Set(ForwardSigHeader, forwardSig(st(), id.Principal, now.Add(forwardValidity).Unix()))
+	}
+}
+
+// adminOnly guards a plain HTTP endpoint (/metrics) with the cluster admin
+// right when auth is on: 401 without valid credentials, 403 without the
+// right.
+func (s *Server) adminOnly(h http.Handler) http.Handler {
+	if s.guard == nil {
+		return h
+	}
+	return s.guard.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := callerOf(r.Context())
+		switch {
+		case c.err != nil:
+			s.guard.cfg.Audit.Log(auth.Event{Operation: r.URL.Path, Outcome: "unauthenticated", RequestID: c.requestID, Detail: c.err.Error()})
+			http.Error(w, "unauthenticated: a bearer token or client certificate is required", http.StatusUnauthorized)
+		case !s.guard.state().Allowed(c.id.Principal, auth.Admin, auth.ClusterResource):
+			s.guard.cfg.Audit.Log(auth.Event{Principal: c.id.Principal, Operation: string(auth.Admin), Resource: "cluster", Outcome: "denied", RequestID: c.requestID, Procedure: r.URL.Path})
+			http.Error(w, "permission denied: admin on cluster", http.StatusForbidden)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	}))
+}
