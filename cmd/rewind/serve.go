@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/cmd/rewind/internal/gctune"
+	"github.com/rewind-io/rewind/console"
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/sandbox"
 )
@@ -36,6 +37,7 @@ func newServe() *cobra.Command {
 		followerReads                        bool
 		replayShare                          float64
 		heapTarget                           string
+		withConsole                          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -143,7 +145,12 @@ and shrink it with "rewind cluster remove-node N".`,
 				go func() { defer close(done); gctune.Run(ctx, target, 250*time.Millisecond) }()
 				defer func() { cancel(); <-done }()
 			}
-			return serve(cmd.Context(), log, node, listen, origins)
+			api := withCORS(node.Handler(), origins)
+			if withConsole {
+				api = console.Mount(api)
+				log.Info("web console", "url", "http://"+listen+console.Prefix)
+			}
+			return serve(cmd.Context(), log, node, listen, api)
 		},
 	}
 	f := cmd.Flags()
@@ -173,6 +180,7 @@ and shrink it with "rewind cluster remove-node N".`,
 	f.StringVar(&heapTarget, "gc-heap-target", "512MiB", "let the heap grow to this before the garbage collector runs (fewer collections while replays allocate; never less often than Go's default of twice the live heap); 0: Go's default. Ignored when GOGC is set")
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
 	_ = f.MarkHidden("peer-via")
+	f.BoolVar(&withConsole, "console", true, "serve the web console at /console/ (on the same origin as the API)")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	return cmd
 }
@@ -273,18 +281,23 @@ func newLogger(level, format string) (hclog.Logger, error) {
 // serve runs the HTTP server until ctx ends, then shuts down: the node
 // drains (streams end), the server finishes in-flight requests, the node
 // closes its store. If the store fails first, it exits at once (failed).
-func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, origins string) error {
+func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen string, h http.Handler) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		node.Close()
 		return err
 	}
-	return serveOn(ctx, log, node, ln, origins)
+	return serveHandler(ctx, log, node, ln, h)
 }
 
-// serveOn is serve on a listener the caller opened.
+// serveOn is serve on a listener the caller opened, of the API alone.
 func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
-	srv := engine.NewHTTPServer(withCORS(node.Handler(), origins))
+	return serveHandler(ctx, log, node, ln, withCORS(node.Handler(), origins))
+}
+
+// serveHandler serves h (the node's API, and maybe the console) on ln.
+func serveHandler(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, h http.Handler) error {
+	srv := engine.NewHTTPServer(h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "address", ln.Addr().String())
