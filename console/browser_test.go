@@ -488,6 +488,39 @@ func TestConsole(t *testing.T) {
 		}
 	})
 
+	t.Run("live follow with pause", func(t *testing.T) {
+		b := browser.on(t)
+		b.run("open the Replay page", chromedp.Navigate(base+"/console/#/replay"), chromedp.WaitVisible(chromedp.CSS("#start")))
+		b.run("follow orders live", b.set(map[string]string{"#topic": "orders", "#from": "latest", "#to": "", "#partitions": "", "#plugin": "", "#config": ""}),
+			chromedp.Click(chromedp.CSS("#start")))
+		b.waitFor("the stream to start", `document.querySelector("#status").dataset.state.startsWith("streaming") || document.querySelector("#status").dataset.state === "live"`)
+		hasKey := func(k string) string {
+			return fmt.Sprintf(`[...document.querySelectorAll("#records td.key")].some((td) => td.textContent === %q)`, k)
+		}
+		if _, err := c.Publish(ctx, "orders", client.Message{Key: []byte("live-1"), Value: []byte("one")}); err != nil {
+			t.Fatal(err)
+		}
+		b.waitFor("the live record", hasKey("live-1"))
+		b.run("pause", chromedp.Click(chromedp.CSS("#pause")))
+		var state string
+		b.eval(`document.querySelector("#status").dataset.state`, &state)
+		if state != "paused" {
+			t.Fatalf("after Pause the status is %q", state)
+		}
+		if _, err := c.Publish(ctx, "orders", client.Message{Key: []byte("live-2"), Value: []byte("two")}); err != nil {
+			t.Fatal(err)
+		}
+		b.run("resume", chromedp.Click(chromedp.CSS("#pause")))
+		b.waitFor("the record published while paused", hasKey("live-2"))
+		var rows []row
+		b.eval(rowsJS, &rows)
+		if len(rows) != 2 || rows[0].Key != "live-1" || rows[1].Key != "live-2" {
+			t.Errorf("following from latest shows %+v, want live-1 then live-2", rows)
+		}
+		b.run("stop", chromedp.Click(chromedp.CSS("#stop")))
+		b.waitFor("the stop", `document.querySelector("#status").dataset.state === "stopped"`)
+	})
+
 	t.Run("rows are bounded", func(t *testing.T) {
 		b := browser.on(t)
 		const n = 5000 + 120 // MAX_ROWS in src/replay.ts, and more
@@ -606,7 +639,7 @@ func groupReset(t *testing.T, ctx context.Context, b *browser, base string, c *c
 	b.waitFor("the group list", `[...document.querySelectorAll("table.groups a")].some((a) => a.textContent === "billing")`)
 	b.run("open billing", chromedp.Click(chromedp.CSS(`table.groups a`)))
 	b.waitFor("a lag of 2 records", lagJS+` === 2 && document.querySelectorAll("table.members tbody tr").length === 1`)
-	b.waitFor("the lag chart", `document.querySelector("svg.chart polyline").getAttribute("points") !== ""`)
+	b.waitFor("three samples in the lag chart (one per poll)", `Number(document.querySelector("svg.chart")?.dataset.samples) >= 3`)
 	b.screenshot("groups")
 
 	// The dry run: a plan, and nothing changed.
@@ -642,6 +675,7 @@ func groupReset(t *testing.T, ctx context.Context, b *browser, base string, c *c
 	b.run("execute the reset", chromedp.Click(chromedp.CSS("#execute")))
 	b.waitFor("the execution", `document.querySelector("#reset-result")?.dataset.executed === "true"`)
 	b.waitFor(fmt.Sprintf("a lag of %d records", total), fmt.Sprintf("%s === %d", lagJS, total))
+	b.screenshot("groups-executed")
 	reread := map[uint32]bool{}
 	for len(reread) < 2 {
 		select {

@@ -20,7 +20,7 @@ interface Sample {
 /** history: per "group/topic", the lag samples of this page's lifetime (kept across visits). */
 const history = new Map<string, Sample[]>();
 
-/** chart draws samples as an SVG polyline of lag in records, with the time axis of the last HISTORY_MS. */
+/** chart draws samples as an SVG line of lag in records over time (the last HISTORY_MS at most). */
 function chart(samples: Sample[]): SVGSVGElement {
   const ns = "http://www.w3.org/2000/svg";
   const W = 480;
@@ -31,7 +31,9 @@ function chart(samples: Sample[]): SVGSVGElement {
   svg.setAttribute("role", "img");
   const now = Date.now();
   const max = Math.max(1, ...samples.map((s) => s.records));
-  const x = (at: number): number => W - ((now - at) / HISTORY_MS) * W;
+  // The time axis spans the samples kept: at least a minute, at most HISTORY_MS.
+  const span = Math.min(HISTORY_MS, Math.max(60_000, samples.length ? now - samples[0].at : 0));
+  const x = (at: number): number => W - ((now - at) / span) * W;
   const y = (v: number): number => H - (v / max) * (H - 4);
   const line = document.createElementNS(ns, "polyline");
   line.setAttribute("points", samples.map((s) => `${x(s.at).toFixed(1)},${y(s.records).toFixed(1)}`).join(" "));
@@ -51,7 +53,16 @@ function chart(samples: Sample[]): SVGSVGElement {
   top.setAttribute("x", "2");
   top.setAttribute("y", "10");
   top.textContent = `${max} records`;
-  svg.append(axis, line, top, label(0, "start", "-10m"), label(W, "end", "now"));
+  svg.setAttribute("data-samples", String(samples.length));
+  svg.append(axis, line, top, label(0, "start", `-${fmtMs(span)}`), label(W, "end", "now"));
+  for (const s of samples) {
+    const dot = document.createElementNS(ns, "circle");
+    dot.setAttribute("cx", x(s.at).toFixed(1));
+    dot.setAttribute("cy", y(s.records).toFixed(1));
+    dot.setAttribute("r", "2");
+    dot.setAttribute("class", "lag");
+    svg.append(dot);
+  }
   return svg;
 }
 
@@ -121,7 +132,7 @@ export function groupsPage(root: HTMLElement, query: URLSearchParams): () => voi
               ts(p.commitTime),
             ]),
           ),
-          h("p", { class: "note" }, last ? `Total lag ${last.records} records, oldest ${fmtMs(last.seconds * 1000)} ago (chart: last 10 minutes, polled every ${POLL_MS / 1000} s)` : ""),
+          h("p", { class: "note" }, last ? `Total lag ${last.records} records, oldest ${fmtMs(last.seconds * 1000)} ago (chart: lag in records over the last minutes, polled every ${POLL_MS / 1000} s)` : ""),
           chart(samples),
         );
       }),

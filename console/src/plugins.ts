@@ -2,8 +2,8 @@
 // form for a .wasm module, and a test of a plugin on a range of a topic
 // with what it kept, dropped or replaced.
 
-import { text } from "../../sdk/ts/src/index.js";
-import { client, errorText, field, h, parsePartitions, showError, table, ts } from "./ui.js";
+import { CompileState, text } from "../../sdk/ts/src/index.js";
+import { client, errorText, field, fmtBytes, h, parsePartitions, showError, table, ts } from "./ui.js";
 
 /** pluginsPage renders the page into root. */
 export function pluginsPage(root: HTMLElement): () => void {
@@ -47,7 +47,7 @@ export function pluginsPage(root: HTMLElement): () => void {
           : table(
               "plugins",
               ["Name", "Version", "Module", "Uploaded", "Size", "Description", "Compiled"],
-              ps.map((p) => [p.name, String(p.version), h("code", {}, p.module), ts(p.uploadTime), `${p.sizeBytes} B`, p.description, p.compileError || String(p.compileState)]),
+              ps.map((p) => [p.name, String(p.version), h("code", {}, p.module), ts(p.uploadTime), fmtBytes(p.sizeBytes), p.description, p.compileError || (CompileState[p.compileState] ?? String(p.compileState)).toLowerCase()]),
             ),
       );
     } catch (e) {
