@@ -165,6 +165,20 @@ type browser struct {
 type pageLog struct {
 	mu     sync.Mutex
 	errors []string
+	loads  int
+}
+
+// open loads the console afresh (a full page load, not a change of the
+// fragment) on a route such as "replay" and waits until it shows.
+func (b *browser) open(base, route string) {
+	b.t.Helper()
+	b.log.mu.Lock()
+	b.log.loads++
+	n := b.log.loads
+	b.log.mu.Unlock()
+	page, _, _ := strings.Cut(route, "?")
+	b.run("open "+route, chromedp.Navigate(fmt.Sprintf("%s/console/?load=%d#/%s", base, n, route)))
+	b.waitFor("the "+page+" page", fmt.Sprintf(`document.body.dataset.page === %q && document.querySelector("main h1") !== null`, page))
 }
 
 // on is the browser for the (sub)test t.
@@ -325,14 +339,14 @@ func sortRows(rows []row) {
 
 // replay fills the Replay page's form, starts it, waits until the stream
 // is done and returns the rows shown (sorted).
-func (b *browser) replay(base string, fields map[string]string) []row {
+func (b *browser) replay(base string, fields map[string]string, more ...chromedp.Action[chromedp.Void]) []row {
 	b.t.Helper()
-	b.run("open the Replay page", chromedp.Navigate(base+"/console/#/replay"), chromedp.WaitVisible(chromedp.CSS("#start")))
+	b.open(base, "replay")
 	all := map[string]string{"#topic": "", "#from": "earliest", "#to": "end", "#partitions": "", "#plugin": "", "#config": ""}
 	for k, v := range fields {
 		all[k] = v
 	}
-	b.run("start a replay", b.set(all), chromedp.Click(chromedp.CSS("#start")))
+	b.run("start a replay", b.set(all), chromedp.Steps(more...), chromedp.Click(chromedp.CSS("#start")))
 	b.waitFor("the replay to end", `["done", "error"].includes(document.querySelector("#status").dataset.state)`)
 	var state, errText string
 	b.eval(`document.querySelector("#status").dataset.state`, &state)
@@ -422,7 +436,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("upload and test a plugin", func(t *testing.T) {
 		b := browser.on(t)
-		b.run("open the Plugins page", chromedp.Navigate(base+"/console/#/plugins"), chromedp.WaitVisible(chromedp.CSS("#upload")))
+		b.open(base, "plugins")
 		b.run("upload keyprefix", b.set(map[string]string{"#upload-name": "keyprefix", "#upload-description": "keeps keys with a prefix"}),
 			chromedp.SetUploadFiles(chromedp.CSS("#upload-file"), []string{wasm}), chromedp.Click(chromedp.CSS("#upload")))
 		b.waitFor("the upload", `document.querySelector("#upload-result").textContent.startsWith("Uploaded")`)
@@ -488,9 +502,26 @@ func TestConsole(t *testing.T) {
 		}
 	})
 
+	t.Run("filter from a module file", func(t *testing.T) {
+		b := browser.on(t)
+		got := b.replay(base, map[string]string{"#topic": "orders", "#to": "@" + from.UTC().Format(time.RFC3339Nano), "#config": `{"prefix":"user-2"}`},
+			chromedp.SetUploadFiles(chromedp.CSS("#filter-file"), []string{wasm}))
+		sortRows(got)
+		w := want(func(s sent) bool { return strings.HasPrefix(s.key, "user-2") && s.res.AppendTime.Before(from) })
+		if len(w) == 0 || !slices.Equal(got, w) {
+			t.Fatalf("the replay through the module file shows\n%+v\nwant\n%+v", got, w)
+		}
+		var cmd string
+		b.run("copy as CLI command", chromedp.Click(chromedp.CSS("#copy-cli")))
+		b.eval(`document.querySelector("#copied").value`, &cmd)
+		if !strings.Contains(cmd, ` --filter-file keyprefix.wasm --filter-config '{"prefix":"user-2"}'`) {
+			t.Errorf("copy as CLI command gave %s, want --filter-file and --filter-config", cmd)
+		}
+	})
+
 	t.Run("live follow with pause", func(t *testing.T) {
 		b := browser.on(t)
-		b.run("open the Replay page", chromedp.Navigate(base+"/console/#/replay"), chromedp.WaitVisible(chromedp.CSS("#start")))
+		b.open(base, "replay")
 		b.run("follow orders live", b.set(map[string]string{"#topic": "orders", "#from": "latest", "#to": "", "#partitions": "", "#plugin": "", "#config": ""}),
 			chromedp.Click(chromedp.CSS("#start")))
 		b.waitFor("the stream to start", `document.querySelector("#status").dataset.state.startsWith("streaming") || document.querySelector("#status").dataset.state === "live"`)
@@ -549,7 +580,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("topics", func(t *testing.T) {
 		b := browser.on(t)
-		b.run("open the Topics page", chromedp.Navigate(base+"/console/#/topics"))
+		b.open(base, "topics")
 		b.waitFor("the partitions of orders", `document.querySelectorAll('section[data-topic="orders"] table.partitions tbody tr').length === 2`)
 		var cells [][]string
 		b.eval(`[...document.querySelectorAll('section[data-topic="orders"] table.partitions tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent))`, &cells)
@@ -568,7 +599,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("cluster", func(t *testing.T) {
 		b := browser.on(t)
-		b.run("open the Cluster page", chromedp.Navigate(base+"/console/#/cluster"))
+		b.open(base, "cluster")
 		b.waitFor("the nodes and partitions", `document.querySelectorAll("table.nodes tbody tr").length === 1 &&
 			document.querySelectorAll("table.cluster-partitions tbody tr").length === 3`)
 		b.screenshot("cluster")
@@ -635,7 +666,7 @@ func groupReset(t *testing.T, ctx context.Context, b *browser, base string, c *c
 	}
 	lagJS := `[...document.querySelectorAll("section.group-topic .lag-records")].reduce((a, s) => a + Number(s.textContent), 0)`
 
-	b.run("open the Groups page", chromedp.Navigate(base+"/console/#/groups"))
+	b.open(base, "groups")
 	b.waitFor("the group list", `[...document.querySelectorAll("table.groups a")].some((a) => a.textContent === "billing")`)
 	b.run("open billing", chromedp.Click(chromedp.CSS(`table.groups a`)))
 	b.waitFor("a lag of 2 records", lagJS+` === 2 && document.querySelectorAll("table.members tbody tr").length === 1`)

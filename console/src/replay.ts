@@ -15,6 +15,8 @@ interface Params {
   to: string;
   partitions: number[];
   plugin: string;
+  /** A module sent with the request instead of a registered plugin. */
+  file?: { name: string; module: Uint8Array };
   config: string;
 }
 
@@ -24,10 +26,9 @@ export function cliCommand(p: Params): string {
   if (p.to !== "") args.push("--to", shellQuote(p.to));
   else args.push("--follow");
   if (p.partitions.length > 0) args.push("--partition", p.partitions.join(","));
-  if (p.plugin !== "") {
-    args.push("--filter", shellQuote(p.plugin));
-    if (p.config !== "") args.push("--filter-config", shellQuote(p.config));
-  }
+  if (p.plugin !== "") args.push("--filter", shellQuote(p.plugin));
+  if (p.file) args.push("--filter-file", shellQuote(p.file.name));
+  if ((p.plugin !== "" || p.file) && p.config !== "") args.push("--filter-config", shellQuote(p.config));
   const server = location.host;
   if (server !== "127.0.0.1:7070") args.push("--server", shellQuote(server));
   return args.join(" ");
@@ -69,6 +70,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
   const to = h("input", { id: "to", value: query.get("to") ?? "end", placeholder: "empty: follow live" });
   const parts = h("input", { id: "partitions", value: query.get("partitions") ?? "", placeholder: "all, or 0,2" });
   const plugin = h("input", { id: "plugin", list: "plugins", value: query.get("plugin") ?? "", placeholder: "none, or NAME[@VERSION]" });
+  const file = h("input", { id: "filter-file", type: "file", accept: ".wasm" });
   const config = h("input", { id: "config", value: query.get("config") ?? "", placeholder: '{"prefix":"user-1"}' });
   const topics = h("datalist", { id: "topics" });
   const plugins = h("datalist", { id: "plugins" });
@@ -90,6 +92,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
     field("To", to),
     field("Partitions", parts),
     field("Filter plugin", plugin),
+    field("or a module file", file),
     field("Filter config", config),
     h("div", { class: "buttons" }, start, pause, stop, copyToken, copyCli),
     topics,
@@ -129,14 +132,23 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
   let pending: Record[] = [];
   let frame = 0;
 
-  const params0 = (): Params => ({
-    topic: topic.value.trim(),
-    from: from.value.trim() || "earliest",
-    to: to.value.trim(),
-    partitions: parsePartitions(parts.value),
-    plugin: plugin.value.trim(),
-    config: config.value,
-  });
+  const params0 = async (): Promise<Params> => {
+    const p: Params = {
+      topic: topic.value.trim(),
+      from: from.value.trim() || "earliest",
+      to: to.value.trim(),
+      partitions: parsePartitions(parts.value),
+      plugin: plugin.value.trim(),
+      config: config.value,
+    };
+    if (p.topic === "") throw new Error("name a topic");
+    const f = file.files?.[0];
+    if (f) {
+      if (p.plugin !== "") throw new Error("choose a filter plugin or a module file, not both");
+      p.file = { name: f.name, module: new Uint8Array(await f.arrayBuffer()) };
+    }
+    return p;
+  };
 
   // Rows are added once per frame, and the oldest removed beyond MAX_ROWS.
   const flush = (): void => {
@@ -165,7 +177,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
       from: p.from,
       to: p.to === "" ? undefined : p.to,
       partitions: p.partitions,
-      filter: p.plugin === "" ? undefined : { plugin: p.plugin, config: p.config },
+      filter: p.file ? { module: p.file.module, config: p.config } : p.plugin === "" ? undefined : { plugin: p.plugin, config: p.config },
     });
     sub = s;
     setStatus("opening");
@@ -222,13 +234,13 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
     ev.preventDefault();
     halt();
     error.hidden = true;
-    try {
-      params = params0();
-    } catch (e) {
+    params0().then(start0, (e: unknown) => {
       error.textContent = errorText(e);
       error.hidden = false;
-      return;
-    }
+    });
+  });
+  const start0 = (p: Params): void => {
+    params = p;
     body.replaceChildren();
     pending = [];
     shown = total = 0;
@@ -242,7 +254,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
     if (params.plugin) q.set("plugin", params.plugin), q.set("config", params.config);
     history.replaceState(null, "", `#/replay?${q}`);
     void run(params);
-  });
+  };
   pause.addEventListener("click", () => {
     paused = !paused;
     pause.textContent = paused ? "Resume" : "Pause";
@@ -266,13 +278,13 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
     void copy(token, copied);
   });
   copyCli.addEventListener("click", () => {
-    try {
-      const p = params ?? params0();
-      void copy(cliCommand(p), copied);
-    } catch (e) {
-      error.textContent = errorText(e);
-      error.hidden = false;
-    }
+    (params ? Promise.resolve(params) : params0()).then(
+      (p) => copy(cliCommand(p), copied),
+      (e: unknown) => {
+        error.textContent = errorText(e);
+        error.hidden = false;
+      },
+    );
   });
   if (query.get("topic") && query.get("run") === "1") form.requestSubmit();
   return halt;
