@@ -1,12 +1,13 @@
 // The Replay page: a topic from a start to a stop (the CLI's position
 // grammar), some partitions, an optional filter; records shown as they
-// stream, at most MAX_ROWS of them (older rows are dropped, and a note
-// says how many).
+// stream in a virtualised list that keeps at most MAX_ROWS of them (older
+// ones are dropped, and a note says how many).
 
-import { text, type Record, type Subscription } from "../../sdk/ts/src/index.js";
+import type { Subscription } from "../../sdk/ts/src/index.js";
+import { RecordList } from "./recordlist.js";
 import { client, copy, errorText, field, h, parsePartitions, shellQuote } from "./ui.js";
 
-/** MAX_ROWS bounds the rows the page keeps (in the DOM and in memory). */
+/** MAX_ROWS bounds the records the page keeps in memory; the DOM holds only the rows in view. */
 export const MAX_ROWS = 5000;
 
 interface Params {
@@ -34,35 +35,6 @@ export function cliCommand(p: Params): string {
   return args.join(" ");
 }
 
-/** pretty is a value as text, indented when it is JSON. */
-function pretty(v: Uint8Array): string {
-  const s = text(v);
-  const t = s.trim();
-  if (t.startsWith("{") || t.startsWith("[")) {
-    try {
-      return JSON.stringify(JSON.parse(t), null, 2);
-    } catch {
-      /* not JSON */
-    }
-  }
-  return s;
-}
-
-function row(r: Record): HTMLTableRowElement {
-  const headers = r.headers.map((hd) => `${hd.key}=${text(hd.value)}`).join("\n");
-  return h(
-    "tr",
-    { "data-partition": r.partition, "data-offset": String(r.offset) },
-    h("td", { class: "num" }, String(r.partition)),
-    h("td", { class: "num" }, String(r.offset)),
-    h("td", { class: "key" }, text(r.key)),
-    h("td", { class: "value" }, h("pre", {}, pretty(r.value))),
-    h("td", { class: "headers" }, h("pre", {}, headers)),
-    h("td", { class: "id" }, r.messageId),
-    h("td", { class: "time" }, r.appendTime.toISOString()),
-  );
-}
-
 /** replayPage renders the page into root; the returned function stops it. */
 export function replayPage(root: HTMLElement, query: URLSearchParams): () => void {
   const topic = h("input", { id: "topic", required: true, list: "topics", value: query.get("topic") ?? "", placeholder: "orders" });
@@ -83,7 +55,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
   const status = h("p", { id: "status", class: "status" }, "idle");
   const dropped = h("p", { id: "dropped", class: "note", hidden: true });
   const error = h("p", { id: "error", class: "error", hidden: true });
-  const body = h("tbody", { id: "records" });
+  const list = new RecordList(MAX_ROWS);
   const form = h(
     "form",
     { class: "controls" },
@@ -105,12 +77,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
     status,
     dropped,
     error,
-    h(
-      "table",
-      { class: "records" },
-      h("thead", {}, h("tr", {}, ...["Partition", "Offset", "Key", "Value", "Headers", "Message ID", "Append time"].map((c) => h("th", {}, c)))),
-      body,
-    ),
+    list.el,
   );
 
   // Suggestions: the topics and plugins there are.
@@ -125,12 +92,9 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
 
   let sub: Subscription | undefined;
   let params: Params | undefined;
-  let shown = 0;
   let total = 0;
   let paused = false;
   let resume: (() => void) | undefined;
-  let pending: Record[] = [];
-  let frame = 0;
 
   const params0 = async (): Promise<Params> => {
     const p: Params = {
@@ -150,22 +114,9 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
     return p;
   };
 
-  // Rows are added once per frame, and the oldest removed beyond MAX_ROWS.
-  const flush = (): void => {
-    frame = 0;
-    const add = pending.length > MAX_ROWS ? pending.slice(pending.length - MAX_ROWS) : pending;
-    pending = [];
-    const frag = document.createDocumentFragment();
-    for (const r of add) frag.append(row(r));
-    body.append(frag);
-    shown += add.length;
-    while (shown > MAX_ROWS) {
-      body.firstElementChild?.remove();
-      shown--;
-    }
-    const gone = total - shown;
-    dropped.hidden = gone === 0;
-    dropped.textContent = `${gone} older records were dropped from the view; at most ${MAX_ROWS} are kept.`;
+  const note = (): void => {
+    dropped.hidden = list.dropped === 0;
+    dropped.textContent = `${list.dropped} older records were dropped from the view; at most ${MAX_ROWS} are kept.`;
   };
   const setStatus = (s: string): void => {
     status.textContent = s;
@@ -190,10 +141,9 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
             copyToken.disabled = false;
             break;
           case "records":
-            pending.push(...ev.records);
+            list.add(ev.records);
             total += ev.records.length;
-            if (pending.length > MAX_ROWS) pending.splice(0, pending.length - MAX_ROWS);
-            if (frame === 0) frame = requestAnimationFrame(flush);
+            note();
             break;
           case "caughtUp":
             if (p.to === "") setStatus("live: caught up, following");
@@ -213,8 +163,8 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
       error.textContent = errorText(e);
       error.hidden = false;
     } finally {
-      if (frame !== 0) cancelAnimationFrame(frame);
-      flush();
+      list.flush();
+      note();
       if (sub === s) {
         pause.disabled = stop.disabled = true;
         start.disabled = false;
@@ -241,9 +191,9 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
   });
   const start0 = (p: Params): void => {
     params = p;
-    body.replaceChildren();
-    pending = [];
-    shown = total = 0;
+    list.clear();
+    note();
+    total = 0;
     paused = false;
     pause.textContent = "Pause";
     pause.disabled = stop.disabled = false;
