@@ -111,25 +111,50 @@ func testContext(t *testing.T) context.Context {
 // in a temporary directory, waits until it answers, and returns its URL.
 func startServer(t *testing.T, bin string, extra ...string) string {
 	t.Helper()
+	addr := freeAddr(t)
+	url, done, log := start(t, bin, append([]string{"--listen", addr}, extra...)...)
+	waitReady(t, url, done, log)
+	return url
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var log bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "warn"}, extra...)...)
-	cmd.Stdout, cmd.Stderr = &log, &log
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start starts `rewind serve` with args (--listen among them) and its data
+// in a temporary directory; the test's cleanup kills it.
+func start(t *testing.T, bin string, args ...string) (url string, done <-chan struct{}, log *bytes.Buffer) {
+	t.Helper()
+	log = &bytes.Buffer{}
+	cmd := exec.Command(bin, append([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "warn"}, args...)...)
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		<-done
+		<-exited
 	})
-	url := "http://" + addr
+	for i, a := range args {
+		if a == "--listen" {
+			url = "http://" + args[i+1]
+		}
+	}
+	return url, exited, log
+}
+
+// waitReady waits until the node at url answers ListTopics.
+func waitReady(t *testing.T, url string, done <-chan struct{}, log *bytes.Buffer) {
+	t.Helper()
 	c := client.New(url)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -142,10 +167,10 @@ func startServer(t *testing.T, bin string, extra ...string) string {
 		_, err := c.ListTopics(ctx)
 		cancel()
 		if err == nil {
-			return url
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("rewind serve not ready after 60 s: %v", err)
+			t.Fatalf("rewind serve at %s not ready after 60 s: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond) // poll interval
 	}
@@ -252,7 +277,11 @@ func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 // waitFor waits until the JavaScript expression is truthy.
 func (b *browser) waitFor(what, expr string) {
 	b.t.Helper()
-	b.run("wait for "+what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(2*time.Minute)))
+	_, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(2*time.Minute)))
+	if err != nil {
+		shown, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector("main")?.innerText ?? ""`))
+		b.t.Fatalf("wait for %s: %v\nthe page shows:\n%s\n(page errors: %v)", what, err, shown, b.pageErrors())
+	}
 }
 
 // eval evaluates a JavaScript expression into out.
@@ -621,14 +650,6 @@ func TestConsole(t *testing.T) {
 		b.screenshot("topics")
 	})
 
-	t.Run("cluster", func(t *testing.T) {
-		b := browser.on(t)
-		b.open(base, "cluster")
-		b.waitFor("the nodes and partitions", `document.querySelectorAll("table.nodes tbody tr").length === 1 &&
-			document.querySelectorAll("table.cluster-partitions tbody tr").length === 3`)
-		b.screenshot("cluster")
-	})
-
 	t.Run("group lag and reset", func(t *testing.T) { groupReset(t, ctx, browser.on(t), base, c) })
 
 	if errs := browser.pageErrors(); len(errs) > 0 {
@@ -741,6 +762,73 @@ func groupReset(t *testing.T, ctx context.Context, b *browser, base string, c *c
 		case <-ctx.Done():
 			t.Fatalf("the member did not re-read both partitions from offset 0 after the reset (did: %v)", reread)
 		}
+	}
+}
+
+// TestConsoleCluster opens the console of one node of a three-node
+// cluster: the Cluster page shows the three nodes, connected, and each
+// partition's leader and replicas, with the replicas' lag where this node
+// leads; the Topics page shows the replicas too.
+func TestConsoleCluster(t *testing.T) {
+	chromium := needChromium(t)
+	bin, _ := builds(t)
+	ctx := testContext(t)
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	members := fmt.Sprintf("1=%s,2=%s,3=%s", addrs[0], addrs[1], addrs[2])
+	type node struct {
+		url  string
+		done <-chan struct{}
+		log  *bytes.Buffer
+	}
+	var nodes []node
+	for i, a := range addrs {
+		url, done, log := start(t, bin, "--listen", a, "--node-id", fmt.Sprint(i+1), "--initial-cluster", members)
+		nodes = append(nodes, node{url, done, log})
+	}
+	for _, n := range nodes {
+		waitReady(t, n.url, n.done, n.log)
+	}
+	base := nodes[0].url
+	c := client.New(base + "," + nodes[1].url + "," + nodes[2].url)
+	if _, err := c.CreateTopic(ctx, "payments", client.WithPartitions(3), client.WithReplicationFactor(3)); err != nil {
+		t.Fatal(err)
+	}
+	for p := range uint32(3) {
+		if _, err := c.Publish(ctx, "payments", client.Message{Value: []byte("x"), Partition: &p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b := newBrowser(t, ctx, chromium)
+	b.open(base, "cluster")
+	b.waitFor("three connected nodes and three led partitions", `(() => {
+		const nodes = [...document.querySelectorAll("table.nodes tbody tr")].map((tr) => [...tr.children].map((td) => td.textContent));
+		const parts = [...document.querySelectorAll("table.cluster-partitions tbody tr")].map((tr) => [...tr.children].map((td) => td.textContent));
+		return nodes.length === 3 && nodes.filter((n) => n[3] === "yes").length === 2 &&
+			parts.length === 3 && parts.every((p) => p[0] === "payments" && p[2] !== "none" && p[3].split(", ").sort().join(", ") === "1, 2, 3");
+	})()`)
+	// The replicas' lag: on the console of partition 0's leader.
+	_, parts, err := c.DescribeTopic(ctx, "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := parts[0].Leader
+	if leader < 1 || leader > 3 {
+		t.Fatalf("payments/0 has leader %d", leader)
+	}
+	b.open(nodes[leader-1].url, "cluster")
+	b.waitFor(fmt.Sprintf("node %d's view of the replicas of payments/0", leader), `(() => {
+		const p0 = [...document.querySelectorAll("table.cluster-partitions tbody tr")].map((tr) => [...tr.children].map((td) => td.textContent)).find((p) => p[1] === "0");
+		return p0 !== undefined && p0[6].split(", ").map((x) => x.replace(/: \d+$/, ": N")).sort().join(", ") === "node 1: N, node 2: N, node 3: N";
+	})()`)
+	b.screenshot("cluster")
+	b.open(base, "topics")
+	b.waitFor("the replicas on the Topics page", `(() => {
+		const rows = [...document.querySelectorAll('section[data-topic="payments"] table.partitions tbody tr')];
+		return rows.length === 3 && rows.every((tr) => tr.children[8].textContent.split(", ").sort().join(", ") === "1, 2, 3" && tr.children[2].textContent === "1");
+	})()`)
+	if errs := b.pageErrors(); len(errs) > 0 {
+		t.Errorf("the console logged errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
 

@@ -18,14 +18,16 @@ export function clusterPage(root: HTMLElement): () => void {
       const s = await client.clusterStatus();
       if (stopped) return;
       showError(error, undefined);
-      summary.textContent = `Cluster ${s.clusterId} · answered by node ${s.nodeId} · metadata leader ${s.metadataLeader === 0n ? "unknown" : s.metadataLeader}`;
+      summary.textContent = `${s.clusterId === 0n ? "A single node" : `Cluster ${s.clusterId}`} · answered by node ${s.nodeId} · metadata leader ${
+        s.metadataLeader === 0n ? "unknown" : s.metadataLeader
+      }`;
       nodes.replaceChildren(
         table(
           "nodes",
           ["Node", "Address", "", "Connected", "Dropped messages"],
           s.nodes.map((n) => [
             String(n.id),
-            n.address,
+            n.address || location.host,
             [n.self ? "this node" : "", n.leaving ? "leaving" : ""].filter((x) => x).join(", "),
             n.self ? "" : n.connected ? "yes" : "no",
             String(n.droppedMessages),
@@ -47,7 +49,9 @@ export function clusterPage(root: HTMLElement): () => void {
               ? p.progress.map((r) => `node ${r.node}: ${r.lagUnknown ? "unknown" : String(r.lag)}`).join(", ")
               : p.leader === s.nodeId
                 ? ""
-                : "ask the leader",
+                : p.leader === 0n
+                  ? ""
+                  : `on node ${p.leader}'s console`,
           ]),
         ),
       );
