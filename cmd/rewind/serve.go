@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/cmd/rewind/internal/gctune"
+	"github.com/rewind-io/rewind/console"
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/sandbox"
 )
@@ -42,6 +43,7 @@ func newServe() *cobra.Command {
 		sec                                  securityFlags
 		authOn                               bool
 		auditLog, joinToken                  string
+		withConsole                          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -176,7 +178,16 @@ cluster secret, unless --insecure is given.`,
 				go func() { defer close(done); gctune.Run(ctx, target, 250*time.Millisecond) }()
 				defer func() { cancel(); <-done }()
 			}
-			return serve(cmd.Context(), log, node, listen, origins)
+			api := withCORS(node.Handler(), origins)
+			if withConsole {
+				api = console.Mount(api)
+				scheme := "http"
+				if sec.cert != "" {
+					scheme = "https"
+				}
+				log.Info("web console", "url", scheme+"://"+listen+console.Prefix)
+			}
+			return serve(cmd.Context(), log, node, listen, api)
 		},
 	}
 	f := cmd.Flags()
@@ -208,6 +219,7 @@ cluster secret, unless --insecure is given.`,
 	_ = f.MarkHidden("peer-via")
 	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); every member needs the same")
 	sec.register(f)
+	f.BoolVar(&withConsole, "console", true, "serve the web console at /console/ (on the same origin as the API)")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	f.BoolVar(&authOn, "auth", false, "require a bearer token or client certificate on every call, and check its rights (ACLs); the first start writes a superuser token to DATA/bootstrap-token (docs/security.md)")
 	f.StringVar(&auditLog, "audit-log", "", "with --auth: append the audit log (JSON lines: denials and admin operations) to this file; default: the server log")
@@ -311,18 +323,23 @@ func newLogger(level, format string) (hclog.Logger, error) {
 // serve runs the HTTP server until ctx ends, then shuts down: the node
 // drains (streams end), the server finishes in-flight requests, the node
 // closes its store. If the store fails first, it exits at once (failed).
-func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen, origins string) error {
+func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen string, h http.Handler) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		node.Close()
 		return err
 	}
-	return serveOn(ctx, log, node, ln, origins)
+	return serveHandler(ctx, log, node, ln, h)
 }
 
-// serveOn is serve on a listener the caller opened.
+// serveOn is serve on a listener the caller opened, of the API alone.
 func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
-	srv := engine.NewHTTPServer(withCORS(node.Handler(), origins))
+	return serveHandler(ctx, log, node, ln, withCORS(node.Handler(), origins))
+}
+
+// serveHandler serves h (the node's API, and maybe the console) on ln.
+func serveHandler(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, h http.Handler) error {
+	srv := engine.NewHTTPServer(h)
 	srv.ErrorLog = stdlog.New(httpLogWriter{log.Named("http")}, "", 0)
 	tc := node.TLSConfig()
 	ln = node.Listener(ln)

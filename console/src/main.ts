@@ -1,0 +1,41 @@
+// Rewind's web console: a page per hash route (#/replay, #/topics,
+// #/groups, #/plugins, #/cluster), each built on the TypeScript client
+// (../sdk/ts/src) and speaking only the public API of the server that
+// served it.
+
+import { clusterPage } from "./cluster.js";
+import { groupsPage } from "./groups.js";
+import { pluginsPage } from "./plugins.js";
+import { replayPage } from "./replay.js";
+import { topicsPage } from "./topics.js";
+
+type Page = (root: HTMLElement, query: URLSearchParams) => () => void;
+
+const pages: { [name: string]: Page } = {
+  replay: replayPage,
+  topics: topicsPage,
+  groups: groupsPage,
+  plugins: pluginsPage,
+  cluster: clusterPage,
+};
+
+let leave: (() => void) | undefined;
+let current = "";
+
+/** route shows the page the hash names (default Replay). */
+function route(): void {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [name0, q = ""] = hash.split("?", 2);
+  const name = name0 in pages ? name0 : "replay";
+  const key = `${name}?${q}`;
+  if (key === current) return;
+  current = key;
+  leave?.();
+  const root = document.getElementById("page")!;
+  document.body.dataset.page = name;
+  for (const a of document.querySelectorAll<HTMLAnchorElement>("nav a")) a.classList.toggle("active", a.dataset.page === name);
+  leave = pages[name](root, new URLSearchParams(q));
+}
+
+window.addEventListener("hashchange", route);
+route();
