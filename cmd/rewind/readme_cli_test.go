@@ -72,6 +72,8 @@ func readmeSkip(line string) string {
 		return "builds a module with the Go toolchain (TestPluginCLI covers plugins)"
 	case strings.Contains(cmd, "--follow"):
 		return "waits for new records by design"
+	case strings.HasPrefix(cmd, "rewind user ") || strings.HasPrefix(cmd, "rewind acl "):
+		return "needs a server with --auth (TestCLIAuth covers users and ACLs)"
 	}
 	return ""
 }
