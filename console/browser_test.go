@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bytes"
+	"connectrpc.com/connect"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -166,7 +167,7 @@ func waitReady(t *testing.T, url string, done <-chan struct{}, log *bytes.Buffer
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		_, err := c.ListTopics(ctx)
 		cancel()
-		if err == nil {
+		if err == nil || connect.CodeOf(err) == connect.CodeUnauthenticated { // answering (with --auth)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -867,6 +868,38 @@ func TestConsoleOff(t *testing.T) {
 		}
 		if _, err := client.New(base).ListTopics(t.Context()); err != nil {
 			t.Errorf("--console=%t: the API fails: %v", on, err)
+		}
+	}
+}
+
+// TestConsoleWithAuth: against a server with --auth the console's calls
+// are refused until a token is typed in its header; with one, the pages
+// show what the token may see.
+func TestConsoleWithAuth(t *testing.T) {
+	chromium := needChromium(t)
+	bin, _ := builds(t)
+	ctx := testContext(t)
+	dir := t.TempDir()
+	base := startServer(t, bin, "--auth", "--data", dir)
+	tok, err := os.ReadFile(filepath.Join(dir, "bootstrap-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	if _, err := client.New(base, client.WithToken(token)).CreateTopic(ctx, "secured", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, ctx, chromium)
+	b.open(base, "topics")
+	b.waitFor("a refusal without a token", `(document.querySelector("main .error:not([hidden])")?.textContent ?? "").toLowerCase().includes("unauthenticated")`)
+	b.run("type the token", b.set(map[string]string{"#token": token}),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("token").dispatchEvent(new Event("change"))`))
+	b.waitFor("the topic listed", `document.querySelector("main").innerText.includes("secured")`)
+	// The browser logs the refused calls made before the token (401); any
+	// other error is a failure.
+	for _, e := range b.pageErrors() {
+		if !strings.Contains(e, "status of 401") {
+			t.Fatalf("page error: %v", e)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import { groupsPage } from "./groups.js";
 import { pluginsPage } from "./plugins.js";
 import { replayPage } from "./replay.js";
 import { topicsPage } from "./topics.js";
+import { setToken, token } from "./ui.js";
 
 type Page = (root: HTMLElement, query: URLSearchParams) => () => void;
 
@@ -36,6 +37,15 @@ function route(): void {
   for (const a of document.querySelectorAll<HTMLAnchorElement>("nav a")) a.classList.toggle("active", a.dataset.page === name);
   leave = pages[name](root, new URLSearchParams(q));
 }
+
+// The token field: a server with --auth needs one (rewind user create).
+const tokenInput = document.getElementById("token") as HTMLInputElement;
+tokenInput.value = token();
+tokenInput.addEventListener("change", () => {
+  setToken(tokenInput.value.trim());
+  current = ""; // show the page again with the new credentials
+  route();
+});
 
 window.addEventListener("hashchange", route);
 route();

@@ -3,8 +3,26 @@
 import { createClient, RewindError, type Client } from "../../sdk/ts/src/index.js";
 import type { Timestamp, Duration } from "@bufbuild/protobuf/wkt";
 
-/** client speaks the public API of the server that served the console (same origin). */
-export const client: Client = createClient({ baseUrl: location.origin });
+const tokenKey = "rewind-token";
+
+/**
+ * client speaks the public API of the server that served the console (same
+ * origin), with the token given in the header for a server with --auth
+ * (kept in this tab's session storage only).
+ */
+export let client: Client = createClient({ baseUrl: location.origin, token: sessionStorage.getItem(tokenKey) ?? undefined });
+
+/** token is the bearer token the console sends ("" for none). */
+export function token(): string {
+  return sessionStorage.getItem(tokenKey) ?? "";
+}
+
+/** setToken makes the console send t (a bearer token; "" for none) from now on. */
+export function setToken(t: string): void {
+  if (t) sessionStorage.setItem(tokenKey, t);
+  else sessionStorage.removeItem(tokenKey);
+  client = createClient({ baseUrl: location.origin, token: t || undefined });
+}
 
 type Child = Node | string | null | undefined | false;
 type Attrs = { [k: string]: string | boolean | number | undefined | ((ev: Event) => void) };

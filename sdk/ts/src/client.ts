@@ -14,7 +14,7 @@
 // nothing, and otherwise fail with outcomeUnknown set.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { createClient as createConnectClient, type Client as ConnectClient, type Transport } from "@connectrpc/connect";
+import { createClient as createConnectClient, type Client as ConnectClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import { ClusterService, type GetClusterStatusResponse, type ReplicaMove } from "./gen/rewind/v1/cluster_pb.js";
 import {
@@ -83,6 +83,12 @@ export interface ClientOptions {
   streamOpenTimeoutMs?: number;
   /** Give every published record without an idempotency key a random one, so retries never store it twice. */
   generateIdempotencyKeys?: boolean;
+  /**
+   * A bearer token for a server started with --auth (`rewind user create`),
+   * sent on every call made through a protocol name; a transport of your
+   * own sets its headers itself.
+   */
+  token?: string;
 }
 
 /** Options every call takes. */
@@ -288,7 +294,7 @@ export class Client {
   readonly #penalty = new Map<string, number>(); // url -> skipped until (ms)
   #current = 0;
   /** The options the client was made with, defaults filled in. */
-  readonly options: Required<Omit<ClientOptions, "baseUrl" | "nodes" | "transport">>;
+  readonly options: Required<Omit<ClientOptions, "baseUrl" | "nodes" | "transport" | "token">>;
 
   /** @internal use createClient. */
   constructor(nodes: string[], factory: TransportFactory, opts: ClientOptions) {
@@ -804,7 +810,7 @@ export function recordOf(r: RecordProto): Record {
  * @internal makeClient is createClient with the environment's transports
  * (index.ts: fetch; node.ts: HTTP/2).
  */
-export function makeClient(opts: ClientOptions, defaults: (protocol: Protocol, baseUrl: string) => Transport): Client {
+export function makeClient(opts: ClientOptions, defaults: (protocol: Protocol, baseUrl: string, interceptors?: Interceptor[]) => Transport): Client {
   const list =
     opts.nodes !== undefined
       ? (Array.isArray(opts.nodes) ? opts.nodes : opts.nodes.split(",")).map((s) => s.trim()).filter((s) => s !== "")
@@ -814,7 +820,15 @@ export function makeClient(opts: ClientOptions, defaults: (protocol: Protocol, b
   const nodes = [...new Set(list.map(normalize))];
   const t = opts.transport ?? "connect";
   let factory: TransportFactory;
-  if (typeof t === "string") factory = (url) => defaults(t, url);
+  const interceptors: Interceptor[] = [];
+  if (opts.token) {
+    const bearer = "Bearer " + opts.token;
+    interceptors.push((next) => (req) => {
+      req.header.set("Authorization", bearer);
+      return next(req);
+    });
+  }
+  if (typeof t === "string") factory = (url) => defaults(t, url, interceptors);
   else if (typeof t === "function") factory = t;
   else {
     const one = t;

@@ -14,7 +14,7 @@
  */
 
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
-import type { Transport } from "@connectrpc/connect";
+import type { Interceptor, Transport } from "@connectrpc/connect";
 import { makeClient, type Client, type ClientOptions, type Protocol } from "./client.js";
 import { MAX_MESSAGE_BYTES } from "./limits.js";
 
@@ -30,8 +30,8 @@ export function createClient(opts: ClientOptions): Client {
 }
 
 /** webTransport is the fetch-based transport of protocol to baseUrl. */
-export function webTransport(protocol: Protocol, baseUrl: string): Transport {
-  const common = { baseUrl, useBinaryFormat: true, readMaxBytes: MAX_MESSAGE_BYTES, writeMaxBytes: MAX_MESSAGE_BYTES };
+export function webTransport(protocol: Protocol, baseUrl: string, interceptors: Interceptor[] = []): Transport {
+  const common = { baseUrl, useBinaryFormat: true, readMaxBytes: MAX_MESSAGE_BYTES, writeMaxBytes: MAX_MESSAGE_BYTES, interceptors };
   switch (protocol) {
     case "connect":
       return createConnectTransport(common);

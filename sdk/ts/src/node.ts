@@ -11,7 +11,7 @@
  */
 
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import type { Transport } from "@connectrpc/connect";
+import type { Interceptor, Transport } from "@connectrpc/connect";
 import { makeClient, type Client, type ClientOptions, type Protocol } from "./client.js";
 import { MAX_MESSAGE_BYTES } from "./limits.js";
 
@@ -31,9 +31,10 @@ export function createClient(opts: ClientOptions): Client {
  * connection that received nothing for 2 s is pinged, and closed when the
  * ping is not answered within 2 s.
  */
-export function nodeTransport(protocol: Protocol, baseUrl: string): Transport {
+export function nodeTransport(protocol: Protocol, baseUrl: string, interceptors: Interceptor[] = []): Transport {
   const common = {
     baseUrl,
+    interceptors,
     httpVersion: "2" as const,
     useBinaryFormat: true,
     readMaxBytes: MAX_MESSAGE_BYTES,

@@ -100,7 +100,7 @@ export class Server {
           headers: { "content-type": "application/json" },
           body: "{}",
         });
-        if (r.ok) return;
+        if (r.ok || r.status === 401) return; // 401: a server with --auth, answering
       } catch {
         // not listening yet
       }
