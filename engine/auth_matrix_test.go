@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -271,6 +272,14 @@ var matrix = []matrixCase{
 		_, err := c.auth.CheckAcl(ctx, &rewindv1.CheckAclRequest{Principal: "p", Operation: "read", Resource: "topic:x"})
 		return err
 	}},
+	{rewindv1connect.AuthServiceSetQuotaProcedure, "", []string{"admin cluster"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.auth.SetQuota(ctx, &rewindv1.SetQuotaRequest{Principal: "p-" + f.topic, Quota: &rewindv1.Quota{Streams: 3}})
+		return err
+	}},
+	{rewindv1connect.AuthServiceListQuotasProcedure, "", []string{"admin cluster"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.auth.ListQuotas(ctx, &rewindv1.ListQuotasRequest{})
+		return err
+	}},
 }
 
 // publicProcedures lists every RPC of the rewind.v1 services, from the
@@ -508,6 +517,13 @@ func snapshot(t *testing.T, root *rpcs) []string {
 	}
 	for _, r := range rs.GetRules() {
 		out = append(out, fmt.Sprintf("rule %d %s %s %s %v %v", r.GetId(), r.GetPrincipal(), r.GetKind(), r.GetPattern(), r.GetOperations(), r.GetDeny()))
+	}
+	qs, err := root.auth.ListQuotas(ctx, &rewindv1.ListQuotasRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range slices.Sorted(maps.Keys(qs.GetQuotas())) {
+		out = append(out, fmt.Sprintf("quota %s %v", p, qs.GetQuotas()[p]))
 	}
 	return out
 }

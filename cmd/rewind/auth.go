@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -333,3 +335,103 @@ func newACLCheck(g *globals) *cobra.Command {
 
 // errDenied makes `acl check` exit 1 on a denial, after the explanation.
 var errDenied = errors.New("not allowed")
+
+func newQuota(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "quota",
+		Short: "Per-principal quotas on a server with --auth: publish and replay bytes per second, streams at once",
+	}
+	cmd.AddCommand(newQuotaSet(g), newQuotaList(g))
+	return cmd
+}
+
+func newQuotaSet(g *globals) *cobra.Command {
+	var (
+		def                     bool
+		publishRate, replayRate string
+		streams                 uint32
+	)
+	cmd := &cobra.Command{
+		Use:   "set [PRINCIPAL]",
+		Short: "Set a principal's quota (or --default); all limits 0 removes it",
+		Example: `  rewind quota set etl --publish-bytes-per-sec 10MB --streams 4
+  rewind quota set --default --replay-bytes-per-sec 50MB`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			principal := ""
+			if len(args) == 1 {
+				principal = args[0]
+			}
+			if def == (principal != "") {
+				return fmt.Errorf("name a principal, or give --default")
+			}
+			q := &client.Quota{Streams: streams}
+			var err error
+			if publishRate != "" {
+				if q.PublishBytesPerSec, err = parseBytes(publishRate); err != nil {
+					return fmt.Errorf("--publish-bytes-per-sec: %w", err)
+				}
+			}
+			if replayRate != "" {
+				if q.ReplayBytesPerSec, err = parseBytes(replayRate); err != nil {
+					return fmt.Errorf("--replay-bytes-per-sec: %w", err)
+				}
+			}
+			return g.client().SetQuota(cmd.Context(), principal, q)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&def, "default", false, "set the default quota: every principal without its own (not superusers)")
+	f.StringVar(&publishRate, "publish-bytes-per-sec", "", "record bytes published per second, e.g. 10MB (over it: ResourceExhausted with the wait); 0: no limit")
+	f.StringVar(&replayRate, "replay-bytes-per-sec", "", "bytes of history replayed per second, e.g. 50MB (over it replays are paced, live reads are exempt); 0: no limit")
+	f.Uint32Var(&streams, "streams", 0, "streams open at once (over it: ResourceExhausted); 0: no limit")
+	return cmd
+}
+
+func newQuotaList(g *globals) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the quotas, and what the node charged and held back per principal",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			resp, err := g.client().ListQuotas(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(resp)
+			}
+			lim := func(v uint64) string {
+				if v == 0 {
+					return "-"
+				}
+				return fmt.Sprint(v)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PRINCIPAL\tPUBLISH B/S\tREPLAY B/S\tSTREAMS")
+			if d := resp.GetDefaultQuota(); d != nil {
+				fmt.Fprintf(w, "(default)\t%s\t%s\t%s\n", lim(d.GetPublishBytesPerSec()), lim(d.GetReplayBytesPerSec()), lim(uint64(d.GetStreams())))
+			}
+			for _, p := range slices.Sorted(maps.Keys(resp.GetQuotas())) {
+				q := resp.GetQuotas()[p]
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p, lim(q.GetPublishBytesPerSec()), lim(q.GetReplayBytesPerSec()), lim(uint64(q.GetStreams())))
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			fmt.Println()
+			w = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PRINCIPAL\tPUBLISHED B\tREPLAYED B\tOPEN STREAMS\tREFUSED\tPACED")
+			for _, u := range resp.GetUsage() {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\n", u.GetPrincipal(), u.GetPublishedBytes(), u.GetReplayedBytes(), u.GetOpenStreams(), u.GetRefused(), u.GetPaced().AsDuration())
+			}
+			return w.Flush()
+		},
+	}
+	addFormat(cmd, &format)
+	return cmd
+}

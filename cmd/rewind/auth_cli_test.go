@@ -165,3 +165,42 @@ func TestCLIAuth(t *testing.T) {
 		t.Fatalf("audit log lacks the replay denial or the CreateUser:\n%s", b)
 	}
 }
+
+// TestCLIQuota: an operator sets a principal's quota and the default with
+// `rewind quota set` and reads them back with `rewind quota list`; a
+// principal without the cluster admin right cannot.
+func TestCLIQuota(t *testing.T) {
+	s, root := startAuthServer(t, t.TempDir(), freeAddr(t))
+	as := func(tok string, args ...string) result {
+		return runCLI(t, nil, nil, append([]string{"--server", s.url, "--token", tok}, args...)...)
+	}
+	for _, args := range [][]string{
+		{"quota", "set", "etl", "--publish-bytes-per-sec", "10KB", "--streams", "2"},
+		{"quota", "set", "--default", "--replay-bytes-per-sec", "1MiB"},
+	} {
+		if r := as(root, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+	}
+	r := as(root, "quota", "list", "--format", "json")
+	var got struct {
+		Quotas map[string]struct {
+			PublishBytesPerSec uint64 `json:"publish_bytes_per_sec"`
+			Streams            int    `json:"streams"`
+		} `json:"quotas"`
+		DefaultQuota struct {
+			ReplayBytesPerSec uint64 `json:"replay_bytes_per_sec"`
+		} `json:"default_quota"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Quotas["etl"].PublishBytesPerSec != 10000 ||
+		got.Quotas["etl"].Streams != 2 || got.DefaultQuota.ReplayBytesPerSec != 1048576 {
+		t.Fatalf("quota list: %v\n%s", err, r.stdout)
+	}
+	if r := as(root, "quota", "set", "--default", "etl"); r.code == 0 {
+		t.Fatal("a principal and --default together were accepted")
+	}
+	tok := strings.TrimSpace(strings.Fields(as(root, "user", "create", "reader").stdout)[0])
+	if r := as(tok, "quota", "set", "reader", "--streams", "100"); r.code == 0 || !strings.Contains(r.stderr, "permission_denied") {
+		t.Fatalf("a reader setting its own quota: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -121,7 +121,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.tlsCert, "tls-cert", os.Getenv("REWIND_TLS_CERT"), "client certificate (PEM) for a server that requires one; implies https (env REWIND_TLS_CERT)")
 	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("REWIND_TLS_KEY"), "private key of --tls-cert (PEM) (env REWIND_TLS_KEY)")
 	pf.StringVar(&g.token, "token", os.Getenv("REWIND_TOKEN"), "bearer token for a server with --auth (env REWIND_TOKEN)")
-	root.AddCommand(newUser(g), newACL(g), newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
+	root.AddCommand(newUser(g), newACL(g), newQuota(g), newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.InitDefaultCompletionCmd()

@@ -106,3 +106,22 @@ func (c *Client) RevokeACL(ctx context.Context, id uint64, match *ACLRule) ([]*A
 func (c *Client) CheckACL(ctx context.Context, principal, op, resource string) (*ACLCheck, error) {
 	return c.auth.CheckAcl(ctx, &rewindv1.CheckAclRequest{Principal: principal, Operation: op, Resource: resource})
 }
+
+// Quota is a principal's quota (zero fields: no limit): publish bytes per
+// second, replay bytes per second (paced), streams at once.
+type Quota = rewindv1.Quota
+
+// SetQuota sets principal's quota, or (principal "") the default quota of
+// every principal without its own; an all-zero quota removes it.
+func (c *Client) SetQuota(ctx context.Context, principal string, q *Quota) error {
+	_, err := c.auth.SetQuota(ctx, &rewindv1.SetQuotaRequest{Principal: principal, DefaultQuota: principal == "", Quota: q})
+	return err
+}
+
+// ListQuotas returns the quotas set, and what the node that answered
+// charged per principal.
+func (c *Client) ListQuotas(ctx context.Context) (*rewindv1.ListQuotasResponse, error) {
+	return unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.ListQuotasResponse, error) {
+		return cl.auth.ListQuotas(ctx, &rewindv1.ListQuotasRequest{})
+	})
+}

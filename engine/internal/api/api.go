@@ -6,6 +6,7 @@ package api
 
 import (
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	"connectrpc.com/connect"
@@ -14,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/engine/internal/quota"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
@@ -39,6 +41,9 @@ type Server struct {
 	publishFailures  [connect.CodeUnauthenticated + 1]atomic.Uint64
 	// guard is set when authentication is on (EnableAuth; authn.go).
 	guard *guard
+	// quotas charges principals (quota.go), made on first use.
+	quotaOnce sync.Once
+	quotas    *quota.Limiter
 }
 
 // New returns the handlers for b.

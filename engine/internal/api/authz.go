@@ -110,6 +110,8 @@ var needs = map[string]func(e env, msg any) []need{
 	rewindv1connect.AuthServiceListAclsProcedure:            admin,
 	rewindv1connect.AuthServiceRevokeAclProcedure:           admin,
 	rewindv1connect.AuthServiceCheckAclProcedure:            admin,
+	rewindv1connect.AuthServiceSetQuotaProcedure:            admin,
+	rewindv1connect.AuthServiceListQuotasProcedure:          admin,
 }
 
 func none(env, any) []need  { return nil }

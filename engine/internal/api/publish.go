@@ -18,6 +18,10 @@ import (
 func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
 	start := time.Now()
 	in := req.GetRecords()
+	if err := s.chargePublish(ctx, in); err != nil {
+		s.countPublishFailure(ctx, err)
+		return nil, err
+	}
 	recs := make([]broker.PublishRecord, len(in))
 	var headers []record.Header
 	for i, r := range in {

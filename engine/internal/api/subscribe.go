@@ -43,6 +43,11 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	if err != nil {
 		return err
 	}
+	release, err := s.openStream(ctx, &opts)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var from broker.ReadFrom
 	switch req.GetReadFrom() {
 	case rewindv1.ReadFrom_READ_FROM_UNSPECIFIED:

@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+
+	"github.com/rewind-io/rewind/engine/internal/quota"
 )
 
 var (
@@ -103,6 +106,10 @@ type State struct {
 	ResumeKey []byte `json:"resume_key,omitempty"`
 	// Revision counts applied changes.
 	Revision uint64 `json:"revision,omitempty"`
+	// Quotas are the principals' own quotas; DefaultQuota applies to every
+	// other principal that is no superuser (package quota).
+	Quotas       map[string]quota.Limits `json:"quotas,omitempty"`
+	DefaultQuota quota.Limits            `json:"default_quota,omitzero"`
 
 	byID map[string]int
 }
@@ -219,6 +226,15 @@ type Command struct {
 	Revoke      *Revoke     `json:"revoke,omitempty"`
 	Grant       *Rule       `json:"grant,omitempty"`
 	RevokeRule  *RevokeRule `json:"revoke_rule,omitempty"`
+	SetQuota    *SetQuota   `json:"set_quota,omitempty"`
+}
+
+// SetQuota sets a principal's quotas, or (Default) the default ones; zero
+// limits remove them.
+type SetQuota struct {
+	Principal string       `json:"principal,omitempty"`
+	Default   bool         `json:"default,omitempty"`
+	Limits    quota.Limits `json:"limits"`
 }
 
 // Init bootstraps the state: the first superuser, its token and the resume
@@ -286,6 +302,8 @@ func (s *State) Apply(c Command) (*State, Result, error) {
 		res.Rules = []Rule{r}
 	case c.RevokeRule != nil:
 		res.Rules, err = n.applyRevokeRule(*c.RevokeRule)
+	case c.SetQuota != nil:
+		err = n.applySetQuota(*c.SetQuota)
 	default:
 		return s, res, fmt.Errorf("%w: empty command", ErrInvalid)
 	}
@@ -300,11 +318,49 @@ func (s *State) Apply(c Command) (*State, Result, error) {
 
 func (s *State) clone() *State {
 	n := *s
+	n.Quotas = maps.Clone(s.Quotas)
 	n.Superusers = slices.Clone(s.Superusers)
 	n.Tokens = slices.Clone(s.Tokens)
 	n.Rules = slices.Clone(s.Rules)
 	n.byID = nil
 	return &n
+}
+
+func (s *State) applySetQuota(q SetQuota) error {
+	if q.Default {
+		if q.Principal != "" {
+			return fmt.Errorf("%w: a quota is a principal's or the default, not both", ErrInvalid)
+		}
+		s.DefaultQuota = q.Limits
+		return nil
+	}
+	if err := ValidatePrincipal(q.Principal); err != nil || q.Principal == "*" {
+		return fmt.Errorf("%w: quota principal %q", ErrInvalid, q.Principal)
+	}
+	if q.Limits.IsZero() {
+		delete(s.Quotas, q.Principal)
+		return nil
+	}
+	if s.Quotas == nil {
+		s.Quotas = map[string]quota.Limits{}
+	}
+	if _, ok := s.Quotas[q.Principal]; !ok && len(s.Quotas) >= MaxTokens {
+		return fmt.Errorf("%w: %d quotas", ErrTooMany, len(s.Quotas))
+	}
+	s.Quotas[q.Principal] = q.Limits
+	return nil
+}
+
+// QuotaFor returns principal's quotas: its own, else the default unless it
+// is a superuser.
+func (s *State) QuotaFor(principal string) quota.Limits {
+	if l, ok := s.Quotas[principal]; ok {
+		return l
+	}
+	if slices.Contains(s.Superusers, principal) {
+		return quota.Limits{}
+	}
+	return s.DefaultQuota
 }
 
 func (s *State) applyCreateToken(t Token) error {

@@ -23,6 +23,357 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Quota limits a principal; a zero field is no limit.
+type Quota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes of records published per second (key, value, headers,
+	// idempotency key). Over it, publishes fail with ResourceExhausted and
+	// say how long to wait.
+	PublishBytesPerSec uint64 `protobuf:"varint,1,opt,name=publish_bytes_per_sec,json=publishBytesPerSec,proto3" json:"publish_bytes_per_sec,omitempty"`
+	// Bytes of history replayed per second (live reads are exempt). Over
+	// it, replays are paced, not failed.
+	ReplayBytesPerSec uint64 `protobuf:"varint,2,opt,name=replay_bytes_per_sec,json=replayBytesPerSec,proto3" json:"replay_bytes_per_sec,omitempty"`
+	// Streams open at once. Over it, a new stream fails with
+	// ResourceExhausted.
+	Streams       uint32 `protobuf:"varint,3,opt,name=streams,proto3" json:"streams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_rewind_v1_auth_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_auth_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Quota) GetPublishBytesPerSec() uint64 {
+	if x != nil {
+		return x.PublishBytesPerSec
+	}
+	return 0
+}
+
+func (x *Quota) GetReplayBytesPerSec() uint64 {
+	if x != nil {
+		return x.ReplayBytesPerSec
+	}
+	return 0
+}
+
+func (x *Quota) GetStreams() uint32 {
+	if x != nil {
+		return x.Streams
+	}
+	return 0
+}
+
+type SetQuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal; empty with default_quota set.
+	Principal     string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	DefaultQuota  bool   `protobuf:"varint,2,opt,name=default_quota,json=defaultQuota,proto3" json:"default_quota,omitempty"`
+	Quota         *Quota `protobuf:"bytes,3,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaRequest) Reset() {
+	*x = SetQuotaRequest{}
+	mi := &file_rewind_v1_auth_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaRequest) ProtoMessage() {}
+
+func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_auth_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetQuotaRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *SetQuotaRequest) GetDefaultQuota() bool {
+	if x != nil {
+		return x.DefaultQuota
+	}
+	return false
+}
+
+func (x *SetQuotaRequest) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+type SetQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaResponse) Reset() {
+	*x = SetQuotaResponse{}
+	mi := &file_rewind_v1_auth_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaResponse) ProtoMessage() {}
+
+func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_auth_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{2}
+}
+
+type ListQuotasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasRequest) Reset() {
+	*x = ListQuotasRequest{}
+	mi := &file_rewind_v1_auth_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasRequest) ProtoMessage() {}
+
+func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_auth_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
+func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{3}
+}
+
+type QuotaUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal ("" for callers without one).
+	Principal      string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	PublishedBytes uint64 `protobuf:"varint,2,opt,name=published_bytes,json=publishedBytes,proto3" json:"published_bytes,omitempty"`
+	ReplayedBytes  uint64 `protobuf:"varint,3,opt,name=replayed_bytes,json=replayedBytes,proto3" json:"replayed_bytes,omitempty"`
+	OpenStreams    uint32 `protobuf:"varint,4,opt,name=open_streams,json=openStreams,proto3" json:"open_streams,omitempty"`
+	// Publishes and streams refused over quota.
+	Refused uint64 `protobuf:"varint,5,opt,name=refused,proto3" json:"refused,omitempty"`
+	// Time replays waited for their quota.
+	Paced         *durationpb.Duration `protobuf:"bytes,6,opt,name=paced,proto3" json:"paced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaUsage) Reset() {
+	*x = QuotaUsage{}
+	mi := &file_rewind_v1_auth_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaUsage) ProtoMessage() {}
+
+func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_auth_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
+func (*QuotaUsage) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *QuotaUsage) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *QuotaUsage) GetPublishedBytes() uint64 {
+	if x != nil {
+		return x.PublishedBytes
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetReplayedBytes() uint64 {
+	if x != nil {
+		return x.ReplayedBytes
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetOpenStreams() uint32 {
+	if x != nil {
+		return x.OpenStreams
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetPaced() *durationpb.Duration {
+	if x != nil {
+		return x.Paced
+	}
+	return nil
+}
+
+type ListQuotasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every principal with its own quota.
+	Quotas map[string]*Quota `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The default, if set.
+	DefaultQuota *Quota `protobuf:"bytes,2,opt,name=default_quota,json=defaultQuota,proto3" json:"default_quota,omitempty"`
+	// On the node that answered, since it started.
+	Usage         []*QuotaUsage `protobuf:"bytes,3,rep,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasResponse) Reset() {
+	*x = ListQuotasResponse{}
+	mi := &file_rewind_v1_auth_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasResponse) ProtoMessage() {}
+
+func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_auth_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListQuotasResponse) GetQuotas() map[string]*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+func (x *ListQuotasResponse) GetDefaultQuota() *Quota {
+	if x != nil {
+		return x.DefaultQuota
+	}
+	return nil
+}
+
+func (x *ListQuotasResponse) GetUsage() []*QuotaUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 type CreateUserRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The principal's name: printable, no spaces, at most 256 bytes.
@@ -35,7 +386,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[0]
+	mi := &file_rewind_v1_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +398,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[0]
+	mi := &file_rewind_v1_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +411,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{0}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateUserRequest) GetName() string {
@@ -88,7 +439,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[1]
+	mi := &file_rewind_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +451,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[1]
+	mi := &file_rewind_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +464,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{1}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateUserResponse) GetToken() string {
@@ -146,7 +497,7 @@ type UserToken struct {
 
 func (x *UserToken) Reset() {
 	*x = UserToken{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[2]
+	mi := &file_rewind_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +509,7 @@ func (x *UserToken) String() string {
 func (*UserToken) ProtoMessage() {}
 
 func (x *UserToken) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[2]
+	mi := &file_rewind_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +522,7 @@ func (x *UserToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserToken.ProtoReflect.Descriptor instead.
 func (*UserToken) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{2}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UserToken) GetTokenId() string {
@@ -224,7 +575,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[3]
+	mi := &file_rewind_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +587,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[3]
+	mi := &file_rewind_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +600,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{3}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 type ListUsersResponse struct {
@@ -261,7 +612,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[4]
+	mi := &file_rewind_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +624,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[4]
+	mi := &file_rewind_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +637,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{4}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListUsersResponse) GetUsers() []*UserToken {
@@ -306,7 +657,7 @@ type RevokeUserRequest struct {
 
 func (x *RevokeUserRequest) Reset() {
 	*x = RevokeUserRequest{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[5]
+	mi := &file_rewind_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +669,7 @@ func (x *RevokeUserRequest) String() string {
 func (*RevokeUserRequest) ProtoMessage() {}
 
 func (x *RevokeUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[5]
+	mi := &file_rewind_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +682,7 @@ func (x *RevokeUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserRequest.ProtoReflect.Descriptor instead.
 func (*RevokeUserRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RevokeUserRequest) GetNameOrTokenId() string {
@@ -350,7 +701,7 @@ type RevokeUserResponse struct {
 
 func (x *RevokeUserResponse) Reset() {
 	*x = RevokeUserResponse{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[6]
+	mi := &file_rewind_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +713,7 @@ func (x *RevokeUserResponse) String() string {
 func (*RevokeUserResponse) ProtoMessage() {}
 
 func (x *RevokeUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[6]
+	mi := &file_rewind_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +726,7 @@ func (x *RevokeUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserResponse.ProtoReflect.Descriptor instead.
 func (*RevokeUserResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RevokeUserResponse) GetRevoked() []*UserToken {
@@ -407,7 +758,7 @@ type AclRule struct {
 
 func (x *AclRule) Reset() {
 	*x = AclRule{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[7]
+	mi := &file_rewind_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +770,7 @@ func (x *AclRule) String() string {
 func (*AclRule) ProtoMessage() {}
 
 func (x *AclRule) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[7]
+	mi := &file_rewind_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +783,7 @@ func (x *AclRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRule.ProtoReflect.Descriptor instead.
 func (*AclRule) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AclRule) GetId() uint64 {
@@ -486,7 +837,7 @@ type GrantAclRequest struct {
 
 func (x *GrantAclRequest) Reset() {
 	*x = GrantAclRequest{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[8]
+	mi := &file_rewind_v1_auth_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +849,7 @@ func (x *GrantAclRequest) String() string {
 func (*GrantAclRequest) ProtoMessage() {}
 
 func (x *GrantAclRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[8]
+	mi := &file_rewind_v1_auth_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +862,7 @@ func (x *GrantAclRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantAclRequest.ProtoReflect.Descriptor instead.
 func (*GrantAclRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GrantAclRequest) GetRule() *AclRule {
@@ -530,7 +881,7 @@ type GrantAclResponse struct {
 
 func (x *GrantAclResponse) Reset() {
 	*x = GrantAclResponse{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[9]
+	mi := &file_rewind_v1_auth_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +893,7 @@ func (x *GrantAclResponse) String() string {
 func (*GrantAclResponse) ProtoMessage() {}
 
 func (x *GrantAclResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[9]
+	mi := &file_rewind_v1_auth_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +906,7 @@ func (x *GrantAclResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantAclResponse.ProtoReflect.Descriptor instead.
 func (*GrantAclResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GrantAclResponse) GetRule() *AclRule {
@@ -575,7 +926,7 @@ type ListAclsRequest struct {
 
 func (x *ListAclsRequest) Reset() {
 	*x = ListAclsRequest{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[10]
+	mi := &file_rewind_v1_auth_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +938,7 @@ func (x *ListAclsRequest) String() string {
 func (*ListAclsRequest) ProtoMessage() {}
 
 func (x *ListAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[10]
+	mi := &file_rewind_v1_auth_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +951,7 @@ func (x *ListAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAclsRequest.ProtoReflect.Descriptor instead.
 func (*ListAclsRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{10}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListAclsRequest) GetPrincipal() string {
@@ -620,7 +971,7 @@ type ListAclsResponse struct {
 
 func (x *ListAclsResponse) Reset() {
 	*x = ListAclsResponse{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[11]
+	mi := &file_rewind_v1_auth_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +983,7 @@ func (x *ListAclsResponse) String() string {
 func (*ListAclsResponse) ProtoMessage() {}
 
 func (x *ListAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[11]
+	mi := &file_rewind_v1_auth_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +996,7 @@ func (x *ListAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAclsResponse.ProtoReflect.Descriptor instead.
 func (*ListAclsResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{11}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListAclsResponse) GetRules() []*AclRule {
@@ -673,7 +1024,7 @@ type RevokeAclRequest struct {
 
 func (x *RevokeAclRequest) Reset() {
 	*x = RevokeAclRequest{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[12]
+	mi := &file_rewind_v1_auth_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +1036,7 @@ func (x *RevokeAclRequest) String() string {
 func (*RevokeAclRequest) ProtoMessage() {}
 
 func (x *RevokeAclRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[12]
+	mi := &file_rewind_v1_auth_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +1049,7 @@ func (x *RevokeAclRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAclRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAclRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{12}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RevokeAclRequest) GetId() uint64 {
@@ -725,7 +1076,7 @@ type RevokeAclResponse struct {
 
 func (x *RevokeAclResponse) Reset() {
 	*x = RevokeAclResponse{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[13]
+	mi := &file_rewind_v1_auth_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +1088,7 @@ func (x *RevokeAclResponse) String() string {
 func (*RevokeAclResponse) ProtoMessage() {}
 
 func (x *RevokeAclResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[13]
+	mi := &file_rewind_v1_auth_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +1101,7 @@ func (x *RevokeAclResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAclResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAclResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{13}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RevokeAclResponse) GetRevoked() []*AclRule {
@@ -772,7 +1123,7 @@ type CheckAclRequest struct {
 
 func (x *CheckAclRequest) Reset() {
 	*x = CheckAclRequest{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[14]
+	mi := &file_rewind_v1_auth_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1135,7 @@ func (x *CheckAclRequest) String() string {
 func (*CheckAclRequest) ProtoMessage() {}
 
 func (x *CheckAclRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[14]
+	mi := &file_rewind_v1_auth_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1148,7 @@ func (x *CheckAclRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAclRequest.ProtoReflect.Descriptor instead.
 func (*CheckAclRequest) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{14}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckAclRequest) GetPrincipal() string {
@@ -834,7 +1185,7 @@ type CheckAclResponse struct {
 
 func (x *CheckAclResponse) Reset() {
 	*x = CheckAclResponse{}
-	mi := &file_rewind_v1_auth_proto_msgTypes[15]
+	mi := &file_rewind_v1_auth_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1197,7 @@ func (x *CheckAclResponse) String() string {
 func (*CheckAclResponse) ProtoMessage() {}
 
 func (x *CheckAclResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_auth_proto_msgTypes[15]
+	mi := &file_rewind_v1_auth_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1210,7 @@ func (x *CheckAclResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAclResponse.ProtoReflect.Descriptor instead.
 func (*CheckAclResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{15}
+	return file_rewind_v1_auth_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CheckAclResponse) GetAllowed() bool {
@@ -887,7 +1238,32 @@ var File_rewind_v1_auth_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x14rewind/v1/auth.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"a\n" +
+	"\x14rewind/v1/auth.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x01\n" +
+	"\x05Quota\x121\n" +
+	"\x15publish_bytes_per_sec\x18\x01 \x01(\x04R\x12publishBytesPerSec\x12/\n" +
+	"\x14replay_bytes_per_sec\x18\x02 \x01(\x04R\x11replayBytesPerSec\x12\x18\n" +
+	"\astreams\x18\x03 \x01(\rR\astreams\"|\n" +
+	"\x0fSetQuotaRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rdefault_quota\x18\x02 \x01(\bR\fdefaultQuota\x12&\n" +
+	"\x05quota\x18\x03 \x01(\v2\x10.rewind.v1.QuotaR\x05quota\"\x12\n" +
+	"\x10SetQuotaResponse\"\x13\n" +
+	"\x11ListQuotasRequest\"\xe8\x01\n" +
+	"\n" +
+	"QuotaUsage\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12'\n" +
+	"\x0fpublished_bytes\x18\x02 \x01(\x04R\x0epublishedBytes\x12%\n" +
+	"\x0ereplayed_bytes\x18\x03 \x01(\x04R\rreplayedBytes\x12!\n" +
+	"\fopen_streams\x18\x04 \x01(\rR\vopenStreams\x12\x18\n" +
+	"\arefused\x18\x05 \x01(\x04R\arefused\x12/\n" +
+	"\x05paced\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05paced\"\x88\x02\n" +
+	"\x12ListQuotasResponse\x12A\n" +
+	"\x06quotas\x18\x01 \x03(\v2).rewind.v1.ListQuotasResponse.QuotasEntryR\x06quotas\x125\n" +
+	"\rdefault_quota\x18\x02 \x01(\v2\x10.rewind.v1.QuotaR\fdefaultQuota\x12+\n" +
+	"\x05usage\x18\x03 \x03(\v2\x15.rewind.v1.QuotaUsageR\x05usage\x1aK\n" +
+	"\vQuotasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
+	"\x05value\x18\x02 \x01(\v2\x10.rewind.v1.QuotaR\x05value:\x028\x01\"a\n" +
 	"\x11CreateUserRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
 	"\n" +
@@ -943,7 +1319,7 @@ const file_rewind_v1_auth_proto_rawDesc = "" +
 	"\x10CheckAclResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12&\n" +
 	"\x04rule\x18\x02 \x01(\v2\x12.rewind.v1.AclRuleR\x04rule\x12 \n" +
-	"\vexplanation\x18\x03 \x01(\tR\vexplanation2\x91\x04\n" +
+	"\vexplanation\x18\x03 \x01(\tR\vexplanation2\xa6\x05\n" +
 	"\vAuthService\x12I\n" +
 	"\n" +
 	"CreateUser\x12\x1c.rewind.v1.CreateUserRequest\x1a\x1d.rewind.v1.CreateUserResponse\x12K\n" +
@@ -953,7 +1329,10 @@ const file_rewind_v1_auth_proto_rawDesc = "" +
 	"\bGrantAcl\x12\x1a.rewind.v1.GrantAclRequest\x1a\x1b.rewind.v1.GrantAclResponse\x12H\n" +
 	"\bListAcls\x12\x1a.rewind.v1.ListAclsRequest\x1a\x1b.rewind.v1.ListAclsResponse\"\x03\x90\x02\x01\x12F\n" +
 	"\tRevokeAcl\x12\x1b.rewind.v1.RevokeAclRequest\x1a\x1c.rewind.v1.RevokeAclResponse\x12H\n" +
-	"\bCheckAcl\x12\x1a.rewind.v1.CheckAclRequest\x1a\x1b.rewind.v1.CheckAclResponse\"\x03\x90\x02\x01B8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
+	"\bCheckAcl\x12\x1a.rewind.v1.CheckAclRequest\x1a\x1b.rewind.v1.CheckAclResponse\"\x03\x90\x02\x01\x12C\n" +
+	"\bSetQuota\x12\x1a.rewind.v1.SetQuotaRequest\x1a\x1b.rewind.v1.SetQuotaResponse\x12N\n" +
+	"\n" +
+	"ListQuotas\x12\x1c.rewind.v1.ListQuotasRequest\x1a\x1d.rewind.v1.ListQuotasResponse\"\x03\x90\x02\x01B8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
 var (
 	file_rewind_v1_auth_proto_rawDescOnce sync.Once
@@ -967,59 +1346,76 @@ func file_rewind_v1_auth_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_auth_proto_rawDescData
 }
 
-var file_rewind_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_rewind_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_rewind_v1_auth_proto_goTypes = []any{
-	(*CreateUserRequest)(nil),     // 0: rewind.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),    // 1: rewind.v1.CreateUserResponse
-	(*UserToken)(nil),             // 2: rewind.v1.UserToken
-	(*ListUsersRequest)(nil),      // 3: rewind.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),     // 4: rewind.v1.ListUsersResponse
-	(*RevokeUserRequest)(nil),     // 5: rewind.v1.RevokeUserRequest
-	(*RevokeUserResponse)(nil),    // 6: rewind.v1.RevokeUserResponse
-	(*AclRule)(nil),               // 7: rewind.v1.AclRule
-	(*GrantAclRequest)(nil),       // 8: rewind.v1.GrantAclRequest
-	(*GrantAclResponse)(nil),      // 9: rewind.v1.GrantAclResponse
-	(*ListAclsRequest)(nil),       // 10: rewind.v1.ListAclsRequest
-	(*ListAclsResponse)(nil),      // 11: rewind.v1.ListAclsResponse
-	(*RevokeAclRequest)(nil),      // 12: rewind.v1.RevokeAclRequest
-	(*RevokeAclResponse)(nil),     // 13: rewind.v1.RevokeAclResponse
-	(*CheckAclRequest)(nil),       // 14: rewind.v1.CheckAclRequest
-	(*CheckAclResponse)(nil),      // 15: rewind.v1.CheckAclResponse
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*Quota)(nil),                 // 0: rewind.v1.Quota
+	(*SetQuotaRequest)(nil),       // 1: rewind.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),      // 2: rewind.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),     // 3: rewind.v1.ListQuotasRequest
+	(*QuotaUsage)(nil),            // 4: rewind.v1.QuotaUsage
+	(*ListQuotasResponse)(nil),    // 5: rewind.v1.ListQuotasResponse
+	(*CreateUserRequest)(nil),     // 6: rewind.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),    // 7: rewind.v1.CreateUserResponse
+	(*UserToken)(nil),             // 8: rewind.v1.UserToken
+	(*ListUsersRequest)(nil),      // 9: rewind.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),     // 10: rewind.v1.ListUsersResponse
+	(*RevokeUserRequest)(nil),     // 11: rewind.v1.RevokeUserRequest
+	(*RevokeUserResponse)(nil),    // 12: rewind.v1.RevokeUserResponse
+	(*AclRule)(nil),               // 13: rewind.v1.AclRule
+	(*GrantAclRequest)(nil),       // 14: rewind.v1.GrantAclRequest
+	(*GrantAclResponse)(nil),      // 15: rewind.v1.GrantAclResponse
+	(*ListAclsRequest)(nil),       // 16: rewind.v1.ListAclsRequest
+	(*ListAclsResponse)(nil),      // 17: rewind.v1.ListAclsResponse
+	(*RevokeAclRequest)(nil),      // 18: rewind.v1.RevokeAclRequest
+	(*RevokeAclResponse)(nil),     // 19: rewind.v1.RevokeAclResponse
+	(*CheckAclRequest)(nil),       // 20: rewind.v1.CheckAclRequest
+	(*CheckAclResponse)(nil),      // 21: rewind.v1.CheckAclResponse
+	nil,                           // 22: rewind.v1.ListQuotasResponse.QuotasEntry
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_rewind_v1_auth_proto_depIdxs = []int32{
-	16, // 0: rewind.v1.CreateUserRequest.expires_in:type_name -> google.protobuf.Duration
-	2,  // 1: rewind.v1.CreateUserResponse.user:type_name -> rewind.v1.UserToken
-	17, // 2: rewind.v1.UserToken.create_time:type_name -> google.protobuf.Timestamp
-	17, // 3: rewind.v1.UserToken.expire_time:type_name -> google.protobuf.Timestamp
-	2,  // 4: rewind.v1.ListUsersResponse.users:type_name -> rewind.v1.UserToken
-	2,  // 5: rewind.v1.RevokeUserResponse.revoked:type_name -> rewind.v1.UserToken
-	7,  // 6: rewind.v1.GrantAclRequest.rule:type_name -> rewind.v1.AclRule
-	7,  // 7: rewind.v1.GrantAclResponse.rule:type_name -> rewind.v1.AclRule
-	7,  // 8: rewind.v1.ListAclsResponse.rules:type_name -> rewind.v1.AclRule
-	7,  // 9: rewind.v1.RevokeAclRequest.match:type_name -> rewind.v1.AclRule
-	7,  // 10: rewind.v1.RevokeAclResponse.revoked:type_name -> rewind.v1.AclRule
-	7,  // 11: rewind.v1.CheckAclResponse.rule:type_name -> rewind.v1.AclRule
-	0,  // 12: rewind.v1.AuthService.CreateUser:input_type -> rewind.v1.CreateUserRequest
-	3,  // 13: rewind.v1.AuthService.ListUsers:input_type -> rewind.v1.ListUsersRequest
-	5,  // 14: rewind.v1.AuthService.RevokeUser:input_type -> rewind.v1.RevokeUserRequest
-	8,  // 15: rewind.v1.AuthService.GrantAcl:input_type -> rewind.v1.GrantAclRequest
-	10, // 16: rewind.v1.AuthService.ListAcls:input_type -> rewind.v1.ListAclsRequest
-	12, // 17: rewind.v1.AuthService.RevokeAcl:input_type -> rewind.v1.RevokeAclRequest
-	14, // 18: rewind.v1.AuthService.CheckAcl:input_type -> rewind.v1.CheckAclRequest
-	1,  // 19: rewind.v1.AuthService.CreateUser:output_type -> rewind.v1.CreateUserResponse
-	4,  // 20: rewind.v1.AuthService.ListUsers:output_type -> rewind.v1.ListUsersResponse
-	6,  // 21: rewind.v1.AuthService.RevokeUser:output_type -> rewind.v1.RevokeUserResponse
-	9,  // 22: rewind.v1.AuthService.GrantAcl:output_type -> rewind.v1.GrantAclResponse
-	11, // 23: rewind.v1.AuthService.ListAcls:output_type -> rewind.v1.ListAclsResponse
-	13, // 24: rewind.v1.AuthService.RevokeAcl:output_type -> rewind.v1.RevokeAclResponse
-	15, // 25: rewind.v1.AuthService.CheckAcl:output_type -> rewind.v1.CheckAclResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	0,  // 0: rewind.v1.SetQuotaRequest.quota:type_name -> rewind.v1.Quota
+	23, // 1: rewind.v1.QuotaUsage.paced:type_name -> google.protobuf.Duration
+	22, // 2: rewind.v1.ListQuotasResponse.quotas:type_name -> rewind.v1.ListQuotasResponse.QuotasEntry
+	0,  // 3: rewind.v1.ListQuotasResponse.default_quota:type_name -> rewind.v1.Quota
+	4,  // 4: rewind.v1.ListQuotasResponse.usage:type_name -> rewind.v1.QuotaUsage
+	23, // 5: rewind.v1.CreateUserRequest.expires_in:type_name -> google.protobuf.Duration
+	8,  // 6: rewind.v1.CreateUserResponse.user:type_name -> rewind.v1.UserToken
+	24, // 7: rewind.v1.UserToken.create_time:type_name -> google.protobuf.Timestamp
+	24, // 8: rewind.v1.UserToken.expire_time:type_name -> google.protobuf.Timestamp
+	8,  // 9: rewind.v1.ListUsersResponse.users:type_name -> rewind.v1.UserToken
+	8,  // 10: rewind.v1.RevokeUserResponse.revoked:type_name -> rewind.v1.UserToken
+	13, // 11: rewind.v1.GrantAclRequest.rule:type_name -> rewind.v1.AclRule
+	13, // 12: rewind.v1.GrantAclResponse.rule:type_name -> rewind.v1.AclRule
+	13, // 13: rewind.v1.ListAclsResponse.rules:type_name -> rewind.v1.AclRule
+	13, // 14: rewind.v1.RevokeAclRequest.match:type_name -> rewind.v1.AclRule
+	13, // 15: rewind.v1.RevokeAclResponse.revoked:type_name -> rewind.v1.AclRule
+	13, // 16: rewind.v1.CheckAclResponse.rule:type_name -> rewind.v1.AclRule
+	0,  // 17: rewind.v1.ListQuotasResponse.QuotasEntry.value:type_name -> rewind.v1.Quota
+	6,  // 18: rewind.v1.AuthService.CreateUser:input_type -> rewind.v1.CreateUserRequest
+	9,  // 19: rewind.v1.AuthService.ListUsers:input_type -> rewind.v1.ListUsersRequest
+	11, // 20: rewind.v1.AuthService.RevokeUser:input_type -> rewind.v1.RevokeUserRequest
+	14, // 21: rewind.v1.AuthService.GrantAcl:input_type -> rewind.v1.GrantAclRequest
+	16, // 22: rewind.v1.AuthService.ListAcls:input_type -> rewind.v1.ListAclsRequest
+	18, // 23: rewind.v1.AuthService.RevokeAcl:input_type -> rewind.v1.RevokeAclRequest
+	20, // 24: rewind.v1.AuthService.CheckAcl:input_type -> rewind.v1.CheckAclRequest
+	1,  // 25: rewind.v1.AuthService.SetQuota:input_type -> rewind.v1.SetQuotaRequest
+	3,  // 26: rewind.v1.AuthService.ListQuotas:input_type -> rewind.v1.ListQuotasRequest
+	7,  // 27: rewind.v1.AuthService.CreateUser:output_type -> rewind.v1.CreateUserResponse
+	10, // 28: rewind.v1.AuthService.ListUsers:output_type -> rewind.v1.ListUsersResponse
+	12, // 29: rewind.v1.AuthService.RevokeUser:output_type -> rewind.v1.RevokeUserResponse
+	15, // 30: rewind.v1.AuthService.GrantAcl:output_type -> rewind.v1.GrantAclResponse
+	17, // 31: rewind.v1.AuthService.ListAcls:output_type -> rewind.v1.ListAclsResponse
+	19, // 32: rewind.v1.AuthService.RevokeAcl:output_type -> rewind.v1.RevokeAclResponse
+	21, // 33: rewind.v1.AuthService.CheckAcl:output_type -> rewind.v1.CheckAclResponse
+	2,  // 34: rewind.v1.AuthService.SetQuota:output_type -> rewind.v1.SetQuotaResponse
+	5,  // 35: rewind.v1.AuthService.ListQuotas:output_type -> rewind.v1.ListQuotasResponse
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_auth_proto_init() }
@@ -1033,7 +1429,7 @@ func file_rewind_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_auth_proto_rawDesc), len(file_rewind_v1_auth_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

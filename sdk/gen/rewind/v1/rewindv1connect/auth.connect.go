@@ -47,6 +47,10 @@ const (
 	AuthServiceRevokeAclProcedure = "/rewind.v1.AuthService/RevokeAcl"
 	// AuthServiceCheckAclProcedure is the fully-qualified name of the AuthService's CheckAcl RPC.
 	AuthServiceCheckAclProcedure = "/rewind.v1.AuthService/CheckAcl"
+	// AuthServiceSetQuotaProcedure is the fully-qualified name of the AuthService's SetQuota RPC.
+	AuthServiceSetQuotaProcedure = "/rewind.v1.AuthService/SetQuota"
+	// AuthServiceListQuotasProcedure is the fully-qualified name of the AuthService's ListQuotas RPC.
+	AuthServiceListQuotasProcedure = "/rewind.v1.AuthService/ListQuotas"
 )
 
 // AuthServiceClient is a client for the rewind.v1.AuthService service.
@@ -72,6 +76,13 @@ type AuthServiceClient interface {
 	// CheckAcl explains the decision for one principal, operation and
 	// resource: which rule matched.
 	CheckAcl(context.Context, *v1.CheckAclRequest) (*v1.CheckAclResponse, error)
+	// SetQuota sets one principal's quotas, or the default quotas of every
+	// principal without its own (superusers are never given the default).
+	// All-zero limits remove them.
+	SetQuota(context.Context, *v1.SetQuotaRequest) (*v1.SetQuotaResponse, error)
+	// ListQuotas lists the quotas set, and what this node charged and held
+	// back per principal since it started.
+	ListQuotas(context.Context, *v1.ListQuotasRequest) (*v1.ListQuotasResponse, error)
 }
 
 // NewAuthServiceClient constructs a client for the rewind.v1.AuthService service. By default, it
@@ -130,6 +141,19 @@ func NewAuthServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		setQuota: connect.NewClient[v1.SetQuotaRequest, v1.SetQuotaResponse](
+			httpClient,
+			baseURL+AuthServiceSetQuotaProcedure,
+			connect.WithSchema(authServiceMethods.ByName("SetQuota")),
+			connect.WithClientOptions(opts...),
+		),
+		listQuotas: connect.NewClient[v1.ListQuotasRequest, v1.ListQuotasResponse](
+			httpClient,
+			baseURL+AuthServiceListQuotasProcedure,
+			connect.WithSchema(authServiceMethods.ByName("ListQuotas")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -142,6 +166,8 @@ type authServiceClient struct {
 	listAcls   *connect.Client[v1.ListAclsRequest, v1.ListAclsResponse]
 	revokeAcl  *connect.Client[v1.RevokeAclRequest, v1.RevokeAclResponse]
 	checkAcl   *connect.Client[v1.CheckAclRequest, v1.CheckAclResponse]
+	setQuota   *connect.Client[v1.SetQuotaRequest, v1.SetQuotaResponse]
+	listQuotas *connect.Client[v1.ListQuotasRequest, v1.ListQuotasResponse]
 }
 
 // CreateUser calls rewind.v1.AuthService.CreateUser.
@@ -207,6 +233,24 @@ func (c *authServiceClient) CheckAcl(ctx context.Context, req *v1.CheckAclReques
 	return nil, err
 }
 
+// SetQuota calls rewind.v1.AuthService.SetQuota.
+func (c *authServiceClient) SetQuota(ctx context.Context, req *v1.SetQuotaRequest) (*v1.SetQuotaResponse, error) {
+	response, err := c.setQuota.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListQuotas calls rewind.v1.AuthService.ListQuotas.
+func (c *authServiceClient) ListQuotas(ctx context.Context, req *v1.ListQuotasRequest) (*v1.ListQuotasResponse, error) {
+	response, err := c.listQuotas.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // AuthServiceHandler is an implementation of the rewind.v1.AuthService service.
 type AuthServiceHandler interface {
 	// CreateUser issues a new bearer token for a principal (a principal may
@@ -230,6 +274,13 @@ type AuthServiceHandler interface {
 	// CheckAcl explains the decision for one principal, operation and
 	// resource: which rule matched.
 	CheckAcl(context.Context, *v1.CheckAclRequest) (*v1.CheckAclResponse, error)
+	// SetQuota sets one principal's quotas, or the default quotas of every
+	// principal without its own (superusers are never given the default).
+	// All-zero limits remove them.
+	SetQuota(context.Context, *v1.SetQuotaRequest) (*v1.SetQuotaResponse, error)
+	// ListQuotas lists the quotas set, and what this node charged and held
+	// back per principal since it started.
+	ListQuotas(context.Context, *v1.ListQuotasRequest) (*v1.ListQuotasResponse, error)
 }
 
 // NewAuthServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -284,6 +335,19 @@ func NewAuthServiceHandler(svc AuthServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	authServiceSetQuotaHandler := connect.NewUnaryHandlerSimple(
+		AuthServiceSetQuotaProcedure,
+		svc.SetQuota,
+		connect.WithSchema(authServiceMethods.ByName("SetQuota")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceListQuotasHandler := connect.NewUnaryHandlerSimple(
+		AuthServiceListQuotasProcedure,
+		svc.ListQuotas,
+		connect.WithSchema(authServiceMethods.ByName("ListQuotas")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rewind.v1.AuthService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AuthServiceCreateUserProcedure:
@@ -300,6 +364,10 @@ func NewAuthServiceHandler(svc AuthServiceHandler, opts ...connect.HandlerOption
 			authServiceRevokeAclHandler.ServeHTTP(w, r)
 		case AuthServiceCheckAclProcedure:
 			authServiceCheckAclHandler.ServeHTTP(w, r)
+		case AuthServiceSetQuotaProcedure:
+			authServiceSetQuotaHandler.ServeHTTP(w, r)
+		case AuthServiceListQuotasProcedure:
+			authServiceListQuotasHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -335,4 +403,12 @@ func (UnimplementedAuthServiceHandler) RevokeAcl(context.Context, *v1.RevokeAclR
 
 func (UnimplementedAuthServiceHandler) CheckAcl(context.Context, *v1.CheckAclRequest) (*v1.CheckAclResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.AuthService.CheckAcl is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) SetQuota(context.Context, *v1.SetQuotaRequest) (*v1.SetQuotaResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.AuthService.SetQuota is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) ListQuotas(context.Context, *v1.ListQuotasRequest) (*v1.ListQuotasResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rewind.v1.AuthService.ListQuotas is not implemented"))
 }

@@ -12,7 +12,182 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewind/v1/auth.proto.
  */
 export const file_rewind_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("ChRyZXdpbmQvdjEvYXV0aC5wcm90bxIJcmV3aW5kLnYxIlAKEUNyZWF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSLQoKZXhwaXJlc19pbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJHChJDcmVhdGVVc2VyUmVzcG9uc2USDQoFdG9rZW4YASABKAkSIgoEdXNlchgCIAEoCzIULnJld2luZC52MS5Vc2VyVG9rZW4itgEKCVVzZXJUb2tlbhIQCgh0b2tlbl9pZBgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzdXBlcnVzZXIYBSABKAgSDwoHZXhwaXJlZBgGIAEoCCISChBMaXN0VXNlcnNSZXF1ZXN0IjgKEUxpc3RVc2Vyc1Jlc3BvbnNlEiMKBXVzZXJzGAEgAygLMhQucmV3aW5kLnYxLlVzZXJUb2tlbiItChFSZXZva2VVc2VyUmVxdWVzdBIYChBuYW1lX29yX3Rva2VuX2lkGAEgASgJIjsKElJldm9rZVVzZXJSZXNwb25zZRIlCgdyZXZva2VkGAEgAygLMhQucmV3aW5kLnYxLlVzZXJUb2tlbiJpCgdBY2xSdWxlEgoKAmlkGAEgASgEEhEKCXByaW5jaXBhbBgCIAEoCRIMCgRraW5kGAMgASgJEg8KB3BhdHRlcm4YBCABKAkSEgoKb3BlcmF0aW9ucxgFIAMoCRIMCgRkZW55GAYgASgIIjMKD0dyYW50QWNsUmVxdWVzdBIgCgRydWxlGAEgASgLMhIucmV3aW5kLnYxLkFjbFJ1bGUiNAoQR3JhbnRBY2xSZXNwb25zZRIgCgRydWxlGAEgASgLMhIucmV3aW5kLnYxLkFjbFJ1bGUiJAoPTGlzdEFjbHNSZXF1ZXN0EhEKCXByaW5jaXBhbBgBIAEoCSJJChBMaXN0QWNsc1Jlc3BvbnNlEiEKBXJ1bGVzGAEgAygLMhIucmV3aW5kLnYxLkFjbFJ1bGUSEgoKc3VwZXJ1c2VycxgCIAMoCSJBChBSZXZva2VBY2xSZXF1ZXN0EgoKAmlkGAEgASgEEiEKBW1hdGNoGAIgASgLMhIucmV3aW5kLnYxLkFjbFJ1bGUiOAoRUmV2b2tlQWNsUmVzcG9uc2USIwoHcmV2b2tlZBgBIAMoCzISLnJld2luZC52MS5BY2xSdWxlIkkKD0NoZWNrQWNsUmVxdWVzdBIRCglwcmluY2lwYWwYASABKAkSEQoJb3BlcmF0aW9uGAIgASgJEhAKCHJlc291cmNlGAMgASgJIloKEENoZWNrQWNsUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCBIgCgRydWxlGAIgASgLMhIucmV3aW5kLnYxLkFjbFJ1bGUSEwoLZXhwbGFuYXRpb24YAyABKAkykQQKC0F1dGhTZXJ2aWNlEkkKCkNyZWF0ZVVzZXISHC5yZXdpbmQudjEuQ3JlYXRlVXNlclJlcXVlc3QaHS5yZXdpbmQudjEuQ3JlYXRlVXNlclJlc3BvbnNlEksKCUxpc3RVc2VycxIbLnJld2luZC52MS5MaXN0VXNlcnNSZXF1ZXN0GhwucmV3aW5kLnYxLkxpc3RVc2Vyc1Jlc3BvbnNlIgOQAgESSQoKUmV2b2tlVXNlchIcLnJld2luZC52MS5SZXZva2VVc2VyUmVxdWVzdBodLnJld2luZC52MS5SZXZva2VVc2VyUmVzcG9uc2USQwoIR3JhbnRBY2wSGi5yZXdpbmQudjEuR3JhbnRBY2xSZXF1ZXN0GhsucmV3aW5kLnYxLkdyYW50QWNsUmVzcG9uc2USSAoITGlzdEFjbHMSGi5yZXdpbmQudjEuTGlzdEFjbHNSZXF1ZXN0GhsucmV3aW5kLnYxLkxpc3RBY2xzUmVzcG9uc2UiA5ACARJGCglSZXZva2VBY2wSGy5yZXdpbmQudjEuUmV2b2tlQWNsUmVxdWVzdBocLnJld2luZC52MS5SZXZva2VBY2xSZXNwb25zZRJICghDaGVja0FjbBIaLnJld2luZC52MS5DaGVja0FjbFJlcXVlc3QaGy5yZXdpbmQudjEuQ2hlY2tBY2xSZXNwb25zZSIDkAIBQjhaNmdpdGh1Yi5jb20vcmV3aW5kLWlvL3Jld2luZC9zZGsvZ2VuL3Jld2luZC92MTtyZXdpbmR2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChRyZXdpbmQvdjEvYXV0aC5wcm90bxIJcmV3aW5kLnYxIlUKBVF1b3RhEh0KFXB1Ymxpc2hfYnl0ZXNfcGVyX3NlYxgBIAEoBBIcChRyZXBsYXlfYnl0ZXNfcGVyX3NlYxgCIAEoBBIPCgdzdHJlYW1zGAMgASgNIlwKD1NldFF1b3RhUmVxdWVzdBIRCglwcmluY2lwYWwYASABKAkSFQoNZGVmYXVsdF9xdW90YRgCIAEoCBIfCgVxdW90YRgDIAEoCzIQLnJld2luZC52MS5RdW90YSISChBTZXRRdW90YVJlc3BvbnNlIhMKEUxpc3RRdW90YXNSZXF1ZXN0IqEBCgpRdW90YVVzYWdlEhEKCXByaW5jaXBhbBgBIAEoCRIXCg9wdWJsaXNoZWRfYnl0ZXMYAiABKAQSFgoOcmVwbGF5ZWRfYnl0ZXMYAyABKAQSFAoMb3Blbl9zdHJlYW1zGAQgASgNEg8KB3JlZnVzZWQYBSABKAQSKAoFcGFjZWQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i3wEKEkxpc3RRdW90YXNSZXNwb25zZRI5CgZxdW90YXMYASADKAsyKS5yZXdpbmQudjEuTGlzdFF1b3Rhc1Jlc3BvbnNlLlF1b3Rhc0VudHJ5EicKDWRlZmF1bHRfcXVvdGEYAiABKAsyEC5yZXdpbmQudjEuUXVvdGESJAoFdXNhZ2UYAyADKAsyFS5yZXdpbmQudjEuUXVvdGFVc2FnZRo/CgtRdW90YXNFbnRyeRILCgNrZXkYASABKAkSHwoFdmFsdWUYAiABKAsyEC5yZXdpbmQudjEuUXVvdGE6AjgBIlAKEUNyZWF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSLQoKZXhwaXJlc19pbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJHChJDcmVhdGVVc2VyUmVzcG9uc2USDQoFdG9rZW4YASABKAkSIgoEdXNlchgCIAEoCzIULnJld2luZC52MS5Vc2VyVG9rZW4itgEKCVVzZXJUb2tlbhIQCgh0b2tlbl9pZBgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzdXBlcnVzZXIYBSABKAgSDwoHZXhwaXJlZBgGIAEoCCISChBMaXN0VXNlcnNSZXF1ZXN0IjgKEUxpc3RVc2Vyc1Jlc3BvbnNlEiMKBXVzZXJzGAEgAygLMhQucmV3aW5kLnYxLlVzZXJUb2tlbiItChFSZXZva2VVc2VyUmVxdWVzdBIYChBuYW1lX29yX3Rva2VuX2lkGAEgASgJIjsKElJldm9rZVVzZXJSZXNwb25zZRIlCgdyZXZva2VkGAEgAygLMhQucmV3aW5kLnYxLlVzZXJUb2tlbiJpCgdBY2xSdWxlEgoKAmlkGAEgASgEEhEKCXByaW5jaXBhbBgCIAEoCRIMCgRraW5kGAMgASgJEg8KB3BhdHRlcm4YBCABKAkSEgoKb3BlcmF0aW9ucxgFIAMoCRIMCgRkZW55GAYgASgIIjMKD0dyYW50QWNsUmVxdWVzdBIgCgRydWxlGAEgASgLMhIucmV3aW5kLnYxLkFjbFJ1bGUiNAoQR3JhbnRBY2xSZXNwb25zZRIgCgRydWxlGAEgASgLMhIucmV3aW5kLnYxLkFjbFJ1bGUiJAoPTGlzdEFjbHNSZXF1ZXN0EhEKCXByaW5jaXBhbBgBIAEoCSJJChBMaXN0QWNsc1Jlc3BvbnNlEiEKBXJ1bGVzGAEgAygLMhIucmV3aW5kLnYxLkFjbFJ1bGUSEgoKc3VwZXJ1c2VycxgCIAMoCSJBChBSZXZva2VBY2xSZXF1ZXN0EgoKAmlkGAEgASgEEiEKBW1hdGNoGAIgASgLMhIucmV3aW5kLnYxLkFjbFJ1bGUiOAoRUmV2b2tlQWNsUmVzcG9uc2USIwoHcmV2b2tlZBgBIAMoCzISLnJld2luZC52MS5BY2xSdWxlIkkKD0NoZWNrQWNsUmVxdWVzdBIRCglwcmluY2lwYWwYASABKAkSEQoJb3BlcmF0aW9uGAIgASgJEhAKCHJlc291cmNlGAMgASgJIloKEENoZWNrQWNsUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCBIgCgRydWxlGAIgASgLMhIucmV3aW5kLnYxLkFjbFJ1bGUSEwoLZXhwbGFuYXRpb24YAyABKAkypgUKC0F1dGhTZXJ2aWNlEkkKCkNyZWF0ZVVzZXISHC5yZXdpbmQudjEuQ3JlYXRlVXNlclJlcXVlc3QaHS5yZXdpbmQudjEuQ3JlYXRlVXNlclJlc3BvbnNlEksKCUxpc3RVc2VycxIbLnJld2luZC52MS5MaXN0VXNlcnNSZXF1ZXN0GhwucmV3aW5kLnYxLkxpc3RVc2Vyc1Jlc3BvbnNlIgOQAgESSQoKUmV2b2tlVXNlchIcLnJld2luZC52MS5SZXZva2VVc2VyUmVxdWVzdBodLnJld2luZC52MS5SZXZva2VVc2VyUmVzcG9uc2USQwoIR3JhbnRBY2wSGi5yZXdpbmQudjEuR3JhbnRBY2xSZXF1ZXN0GhsucmV3aW5kLnYxLkdyYW50QWNsUmVzcG9uc2USSAoITGlzdEFjbHMSGi5yZXdpbmQudjEuTGlzdEFjbHNSZXF1ZXN0GhsucmV3aW5kLnYxLkxpc3RBY2xzUmVzcG9uc2UiA5ACARJGCglSZXZva2VBY2wSGy5yZXdpbmQudjEuUmV2b2tlQWNsUmVxdWVzdBocLnJld2luZC52MS5SZXZva2VBY2xSZXNwb25zZRJICghDaGVja0FjbBIaLnJld2luZC52MS5DaGVja0FjbFJlcXVlc3QaGy5yZXdpbmQudjEuQ2hlY2tBY2xSZXNwb25zZSIDkAIBEkMKCFNldFF1b3RhEhoucmV3aW5kLnYxLlNldFF1b3RhUmVxdWVzdBobLnJld2luZC52MS5TZXRRdW90YVJlc3BvbnNlEk4KCkxpc3RRdW90YXMSHC5yZXdpbmQudjEuTGlzdFF1b3Rhc1JlcXVlc3QaHS5yZXdpbmQudjEuTGlzdFF1b3Rhc1Jlc3BvbnNlIgOQAgFCOFo2Z2l0aHViLmNvbS9yZXdpbmQtaW8vcmV3aW5kL3Nkay9nZW4vcmV3aW5kL3YxO3Jld2luZHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * Quota limits a principal; a zero field is no limit.
+ *
+ * @generated from message rewind.v1.Quota
+ */
+export type Quota = Message<"rewind.v1.Quota"> & {
+  /**
+   * Bytes of records published per second (key, value, headers,
+   * idempotency key). Over it, publishes fail with ResourceExhausted and
+   * say how long to wait.
+   *
+   * @generated from field: uint64 publish_bytes_per_sec = 1;
+   */
+  publishBytesPerSec: bigint;
+
+  /**
+   * Bytes of history replayed per second (live reads are exempt). Over
+   * it, replays are paced, not failed.
+   *
+   * @generated from field: uint64 replay_bytes_per_sec = 2;
+   */
+  replayBytesPerSec: bigint;
+
+  /**
+   * Streams open at once. Over it, a new stream fails with
+   * ResourceExhausted.
+   *
+   * @generated from field: uint32 streams = 3;
+   */
+  streams: number;
+};
+
+/**
+ * Describes the message rewind.v1.Quota.
+ * Use `create(QuotaSchema)` to create a new message.
+ */
+export const QuotaSchema: GenMessage<Quota> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_auth, 0);
+
+/**
+ * @generated from message rewind.v1.SetQuotaRequest
+ */
+export type SetQuotaRequest = Message<"rewind.v1.SetQuotaRequest"> & {
+  /**
+   * The principal; empty with default_quota set.
+   *
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * @generated from field: bool default_quota = 2;
+   */
+  defaultQuota: boolean;
+
+  /**
+   * @generated from field: rewind.v1.Quota quota = 3;
+   */
+  quota?: Quota | undefined;
+};
+
+/**
+ * Describes the message rewind.v1.SetQuotaRequest.
+ * Use `create(SetQuotaRequestSchema)` to create a new message.
+ */
+export const SetQuotaRequestSchema: GenMessage<SetQuotaRequest> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_auth, 1);
+
+/**
+ * @generated from message rewind.v1.SetQuotaResponse
+ */
+export type SetQuotaResponse = Message<"rewind.v1.SetQuotaResponse"> & {
+};
+
+/**
+ * Describes the message rewind.v1.SetQuotaResponse.
+ * Use `create(SetQuotaResponseSchema)` to create a new message.
+ */
+export const SetQuotaResponseSchema: GenMessage<SetQuotaResponse> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_auth, 2);
+
+/**
+ * @generated from message rewind.v1.ListQuotasRequest
+ */
+export type ListQuotasRequest = Message<"rewind.v1.ListQuotasRequest"> & {
+};
+
+/**
+ * Describes the message rewind.v1.ListQuotasRequest.
+ * Use `create(ListQuotasRequestSchema)` to create a new message.
+ */
+export const ListQuotasRequestSchema: GenMessage<ListQuotasRequest> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_auth, 3);
+
+/**
+ * @generated from message rewind.v1.QuotaUsage
+ */
+export type QuotaUsage = Message<"rewind.v1.QuotaUsage"> & {
+  /**
+   * The principal ("" for callers without one).
+   *
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * @generated from field: uint64 published_bytes = 2;
+   */
+  publishedBytes: bigint;
+
+  /**
+   * @generated from field: uint64 replayed_bytes = 3;
+   */
+  replayedBytes: bigint;
+
+  /**
+   * @generated from field: uint32 open_streams = 4;
+   */
+  openStreams: number;
+
+  /**
+   * Publishes and streams refused over quota.
+   *
+   * @generated from field: uint64 refused = 5;
+   */
+  refused: bigint;
+
+  /**
+   * Time replays waited for their quota.
+   *
+   * @generated from field: google.protobuf.Duration paced = 6;
+   */
+  paced?: Duration | undefined;
+};
+
+/**
+ * Describes the message rewind.v1.QuotaUsage.
+ * Use `create(QuotaUsageSchema)` to create a new message.
+ */
+export const QuotaUsageSchema: GenMessage<QuotaUsage> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_auth, 4);
+
+/**
+ * @generated from message rewind.v1.ListQuotasResponse
+ */
+export type ListQuotasResponse = Message<"rewind.v1.ListQuotasResponse"> & {
+  /**
+   * Every principal with its own quota.
+   *
+   * @generated from field: map<string, rewind.v1.Quota> quotas = 1;
+   */
+  quotas: { [key: string]: Quota };
+
+  /**
+   * The default, if set.
+   *
+   * @generated from field: rewind.v1.Quota default_quota = 2;
+   */
+  defaultQuota?: Quota | undefined;
+
+  /**
+   * On the node that answered, since it started.
+   *
+   * @generated from field: repeated rewind.v1.QuotaUsage usage = 3;
+   */
+  usage: QuotaUsage[];
+};
+
+/**
+ * Describes the message rewind.v1.ListQuotasResponse.
+ * Use `create(ListQuotasResponseSchema)` to create a new message.
+ */
+export const ListQuotasResponseSchema: GenMessage<ListQuotasResponse> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_auth, 5);
 
 /**
  * @generated from message rewind.v1.CreateUserRequest
@@ -38,7 +213,7 @@ export type CreateUserRequest = Message<"rewind.v1.CreateUserRequest"> & {
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 0);
+  messageDesc(file_rewind_v1_auth, 6);
 
 /**
  * @generated from message rewind.v1.CreateUserResponse
@@ -62,7 +237,7 @@ export type CreateUserResponse = Message<"rewind.v1.CreateUserResponse"> & {
  * Use `create(CreateUserResponseSchema)` to create a new message.
  */
 export const CreateUserResponseSchema: GenMessage<CreateUserResponse> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 1);
+  messageDesc(file_rewind_v1_auth, 7);
 
 /**
  * UserToken describes a stored token (never its secret).
@@ -108,7 +283,7 @@ export type UserToken = Message<"rewind.v1.UserToken"> & {
  * Use `create(UserTokenSchema)` to create a new message.
  */
 export const UserTokenSchema: GenMessage<UserToken> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 2);
+  messageDesc(file_rewind_v1_auth, 8);
 
 /**
  * @generated from message rewind.v1.ListUsersRequest
@@ -121,7 +296,7 @@ export type ListUsersRequest = Message<"rewind.v1.ListUsersRequest"> & {
  * Use `create(ListUsersRequestSchema)` to create a new message.
  */
 export const ListUsersRequestSchema: GenMessage<ListUsersRequest> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 3);
+  messageDesc(file_rewind_v1_auth, 9);
 
 /**
  * @generated from message rewind.v1.ListUsersResponse
@@ -138,7 +313,7 @@ export type ListUsersResponse = Message<"rewind.v1.ListUsersResponse"> & {
  * Use `create(ListUsersResponseSchema)` to create a new message.
  */
 export const ListUsersResponseSchema: GenMessage<ListUsersResponse> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 4);
+  messageDesc(file_rewind_v1_auth, 10);
 
 /**
  * @generated from message rewind.v1.RevokeUserRequest
@@ -157,7 +332,7 @@ export type RevokeUserRequest = Message<"rewind.v1.RevokeUserRequest"> & {
  * Use `create(RevokeUserRequestSchema)` to create a new message.
  */
 export const RevokeUserRequestSchema: GenMessage<RevokeUserRequest> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 5);
+  messageDesc(file_rewind_v1_auth, 11);
 
 /**
  * @generated from message rewind.v1.RevokeUserResponse
@@ -174,7 +349,7 @@ export type RevokeUserResponse = Message<"rewind.v1.RevokeUserResponse"> & {
  * Use `create(RevokeUserResponseSchema)` to create a new message.
  */
 export const RevokeUserResponseSchema: GenMessage<RevokeUserResponse> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 6);
+  messageDesc(file_rewind_v1_auth, 12);
 
 /**
  * AclRule is one ACL entry.
@@ -231,7 +406,7 @@ export type AclRule = Message<"rewind.v1.AclRule"> & {
  * Use `create(AclRuleSchema)` to create a new message.
  */
 export const AclRuleSchema: GenMessage<AclRule> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 7);
+  messageDesc(file_rewind_v1_auth, 13);
 
 /**
  * @generated from message rewind.v1.GrantAclRequest
@@ -248,7 +423,7 @@ export type GrantAclRequest = Message<"rewind.v1.GrantAclRequest"> & {
  * Use `create(GrantAclRequestSchema)` to create a new message.
  */
 export const GrantAclRequestSchema: GenMessage<GrantAclRequest> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 8);
+  messageDesc(file_rewind_v1_auth, 14);
 
 /**
  * @generated from message rewind.v1.GrantAclResponse
@@ -265,7 +440,7 @@ export type GrantAclResponse = Message<"rewind.v1.GrantAclResponse"> & {
  * Use `create(GrantAclResponseSchema)` to create a new message.
  */
 export const GrantAclResponseSchema: GenMessage<GrantAclResponse> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 9);
+  messageDesc(file_rewind_v1_auth, 15);
 
 /**
  * @generated from message rewind.v1.ListAclsRequest
@@ -284,7 +459,7 @@ export type ListAclsRequest = Message<"rewind.v1.ListAclsRequest"> & {
  * Use `create(ListAclsRequestSchema)` to create a new message.
  */
 export const ListAclsRequestSchema: GenMessage<ListAclsRequest> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 10);
+  messageDesc(file_rewind_v1_auth, 16);
 
 /**
  * @generated from message rewind.v1.ListAclsResponse
@@ -306,7 +481,7 @@ export type ListAclsResponse = Message<"rewind.v1.ListAclsResponse"> & {
  * Use `create(ListAclsResponseSchema)` to create a new message.
  */
 export const ListAclsResponseSchema: GenMessage<ListAclsResponse> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 11);
+  messageDesc(file_rewind_v1_auth, 17);
 
 /**
  * @generated from message rewind.v1.RevokeAclRequest
@@ -330,7 +505,7 @@ export type RevokeAclRequest = Message<"rewind.v1.RevokeAclRequest"> & {
  * Use `create(RevokeAclRequestSchema)` to create a new message.
  */
 export const RevokeAclRequestSchema: GenMessage<RevokeAclRequest> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 12);
+  messageDesc(file_rewind_v1_auth, 18);
 
 /**
  * @generated from message rewind.v1.RevokeAclResponse
@@ -349,7 +524,7 @@ export type RevokeAclResponse = Message<"rewind.v1.RevokeAclResponse"> & {
  * Use `create(RevokeAclResponseSchema)` to create a new message.
  */
 export const RevokeAclResponseSchema: GenMessage<RevokeAclResponse> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 13);
+  messageDesc(file_rewind_v1_auth, 19);
 
 /**
  * @generated from message rewind.v1.CheckAclRequest
@@ -378,7 +553,7 @@ export type CheckAclRequest = Message<"rewind.v1.CheckAclRequest"> & {
  * Use `create(CheckAclRequestSchema)` to create a new message.
  */
 export const CheckAclRequestSchema: GenMessage<CheckAclRequest> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 14);
+  messageDesc(file_rewind_v1_auth, 20);
 
 /**
  * @generated from message rewind.v1.CheckAclResponse
@@ -409,7 +584,7 @@ export type CheckAclResponse = Message<"rewind.v1.CheckAclResponse"> & {
  * Use `create(CheckAclResponseSchema)` to create a new message.
  */
 export const CheckAclResponseSchema: GenMessage<CheckAclResponse> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_auth, 15);
+  messageDesc(file_rewind_v1_auth, 21);
 
 /**
  * AuthService manages principals, their bearer tokens and the ACL rules
@@ -497,6 +672,29 @@ export const AuthService: GenService<{
     methodKind: "unary";
     input: typeof CheckAclRequestSchema;
     output: typeof CheckAclResponseSchema;
+  },
+  /**
+   * SetQuota sets one principal's quotas, or the default quotas of every
+   * principal without its own (superusers are never given the default).
+   * All-zero limits remove them.
+   *
+   * @generated from rpc rewind.v1.AuthService.SetQuota
+   */
+  setQuota: {
+    methodKind: "unary";
+    input: typeof SetQuotaRequestSchema;
+    output: typeof SetQuotaResponseSchema;
+  },
+  /**
+   * ListQuotas lists the quotas set, and what this node charged and held
+   * back per principal since it started.
+   *
+   * @generated from rpc rewind.v1.AuthService.ListQuotas
+   */
+  listQuotas: {
+    methodKind: "unary";
+    input: typeof ListQuotasRequestSchema;
+    output: typeof ListQuotasResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_rewind_v1_auth, 0);
