@@ -3,8 +3,8 @@ package console_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/rewind-io/rewind/internal/npm"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +39,7 @@ func install(t *testing.T) {
 	t.Helper()
 	needNode(t)
 	installOnce.Do(func() {
-		fresh, err := nodeModulesFresh(".")
+		fresh, err := npm.Fresh(".")
 		if err != nil {
 			installErr = err
 			return
@@ -62,57 +62,6 @@ func run(ctx context.Context, name string, args ...string) error {
 		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-// lockfile is what a package-lock.json (or node_modules/.package-lock.json)
-// says is installed.
-type lockfile struct {
-	Packages map[string]struct {
-		Version   string `json:"version"`
-		Integrity string `json:"integrity"`
-		Optional  bool   `json:"optional"`
-	} `json:"packages"`
-}
-
-// nodeModulesFresh reports whether node_modules holds exactly the packages
-// package-lock.json names (as sdk/ts/npm_test.go does).
-func nodeModulesFresh(dir string) (bool, error) {
-	var want, have lockfile
-	b, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return false, err
-	}
-	if err := json.Unmarshal(b, &want); err != nil {
-		return false, fmt.Errorf("package-lock.json: %w", err)
-	}
-	b, err = os.ReadFile(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	if err != nil || json.Unmarshal(b, &have) != nil {
-		return false, nil
-	}
-	for path, w := range want.Packages {
-		if !strings.HasPrefix(path, "node_modules/") {
-			continue
-		}
-		h, ok := have.Packages[path]
-		if !ok {
-			if w.Optional {
-				continue // a binary for another platform
-			}
-			return false, nil
-		}
-		if h.Version != w.Version || h.Integrity != w.Integrity {
-			return false, nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(path), "package.json")); err != nil {
-			return false, nil
-		}
-	}
-	for path := range have.Packages {
-		if _, ok := want.Packages[path]; !ok {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 // TestBundleIsFresh type-checks the console's sources (with the client's

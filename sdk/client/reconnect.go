@@ -105,15 +105,8 @@ func (s *Subscription) reconnect() (Event, error) {
 	wait := max(reconnectPause, s.pause)
 	if s.pause > 0 {
 		// The last reconnect made no progress: pause before trying again.
-		t := time.NewTimer(min(s.pause, max(time.Until(deadline), 0)))
-		select {
-		case <-t.C:
-		case <-s.parent.Done():
-			t.Stop()
-			return nil, connect.NewError(connect.CodeCanceled, s.parent.Err())
-		case <-s.stop:
-			t.Stop()
-			return nil, errClosed
+		if err := s.sleep(min(s.pause, max(time.Until(deadline), 0))); err != nil {
+			return nil, err
 		}
 		if !time.Now().Before(deadline) {
 			return nil, &ReconnectError{Window: s.opts.reconnect, Attempts: 0, Err: s.broke}
@@ -164,17 +157,24 @@ func (s *Subscription) reconnect() (Event, error) {
 		if left <= 0 {
 			return nil, &ReconnectError{Window: s.opts.reconnect, Attempts: attempt, Err: err}
 		}
-		t := time.NewTimer(min(wait, left))
-		select {
-		case <-t.C:
-		case <-s.parent.Done():
-			t.Stop()
-			return nil, connect.NewError(connect.CodeCanceled, s.parent.Err())
-		case <-s.stop:
-			t.Stop()
-			return nil, errClosed
+		if err := s.sleep(min(wait, left)); err != nil {
+			return nil, err
 		}
 		wait = min(2*wait, maxReconnectPause)
+	}
+}
+
+// sleep waits d, or until the caller's context ends or Close is called.
+func (s *Subscription) sleep(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-s.parent.Done():
+		return connect.NewError(connect.CodeCanceled, s.parent.Err())
+	case <-s.stop:
+		return errClosed
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	npmlock "github.com/rewind-io/rewind/internal/npm"
 	"net"
 	"net/http"
 	"net/url"
@@ -73,7 +74,7 @@ func install(t *testing.T) {
 	t.Helper()
 	needNode(t)
 	installOnce.Do(func() {
-		fresh, err := nodeModulesFresh(".")
+		fresh, err := npmlock.Fresh(".")
 		if err != nil {
 			installErr = err
 			return
@@ -104,59 +105,6 @@ func npmOutput(ctx context.Context, env []string, args ...string) ([]byte, error
 		return out, fmt.Errorf("npm %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return out, nil
-}
-
-// lockfile is the part of a package-lock.json (or of the
-// node_modules/.package-lock.json npm writes when it installs) that says
-// what is installed.
-type lockfile struct {
-	Packages map[string]struct {
-		Version   string `json:"version"`
-		Integrity string `json:"integrity"`
-		Optional  bool   `json:"optional"`
-	} `json:"packages"`
-}
-
-// nodeModulesFresh reports whether node_modules holds exactly the
-// packages package-lock.json names (as sdk/guest/build does for the
-// AssemblyScript project).
-func nodeModulesFresh(dir string) (bool, error) {
-	var want, have lockfile
-	b, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return false, err
-	}
-	if err := json.Unmarshal(b, &want); err != nil {
-		return false, fmt.Errorf("package-lock.json: %w", err)
-	}
-	b, err = os.ReadFile(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	if err != nil || json.Unmarshal(b, &have) != nil {
-		return false, nil
-	}
-	for path, w := range want.Packages {
-		if !strings.HasPrefix(path, "node_modules/") {
-			continue
-		}
-		h, ok := have.Packages[path]
-		if !ok {
-			if w.Optional {
-				continue // a binary for another platform
-			}
-			return false, nil
-		}
-		if h.Version != w.Version || h.Integrity != w.Integrity {
-			return false, nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(path), "package.json")); err != nil {
-			return false, nil
-		}
-	}
-	for path := range have.Packages {
-		if _, ok := want.Packages[path]; !ok {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 var (

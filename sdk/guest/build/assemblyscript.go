@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"github.com/rewind-io/rewind/internal/npm"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,7 +94,7 @@ func ascBuildProject(dir string) (map[string][]byte, error) {
 	}
 	defer unlock()
 
-	fresh, err := ascNodeModulesFresh(dir)
+	fresh, err := npm.Fresh(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -138,59 +138,4 @@ func ascRun(dir string, name string, args ...string) error {
 		return fmt.Errorf("build: %s %s in %s: %w\n%s", name, strings.Join(args, " "), dir, err, out)
 	}
 	return nil
-}
-
-// ascLockfile is the part of a package-lock.json (or of the hidden
-// node_modules/.package-lock.json npm writes when it installs) that says
-// what is installed.
-type ascLockfile struct {
-	Packages map[string]struct {
-		Version   string `json:"version"`
-		Integrity string `json:"integrity"`
-		Optional  bool   `json:"optional"`
-	} `json:"packages"`
-}
-
-// ascNodeModulesFresh reports whether node_modules holds exactly the
-// packages package-lock.json names (npm ci is needed otherwise).
-func ascNodeModulesFresh(dir string) (bool, error) {
-	var want, have ascLockfile
-	b, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return false, fmt.Errorf("build: %w", err)
-	}
-	if err := json.Unmarshal(b, &want); err != nil {
-		return false, fmt.Errorf("build: %s/package-lock.json: %w", dir, err)
-	}
-	b, err = os.ReadFile(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	if err != nil {
-		return false, nil // never installed, or by something other than npm
-	}
-	if err := json.Unmarshal(b, &have); err != nil {
-		return false, nil
-	}
-	for path, w := range want.Packages {
-		if !strings.HasPrefix(path, "node_modules/") {
-			continue // the project itself
-		}
-		h, ok := have.Packages[path]
-		if !ok {
-			if w.Optional {
-				continue // e.g. a binary for another platform
-			}
-			return false, nil
-		}
-		if h.Version != w.Version || h.Integrity != w.Integrity {
-			return false, nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(path), "package.json")); err != nil {
-			return false, nil
-		}
-	}
-	for path := range have.Packages {
-		if _, ok := want.Packages[path]; !ok {
-			return false, nil // left over from another lockfile
-		}
-	}
-	return true, nil
 }
