@@ -3,7 +3,10 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +116,50 @@ func TestQuotas(t *testing.T) {
 	}
 	if paced <= 0 || refused != 2 {
 		t.Fatalf("tenant: paced %s, refused %d; want paced and 2 refusals (a publish, a stream)", paced, refused)
+	}
+	// Filter fuel: a filtered replay of a principal with a fuel quota is
+	// charged what its module burned (and paced over the rate).
+	if _, _, err := root.UploadPlugin(ctx, "none", filterModule, ""); err != nil {
+		t.Fatal(err)
+	}
+	fueled := a.user(t, "fueled", "allow replay,describe topic:q", "allow use plugin:none")
+	if err := root.SetQuota(ctx, "fueled", &client.Quota{FilterFuelPerSec: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := a.client(fueled).Subscribe(ctx, "q", client.From(client.Earliest()), client.Until(client.End()), client.Filter("none", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sub.Next() {
+	}
+	if err := sub.Err(); err != nil {
+		t.Fatal(err)
+	}
+	qs, err = root.ListQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fuel uint64
+	for _, u := range qs.GetUsage() {
+		if u.GetPrincipal() == "fueled" {
+			fuel = u.GetFilterFuel()
+		}
+	}
+	if fuel == 0 {
+		t.Fatal("a filtered replay charged no fuel")
+	}
+	// And /metrics shows it (with the cluster admin right).
+	req, _ := http.NewRequest(http.MethodGet, a.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+a.root)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `rewind_quota_refused_total{principal="tenant"} 2`) ||
+		!strings.Contains(string(body), `rewind_quota_filter_fuel_total{principal="fueled"}`) {
+		t.Fatalf("/metrics lacks the quota families:\n%s", body)
 	}
 	// Removed: the publish goes through at once.
 	if err := root.SetQuota(ctx, "tenant", &client.Quota{}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync/atomic"
 )
 
 // Filter is a module with its config: what one replay runs. It is cheap;
@@ -14,7 +15,14 @@ type Filter struct {
 	m      *Module
 	config []byte
 	key    string
+	// fuel is what this filter's calls burned since TakeFuel last read it.
+	fuel atomic.Uint64
 }
+
+// TakeFuel returns the fuel the filter's calls burned since the last
+// TakeFuel, and starts counting again (a per-principal fuel quota charges
+// it; package quota).
+func (f *Filter) TakeFuel() uint64 { return f.fuel.Swap(0) }
 
 // NewFilter returns a filter running m with config (given to rewind_init).
 // config is copied. The filter uses m's reference: keep m until the filter
@@ -143,7 +151,9 @@ func (f *Filter) call(in *instance, b *Batch, i, j int, dst []Output) ([]Output,
 	in.begin(lim.FuelPerCall)
 	err := in.filter.CallWithStack(in.ctx, in.stack[:])
 	f.m.r.stats.calls.Add(1)
-	f.m.r.stats.fuel.Add(uint64(lim.FuelPerCall - max(in.fuelLeft(), 0)))
+	burned := uint64(lim.FuelPerCall - max(in.fuelLeft(), 0))
+	f.m.r.stats.fuel.Add(burned)
+	f.fuel.Add(burned)
 	in.flushLogs()
 	if err != nil {
 		return dst, false, in.classify(err, "rewind_filter", lim.FuelPerCall)

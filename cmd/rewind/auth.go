@@ -350,6 +350,7 @@ func newQuotaSet(g *globals) *cobra.Command {
 		def                     bool
 		publishRate, replayRate string
 		streams                 uint32
+		fuel                    uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "set [PRINCIPAL]",
@@ -365,7 +366,7 @@ func newQuotaSet(g *globals) *cobra.Command {
 			if def == (principal != "") {
 				return fmt.Errorf("name a principal, or give --default")
 			}
-			q := &client.Quota{Streams: streams}
+			q := &client.Quota{Streams: streams, FilterFuelPerSec: fuel}
 			var err error
 			if publishRate != "" {
 				if q.PublishBytesPerSec, err = parseBytes(publishRate); err != nil {
@@ -385,6 +386,7 @@ func newQuotaSet(g *globals) *cobra.Command {
 	f.StringVar(&publishRate, "publish-bytes-per-sec", "", "record bytes published per second, e.g. 10MB (over it: ResourceExhausted with the wait); 0: no limit")
 	f.StringVar(&replayRate, "replay-bytes-per-sec", "", "bytes of history replayed per second, e.g. 50MB (over it replays are paced, live reads are exempt); 0: no limit")
 	f.Uint32Var(&streams, "streams", 0, "streams open at once (over it: ResourceExhausted); 0: no limit")
+	f.Uint64Var(&fuel, "filter-fuel-per-sec", 0, "WebAssembly fuel the principal's filtered replays burn per second (over it they are paced); 0: no limit")
 	return cmd
 }
 

@@ -159,6 +159,14 @@ var (
 	raftSnapshots = desc("rewind_raft_snapshots_sent_total", "Snapshots this node sent as leader to replicas too far behind for the log.", "group")
 	raftParts     = desc("rewind_raft_partition_groups", "Partition raft groups on this node by role: leader, follower, or no_leader (none known).", "role")
 
+	// Quotas (with --auth; quota.go), per principal, on this node.
+	quotaPublished = desc("rewind_quota_published_bytes_total", "Record bytes the principal published through this node (quota accounting).", "principal")
+	quotaReplayed  = desc("rewind_quota_replayed_bytes_total", "Bytes of history the principal's streams read on this node.", "principal")
+	quotaFuel      = desc("rewind_quota_filter_fuel_total", "WebAssembly fuel the principal's filters burned on this node.", "principal")
+	quotaRefused   = desc("rewind_quota_refused_total", "Publishes and streams of the principal refused over its quota.", "principal")
+	quotaPaced     = desc("rewind_quota_paced_seconds_total", "Time the principal's replays and filters waited for their quota.", "principal")
+	quotaStreams   = desc("rewind_quota_open_streams", "Streams the principal has open on this node.", "principal")
+
 	// The node.
 	diskFull = desc("rewind_disk_full", "1 while publishes are refused because free disk space is below the floor.")
 	ready    = desc("rewind_ready", "1 while the node is ready (what /readyz answers 200 for).")
@@ -183,6 +191,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		groupLagRecords, groupLagSeconds, groupLagOmitted,
 		filterCalls, filterFuel, filterFailed,
 		raftTerm, raftLeader, raftKnown, raftApplyLag, raftChanges, raftDropped, raftSnapshots, raftParts,
+		quotaPublished, quotaReplayed, quotaFuel, quotaRefused, quotaPaced, quotaStreams,
 		diskFull, ready,
 	} {
 		ch <- d
@@ -209,6 +218,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 
+	if c.s.guard != nil {
+		for _, u := range c.s.limiter().Usage() {
+			counter(quotaPublished, float64(u.PublishBytes), u.Principal)
+			counter(quotaReplayed, float64(u.ReplayBytes), u.Principal)
+			counter(quotaFuel, float64(u.Fuel), u.Principal)
+			counter(quotaRefused, float64(u.Refused), u.Principal)
+			counter(quotaPaced, float64(u.PacedNanos)/1e9, u.Principal)
+			gauge(quotaStreams, float64(u.Streams), u.Principal)
+		}
+	}
 	for _, t := range b.ListTopics() {
 		_, parts, err := b.DescribeTopic(t.Name)
 		if err != nil {

@@ -93,6 +93,7 @@ func (s *Server) openStream(ctx context.Context, opts *stream.Options) (release 
 		return nil, quotaError(err)
 	}
 	opts.Pace = func(ctx context.Context, n int) error { return l.Replay(ctx, p, n) }
+	opts.PaceFuel = func(ctx context.Context, fuel uint64) error { return l.Fuel(ctx, p, fuel) }
 	return release, nil
 }
 
@@ -104,6 +105,7 @@ func (s *Server) SetQuota(ctx context.Context, req *rewindv1.SetQuotaRequest) (*
 	q := req.GetQuota()
 	c := auth.SetQuota{Principal: req.GetPrincipal(), Default: req.GetDefaultQuota(), Limits: quota.Limits{
 		PublishBytesPerSec: q.GetPublishBytesPerSec(), ReplayBytesPerSec: q.GetReplayBytesPerSec(), Streams: q.GetStreams(),
+		FilterFuelPerSec: q.GetFilterFuelPerSec(),
 	}}
 	if _, err := s.b.ProposeAuth(ctx, auth.Command{SetQuota: &c}); err != nil {
 		return nil, s.authError(err)
@@ -112,7 +114,8 @@ func (s *Server) SetQuota(ctx context.Context, req *rewindv1.SetQuotaRequest) (*
 }
 
 func quotaProto(l quota.Limits) *rewindv1.Quota {
-	return &rewindv1.Quota{PublishBytesPerSec: l.PublishBytesPerSec, ReplayBytesPerSec: l.ReplayBytesPerSec, Streams: l.Streams}
+	return &rewindv1.Quota{PublishBytesPerSec: l.PublishBytesPerSec, ReplayBytesPerSec: l.ReplayBytesPerSec, Streams: l.Streams,
+		FilterFuelPerSec: l.FilterFuelPerSec}
 }
 
 // ListQuotas implements rewindv1connect.AuthServiceHandler.
@@ -132,6 +135,7 @@ func (s *Server) ListQuotas(ctx context.Context, _ *rewindv1.ListQuotasRequest) 
 		out.Usage = append(out.Usage, &rewindv1.QuotaUsage{
 			Principal: u.Principal, PublishedBytes: u.PublishBytes, ReplayedBytes: u.ReplayBytes,
 			OpenStreams: uint32(u.Streams), Refused: u.Refused, Paced: durationpb.New(time.Duration(u.PacedNanos)),
+			FilterFuel: u.Fuel,
 		})
 	}
 	return out, nil

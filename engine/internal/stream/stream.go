@@ -92,6 +92,9 @@ type Options struct {
 	// outside any catch-up turn, and may wait: a per-principal replay
 	// quota (package quota). An error ends the stream.
 	Pace func(ctx context.Context, historyBytes int) error
+	// PaceFuel, when set, is told the WebAssembly fuel the stream's filter
+	// burned, after each event, and may wait (a per-principal fuel quota).
+	PaceFuel func(ctx context.Context, fuel uint64) error
 	// Route, when set, chooses the source a group member's stream reads
 	// an assigned partition from, given its local replica (the node's own
 	// replica, or the partition's leader through package remote). It runs
@@ -311,6 +314,11 @@ func (s *streamer) run(ctx context.Context) error {
 					n := s.paceBytes
 					s.paceBytes = 0
 					err = s.opts.Pace(ctx, n)
+				}
+				if err == nil && s.opts.PaceFuel != nil && s.filter != nil {
+					if fuel := s.filter.f.TakeFuel(); fuel > 0 {
+						err = s.opts.PaceFuel(ctx, fuel)
+					}
 				}
 				if err != nil {
 					return err

@@ -35,9 +35,12 @@ type Quota struct {
 	ReplayBytesPerSec uint64 `protobuf:"varint,2,opt,name=replay_bytes_per_sec,json=replayBytesPerSec,proto3" json:"replay_bytes_per_sec,omitempty"`
 	// Streams open at once. Over it, a new stream fails with
 	// ResourceExhausted.
-	Streams       uint32 `protobuf:"varint,3,opt,name=streams,proto3" json:"streams,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Streams uint32 `protobuf:"varint,3,opt,name=streams,proto3" json:"streams,omitempty"`
+	// WebAssembly fuel the principal's filtered replays burn per second.
+	// Over it, they are paced, not failed.
+	FilterFuelPerSec uint64 `protobuf:"varint,4,opt,name=filter_fuel_per_sec,json=filterFuelPerSec,proto3" json:"filter_fuel_per_sec,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Quota) Reset() {
@@ -87,6 +90,13 @@ func (x *Quota) GetReplayBytesPerSec() uint64 {
 func (x *Quota) GetStreams() uint32 {
 	if x != nil {
 		return x.Streams
+	}
+	return 0
+}
+
+func (x *Quota) GetFilterFuelPerSec() uint64 {
+	if x != nil {
+		return x.FilterFuelPerSec
 	}
 	return 0
 }
@@ -234,7 +244,9 @@ type QuotaUsage struct {
 	// Publishes and streams refused over quota.
 	Refused uint64 `protobuf:"varint,5,opt,name=refused,proto3" json:"refused,omitempty"`
 	// Time replays waited for their quota.
-	Paced         *durationpb.Duration `protobuf:"bytes,6,opt,name=paced,proto3" json:"paced,omitempty"`
+	Paced *durationpb.Duration `protobuf:"bytes,6,opt,name=paced,proto3" json:"paced,omitempty"`
+	// Fuel the principal's filters burned.
+	FilterFuel    uint64 `protobuf:"varint,7,opt,name=filter_fuel,json=filterFuel,proto3" json:"filter_fuel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,6 +321,13 @@ func (x *QuotaUsage) GetPaced() *durationpb.Duration {
 		return x.Paced
 	}
 	return nil
+}
+
+func (x *QuotaUsage) GetFilterFuel() uint64 {
+	if x != nil {
+		return x.FilterFuel
+	}
+	return 0
 }
 
 type ListQuotasResponse struct {
@@ -1238,17 +1257,18 @@ var File_rewind_v1_auth_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x14rewind/v1/auth.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x01\n" +
+	"\x14rewind/v1/auth.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x01\n" +
 	"\x05Quota\x121\n" +
 	"\x15publish_bytes_per_sec\x18\x01 \x01(\x04R\x12publishBytesPerSec\x12/\n" +
 	"\x14replay_bytes_per_sec\x18\x02 \x01(\x04R\x11replayBytesPerSec\x12\x18\n" +
-	"\astreams\x18\x03 \x01(\rR\astreams\"|\n" +
+	"\astreams\x18\x03 \x01(\rR\astreams\x12-\n" +
+	"\x13filter_fuel_per_sec\x18\x04 \x01(\x04R\x10filterFuelPerSec\"|\n" +
 	"\x0fSetQuotaRequest\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
 	"\rdefault_quota\x18\x02 \x01(\bR\fdefaultQuota\x12&\n" +
 	"\x05quota\x18\x03 \x01(\v2\x10.rewind.v1.QuotaR\x05quota\"\x12\n" +
 	"\x10SetQuotaResponse\"\x13\n" +
-	"\x11ListQuotasRequest\"\xe8\x01\n" +
+	"\x11ListQuotasRequest\"\x89\x02\n" +
 	"\n" +
 	"QuotaUsage\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12'\n" +
@@ -1256,7 +1276,9 @@ const file_rewind_v1_auth_proto_rawDesc = "" +
 	"\x0ereplayed_bytes\x18\x03 \x01(\x04R\rreplayedBytes\x12!\n" +
 	"\fopen_streams\x18\x04 \x01(\rR\vopenStreams\x12\x18\n" +
 	"\arefused\x18\x05 \x01(\x04R\arefused\x12/\n" +
-	"\x05paced\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05paced\"\x88\x02\n" +
+	"\x05paced\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05paced\x12\x1f\n" +
+	"\vfilter_fuel\x18\a \x01(\x04R\n" +
+	"filterFuel\"\x88\x02\n" +
 	"\x12ListQuotasResponse\x12A\n" +
 	"\x06quotas\x18\x01 \x03(\v2).rewind.v1.ListQuotasResponse.QuotasEntryR\x06quotas\x125\n" +
 	"\rdefault_quota\x18\x02 \x01(\v2\x10.rewind.v1.QuotaR\fdefaultQuota\x12+\n" +
