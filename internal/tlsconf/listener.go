@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/binary"
+	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // NewListener is tls.NewListener, with one courtesy: a client that speaks
@@ -34,6 +36,10 @@ func (l *listener) Accept() (net.Conn, error) {
 // h2Preface starts every HTTP/2 connection with prior knowledge.
 var h2Preface = []byte("PRI * HTTP/2.0\r\n")
 
+// plaintextDrain bounds how long a plaintext client's connection is read
+// (and discarded) after its GOAWAY, until the client closes it.
+const plaintextDrain = 2 * time.Second
+
 // PlaintextHint is the GOAWAY debug text a plaintext HTTP/2 client gets.
 const PlaintextHint = "this port speaks TLS: use https:// (rewind: --tls-ca)"
 
@@ -48,6 +54,16 @@ func (c *sniffConn) Read(b []byte) (int, error) {
 	c.once.Do(func() {
 		if n > 0 && b[0] != 0x16 && bytes.HasPrefix(h2Preface, b[:min(n, len(h2Preface))]) {
 			_, _ = c.Conn.Write(goAway(PlaintextHint))
+			// Make sure the client reads it: end our side (FIN after the
+			// GOAWAY), then read what the client still sends before the
+			// connection closes. Closing with unread input would send a
+			// reset, which can discard the GOAWAY before the client reads
+			// it.
+			if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+				_ = cw.CloseWrite()
+			}
+			_ = c.Conn.SetReadDeadline(time.Now().Add(plaintextDrain))
+			_, _ = io.Copy(io.Discard, c.Conn)
 		}
 	})
 	return n, err
