@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -106,6 +108,18 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 	objs, _ := filepath.Glob(filepath.Join(tierDir, "topics", "*", "0", "*.seg"))
 	if len(objs) == 0 {
 		t.Fatal("no segment object in the tier directory")
+	}
+	// /metrics shows where the partition's history lives.
+	resp, err := http.Get(addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`rewind_partition_local_start_offset{partition="0",topic="history"}`, `rewind_partition_tiered_segments{partition="0",topic="history"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
 	}
 	check := func(c *client.Client) {
 		t.Helper()

@@ -103,7 +103,11 @@ var (
 	partitionBytes    = desc("rewind_partition_bytes", "Bytes of record batches stored in the partition.", "topic", "partition")
 	partitionRecords  = desc("rewind_partition_records", "Records in the stored offset range (compacted offsets included).", "topic", "partition")
 	partitionLogStart = desc("rewind_partition_log_start_offset", "First offset still stored.", "topic", "partition")
-	partitionEnd      = desc("rewind_partition_end_offset", "Offset the next record gets.", "topic", "partition")
+	// Tiered storage (a node with --tier).
+	partitionLocalStart = desc("rewind_partition_local_start_offset", "First offset on this node's disk; below it, up to the log start, history is read from the tier.", "topic", "partition")
+	partitionTierBytes  = desc("rewind_partition_tiered_bytes", "Bytes of the partition's segment objects in the tier.", "topic", "partition")
+	partitionTierObjs   = desc("rewind_partition_tiered_segments", "Segment objects of the partition in the tier.", "topic", "partition")
+	partitionEnd        = desc("rewind_partition_end_offset", "Offset the next record gets.", "topic", "partition")
 
 	// Traffic, per topic.
 	publishedRecords = desc("rewind_published_records_total", "Records this node appended as a partition leader (idempotent duplicates not counted).", "topic")
@@ -185,6 +189,7 @@ type collector struct{ s *Server }
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		partitionBytes, partitionRecords, partitionLogStart, partitionEnd,
+		partitionLocalStart, partitionTierBytes, partitionTierObjs,
 		publishedRecords, publishedBytes, deliveredRecords, deliveredBytes, deliveredAll, publishDuration, publishFailures,
 		streamsOpen, replayReadBytes, replayTurns, replayCPU, replayWait, replayDeferred, replayFactor,
 		fetchesServed, fetchBytes, remoteReads,
@@ -239,6 +244,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(partitionRecords, float64(p.State.Next-p.State.LogStart), t.Name, part)
 			gauge(partitionLogStart, float64(p.State.LogStart), t.Name, part)
 			gauge(partitionEnd, float64(p.State.Next), t.Name, part)
+			if len(p.Tiered) > 0 || p.LocalStart > p.State.LogStart {
+				var tb float64
+				for _, s := range p.Tiered {
+					tb += float64(s.Bytes)
+				}
+				gauge(partitionLocalStart, float64(max(p.LocalStart, p.State.LogStart)), t.Name, part)
+				gauge(partitionTierBytes, tb, t.Name, part)
+				gauge(partitionTierObjs, float64(len(p.Tiered)), t.Name, part)
+			}
 		}
 	}
 	for _, t := range b.Traffic() {
