@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"net"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,8 +15,7 @@ import (
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
-// startNode runs a node on a loopback port (HTTP/1.1 and h2c, or TLS when
-// the configuration asks) for the test.
+// startNode runs a node on a loopback port (HTTP/1.1 and h2c) for the test.
 func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 	tb.Helper()
 	if cfg.Dir == "" {
@@ -24,6 +24,14 @@ func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	n, addr, _ := serveNode(tb, cfg)
+	return n, addr
+}
+
+// serveNode opens a node and serves it on a loopback port until the
+// returned function (or the test's end) stops it.
+func serveNode(tb testing.TB, cfg engine.Config) (*engine.Node, string, func()) {
+	tb.Helper()
 	n, err := engine.Open(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -33,19 +41,19 @@ func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 		tb.Fatal(err)
 	}
 	srv := engine.NewHTTPServer(n.Handler())
-	scheme := "http://"
-	if n.TLSConfig() != nil {
-		ln, scheme = n.Listener(ln), "https://"
-	}
 	go srv.Serve(ln)
-	tb.Cleanup(func() {
-		n.Drain()
-		srv.Close()
-		if err := n.Close(); err != nil {
-			tb.Errorf("close node: %v", err)
-		}
-	})
-	return n, scheme + ln.Addr().String()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			n.Drain()
+			srv.Close()
+			if err := n.Close(); err != nil {
+				tb.Errorf("close node: %v", err)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return n, "http://" + ln.Addr().String(), stop
 }
 
 func fill(tb testing.TB, c *client.Client, topic string, partitions uint32, records, size, batch int) {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -148,28 +146,8 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 // the test's end) stops it.
 func openNode(t *testing.T, cfg engine.Config) (string, func()) {
 	t.Helper()
-	n, err := engine.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := engine.NewHTTPServer(n.Handler())
-	go srv.Serve(ln)
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			n.Drain()
-			srv.Close()
-			if err := n.Close(); err != nil {
-				t.Errorf("close node: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return "http://" + ln.Addr().String(), stop
+	_, addr, stop := serveNode(t, cfg)
+	return addr, stop
 }
 
 // TestLocalRetentionNeedsATier: without --tier, a topic cannot ask for

@@ -459,18 +459,18 @@ func (p *Partition) PlanRetention(now int64) (uint64, bool, error) {
 			return 0, false, err
 		}
 		x = max(x, off)
-	} else if pol.MaxBytes > 0 && vis.LogStart < p.local().LogStart {
+	} else if localStart := p.LocalStart(); pol.MaxBytes > 0 && vis.LogStart < localStart {
 		// Tiered history counts too, in whole segments: drop the oldest
 		// while the total is over the limit.
 		total := vis.Payload
 		rows := p.Tiered()
 		for _, r := range rows {
-			if r.End > vis.LogStart && r.Base < p.local().LogStart {
+			if r.End > vis.LogStart && r.Base < localStart {
 				total += r.Payload
 			}
 		}
 		for _, r := range rows {
-			if total <= pol.MaxBytes || r.Base >= p.local().LogStart {
+			if total <= pol.MaxBytes || r.Base >= localStart {
 				break
 			}
 			if r.End > vis.LogStart {
