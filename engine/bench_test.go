@@ -15,7 +15,8 @@ import (
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
-// startNode runs a node on a loopback port (HTTP/1.1 and h2c) for the test.
+// startNode runs a node on a loopback port (HTTP/1.1 and h2c, or TLS when
+// the configuration asks) for the test.
 func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
 	tb.Helper()
 	if cfg.Dir == "" {
@@ -41,6 +42,10 @@ func serveNode(tb testing.TB, cfg engine.Config) (*engine.Node, string, func()) 
 		tb.Fatal(err)
 	}
 	srv := engine.NewHTTPServer(n.Handler())
+	scheme := "http://"
+	if n.TLSConfig() != nil {
+		ln, scheme = n.Listener(ln), "https://"
+	}
 	go srv.Serve(ln)
 	var once sync.Once
 	stop := func() {
@@ -53,7 +58,7 @@ func serveNode(tb testing.TB, cfg engine.Config) (*engine.Node, string, func()) 
 		})
 	}
 	tb.Cleanup(stop)
-	return n, "http://" + ln.Addr().String(), stop
+	return n, scheme + ln.Addr().String(), stop
 }
 
 func fill(tb testing.TB, c *client.Client, topic string, partitions uint32, records, size, batch int) {
