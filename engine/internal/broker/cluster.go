@@ -337,26 +337,38 @@ func (b *Broker) reachable(node uint64) bool {
 }
 
 // relayVia picks the member to relay a request for partition p of lt
-// through when this node does not reach its leader (0 if unknown): a
-// replica of p other than this node and the leader whose raft stream is
-// up (it hears from the leader, if anyone does), else any such member; 0
-// if none.
+// through when this node does not reach its leader (0 if unknown), or 0
+// if none will do (pickRelay).
 func (b *Broker) relayVia(lt *liveTopic, p uint32, leader uint64) uint64 {
-	ok := func(n uint64) bool {
-		if n == b.cfg.NodeID || n == leader || !b.reachable(n) {
-			return false
-		}
+	avoid := leader
+	if part := lt.parts[p]; avoid == 0 && part != nil {
+		// A node that lost its leader lost it first to the last one:
+		// the transport may still count its stream up (a dead
+		// connection is noticed by pings, after raft's election timeout
+		// has already cleared the leader), and a relay sent there waits
+		// out that connection and ends with an unknown outcome.
+		avoid = part.LastLeader()
+	}
+	nodes := b.meta.Nodes()
+	ids := make([]uint64, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID
+	}
+	return pickRelay(b.cfg.NodeID, avoid, lt.meta.ReplicasOf(int(p)), ids, func(n uint64) bool {
 		_, known := b.Addr(n)
-		return known
-	}
-	for _, n := range lt.meta.ReplicasOf(int(p)) {
-		if ok(n) {
-			return n
-		}
-	}
-	for _, n := range b.meta.Nodes() {
-		if ok(n.ID) {
-			return n.ID
+		return known && b.reachable(n)
+	})
+}
+
+// pickRelay returns the first of replicas, else of members, that is
+// neither self nor avoid and that usable accepts (its address known, its
+// raft stream up: it hears from the leader, if anyone does); 0 if none.
+func pickRelay(self, avoid uint64, replicas, members []uint64, usable func(uint64) bool) uint64 {
+	for _, list := range [][]uint64{replicas, members} {
+		for _, n := range list {
+			if n != self && n != avoid && usable(n) {
+				return n
+			}
 		}
 	}
 	return 0
