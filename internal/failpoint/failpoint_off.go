@@ -31,6 +31,12 @@ func Set(name, _ string) error { return errNotBuilt }
 // Clear clears failpoint name: a no-op, in this build.
 func Clear(string) {}
 
+// Pause returns at once, in this build.
+func Pause(string) {}
+
+// Reached returns nil (a channel never ready), in this build.
+func Reached(string) <-chan struct{} { return nil }
+
 // Active returns the set failpoints: none, in this build.
 func Active() map[string]string { return nil }
 

@@ -32,6 +32,13 @@ var registry struct {
 	// active is the set failpoints, replaced (never changed) on every
 	// change; nil while none is set, so Enabled is one atomic load then.
 	active atomic.Pointer[map[string]setting]
+	// changed is closed and replaced at every change (under mu): a paused
+	// goroutine waits on it to see its pause cleared.
+	changed chan struct{}
+	// held names the pause points a goroutine waits at; reached holds,
+	// per pause point, a channel closed once one does after the last Set.
+	held    map[string]bool
+	reached map[string]chan struct{}
 }
 
 // parse checks value for failpoint name and returns its setting. An empty
@@ -110,7 +117,10 @@ func Set(name, value string) error {
 	if err != nil {
 		return err
 	}
-	change(func(m map[string]setting) { m[name] = s })
+	change(func(m map[string]setting) {
+		m[name] = s
+		delete(registry.reached, name) // Reached: a fresh channel for this setting
+	})
 	return nil
 }
 
@@ -141,9 +151,75 @@ func change(fn func(map[string]setting)) {
 	fn(m)
 	if len(m) == 0 {
 		registry.active.Store(nil)
+	} else {
+		registry.active.Store(&m)
+	}
+	if registry.changed != nil {
+		close(registry.changed)
+		registry.changed = nil
+	}
+}
+
+// Pause holds the calling goroutine while pause point name is set, if it
+// is the first to reach it (see the pause points in names.go); any other
+// goroutine, or any while it is not set, returns at once. It ignores
+// contexts: a pause left set holds its goroutine for good, so clear it
+// before stopping what waits for that goroutine.
+func Pause(name string) {
+	if !Enabled(name) {
 		return
 	}
-	registry.active.Store(&m)
+	registry.mu.Lock()
+	if registry.held[name] {
+		registry.mu.Unlock()
+		return
+	}
+	if registry.held == nil {
+		registry.held = map[string]bool{}
+	}
+	registry.held[name] = true
+	if ch := reachedLocked(name); !isClosed(ch) {
+		close(ch)
+	}
+	registry.mu.Unlock()
+	defer func() {
+		registry.mu.Lock()
+		delete(registry.held, name)
+		registry.mu.Unlock()
+	}()
+	for {
+		registry.mu.Lock()
+		if registry.changed == nil {
+			registry.changed = make(chan struct{})
+		}
+		ch := registry.changed
+		registry.mu.Unlock()
+		if !Enabled(name) {
+			return
+		}
+		<-ch
+	}
+}
+
+// Reached returns a channel closed once a goroutine waits at pause point
+// name (Pause) since name was last set.
+func Reached(name string) <-chan struct{} {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	return reachedLocked(name)
+}
+
+// reachedLocked returns name's reached channel, made if missing.
+func reachedLocked(name string) chan struct{} {
+	if registry.reached == nil {
+		registry.reached = map[string]chan struct{}{}
+	}
+	ch, ok := registry.reached[name]
+	if !ok {
+		ch = make(chan struct{})
+		registry.reached[name] = ch
+	}
+	return ch
 }
 
 // Active returns the set failpoints and their values (a new map).
@@ -261,5 +337,14 @@ func Clock(clock func() time.Time) func() time.Time {
 			t = t.Add(d)
 		}
 		return t
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

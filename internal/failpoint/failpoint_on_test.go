@@ -173,3 +173,48 @@ func TestHandler(t *testing.T) {
 		t.Fatalf("GET: %s", body)
 	}
 }
+
+// TestPauseHoldsTheFirstGoroutineUntilCleared: a set pause point holds the
+// first goroutine to reach it (Reached tells when) until it is cleared;
+// another reaching it meanwhile passes, and nothing pauses once cleared.
+func TestPauseHoldsTheFirstGoroutineUntilCleared(t *testing.T) {
+	reset(t)
+	Pause(TierUploaded) // not set: returns
+	if err := Set(TierUploaded, ""); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		Pause(TierUploaded)
+		close(released)
+	}()
+	<-Reached(TierUploaded)
+	Pause(TierUploaded) // a second goroutine passes while the first is held
+	select {
+	case <-released:
+		t.Fatal("the paused goroutine went on while the pause was set")
+	default:
+	}
+	if err := Set(FsyncDelay, "1ms"); err != nil { // another change does not release it
+		t.Fatal(err)
+	}
+	Clear(FsyncDelay)
+	select {
+	case <-released:
+		t.Fatal("the paused goroutine went on after another failpoint changed")
+	default:
+	}
+	Clear(TierUploaded)
+	<-released
+	Pause(TierUploaded)
+	// Set again: a fresh Reached channel.
+	if err := Set(TierUploaded, ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-Reached(TierUploaded):
+		t.Fatal("Reached before any goroutine reached the new setting")
+	default:
+	}
+	Clear(TierUploaded)
+}

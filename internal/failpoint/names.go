@@ -102,6 +102,31 @@ const (
 	BugAcceptFencedCommit = "bug-accept-fenced-commit"
 )
 
+// Pause points hold the goroutine that reaches them at one step of the
+// tiered storage mover (engine/internal/partition/tier.go), so that a test
+// or a scenario can crash the node, or change the partition's leader,
+// exactly there. While one is set, the first goroutine to reach it waits
+// until it is cleared; others pass (a pause holds one mover, not every
+// node of an in-process cluster). Reached tells when a goroutine waits. In
+// the order the mover takes the steps:
+const (
+	// TierUploaded: the segment object is written to the store, its
+	// kindTier command not yet proposed.
+	TierUploaded = "tier-uploaded"
+	// TierRecording: the kindTier command is committed in the raft log and
+	// being applied here (inside Apply: the raft loop of the node is held,
+	// nothing of this pass is durable yet).
+	TierRecording = "tier-recording"
+	// TierRecorded: the kindTier command is applied and durable here; the
+	// local truncate not yet proposed.
+	TierRecorded = "tier-recorded"
+	// TierTruncatingLocal: the local truncate is committed and being
+	// applied here (inside Apply, as TierRecording).
+	TierTruncatingLocal = "tier-truncating-local"
+	// TierTruncatedLocal: the local truncate is applied and durable here.
+	TierTruncatedLocal = "tier-truncated-local"
+)
+
 // EnvVar is the environment variable read at startup in a tagged build.
 const EnvVar = "REWIND_FAILPOINTS"
 
@@ -112,6 +137,7 @@ const Path = "/debug/failpoints"
 func Names() []string {
 	return []string{
 		BitFlip, BugAcceptFencedCommit, BugAckBeforeFsync, BugDeliverTwice, BugSkipDedupe, BugSwapRecords,
-		ClockOffset, ENOSPC, FsyncDelay, FsyncEIO, PowerLoss, TornWrite,
+		ClockOffset, ENOSPC, FsyncDelay, FsyncEIO, PowerLoss, TierRecorded, TierRecording, TierTruncatedLocal,
+		TierTruncatingLocal, TierUploaded, TornWrite,
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/tier"
 )
 
 // policyOf turns a topic's retention record into a partition policy.
@@ -109,7 +112,7 @@ func (b *Broker) housekeeping() {
 	tick := time.NewTicker(b.cfg.HousekeepingInterval)
 	defer tick.Stop()
 	lastCompact := map[*partition.Partition]compactMark{}
-	lastTierGC := map[*partition.Partition]time.Time{}
+	var lastTierGC time.Time
 	for {
 		select {
 		case <-b.stop:
@@ -133,17 +136,6 @@ func (b *Broker) housekeeping() {
 			if err := b.tierOut(p); err != nil {
 				b.log.Warn("tiered storage", "partition", p.Index(), "error", err)
 			}
-			if p.TierStore() != nil && time.Since(lastTierGC[p]) >= tierGCInterval {
-				lastTierGC[p] = time.Now()
-				ctx, cancel := b.housekeepingContext()
-				n, err := p.CollectTierGarbage(ctx, time.Now().Add(-tierOrphanAge))
-				cancel()
-				if err != nil {
-					b.log.Warn("tiered storage cleanup", "partition", p.Index(), "error", err)
-				} else if n > 0 {
-					b.log.Info("tiered storage cleanup", "partition", p.Index(), "deleted-objects", n)
-				}
-			}
 			// Compact when at least as many records arrived since the last
 			// compaction as it kept (a dirty ratio of one half, as Kafka's
 			// default): the work per appended record stays bounded however
@@ -159,6 +151,14 @@ func (b *Broker) housekeeping() {
 				lastCompact[p] = m
 			}
 		}
+		if b.cfg.Tier != nil && time.Since(lastTierGC) >= tierGCInterval {
+			lastTierGC = time.Now()
+			ctx, cancel := b.housekeepingContext()
+			// Wall-clock time, not the broker clock: object times are the
+			// store's.
+			_, _ = b.CollectTierGarbage(ctx, time.Now().Add(-tierOrphanAge)) // logged there
+			cancel()
+		}
 	}
 }
 
@@ -169,9 +169,11 @@ const (
 	tierSegmentsPerPass = 4
 )
 
-// A partition's leader looks for objects no manifest row names every
-// tierGCInterval, and deletes those older than tierOrphanAge (younger
-// ones may be a former leader's upload still in flight).
+// Every tierGCInterval a node looks for objects nothing refers to (no
+// manifest row of a partition it leads names them, or, on the metadata
+// leader, their topic was deleted) and deletes those older than
+// tierOrphanAge: younger ones may be an upload still in flight (a former
+// leader's, or one racing the topic's deletion).
 const (
 	tierGCInterval = 10 * time.Minute
 	tierOrphanAge  = time.Hour
@@ -189,6 +191,12 @@ func (b *Broker) tierOut(p *partition.Partition) error {
 	defer cancel()
 	for range tierSegmentsPerPass {
 		_, ok, err := p.UploadTier(ctx, p.TierStore(), x, tierSegmentBytes)
+		if errors.Is(err, partition.ErrStalePlan) {
+			// Another leader recorded these offsets first (this one lost
+			// its leadership between the object and the command): the
+			// object is left for CollectTierGarbage.
+			b.log.Info("tiered storage: upload refused as stale", "partition", p.Index(), "error", err)
+		}
 		if err != nil && !errors.Is(err, partition.ErrStalePlan) {
 			return err
 		}
@@ -208,6 +216,110 @@ func (b *Broker) tierOut(p *partition.Partition) error {
 		return err
 	}
 	return nil
+}
+
+// CollectTierGarbage deletes the tier objects written before olderThan
+// that nothing refers to any more, and returns how many it deleted: on
+// each partition this node leads, the objects its manifest does not name
+// (Partition.CollectTierGarbage); on the metadata leader, every object of
+// a topic the catalog no longer holds (collectDeletedTopics). Housekeeping
+// runs it every tierGCInterval with olderThan tierOrphanAge ago; errors
+// are logged, and the first one returned, after every partition is tried.
+func (b *Broker) CollectTierGarbage(ctx context.Context, olderThan time.Time) (int, error) {
+	if b.cfg.Tier == nil {
+		return 0, nil
+	}
+	b.mu.Lock()
+	var parts []*partition.Partition
+	for _, lt := range b.mu.topics {
+		parts = append(parts, lt.hosted()...)
+	}
+	b.mu.Unlock()
+	var errs []error
+	total := 0
+	for _, p := range parts {
+		if p.Leader() != b.cfg.NodeID || p.Err() != nil {
+			continue
+		}
+		n, err := p.CollectTierGarbage(ctx, olderThan)
+		total += n
+		if err != nil {
+			b.log.Warn("tiered storage cleanup", "partition", p.Index(), "error", err)
+			errs = append(errs, err)
+		} else if n > 0 {
+			b.log.Info("tiered storage cleanup", "partition", p.Index(), "deleted-objects", n)
+		}
+	}
+	n, err := b.collectDeletedTopics(ctx, olderThan)
+	total += n
+	if err != nil {
+		b.log.Warn("tiered storage cleanup of deleted topics", "error", err)
+		errs = append(errs, err)
+	} else if n > 0 {
+		b.log.Info("tiered storage cleanup of deleted topics", "deleted-objects", n)
+	}
+	if len(errs) > 0 {
+		return total, errs[0]
+	}
+	return total, nil
+}
+
+// tierTopicsPrefix is where every topic's objects are (tier.Prefix is
+// tierTopicsPrefix + "<topic id>/<partition>/").
+const tierTopicsPrefix = "topics/"
+
+// collectDeletedTopics deletes the objects of topics the catalog no longer
+// holds that were written before olderThan. Only the metadata leader does
+// it, once it has applied everything it committed, so its catalog is
+// current: a topic created since the catalog was read has no object older
+// than olderThan (objects are written after their topic is created), and
+// a deleted topic never comes back (topic ids are not reused). Younger
+// objects of a deleted topic, an upload that raced the deletion, wait for
+// a later pass. Names that are not a topic's object are left alone.
+func (b *Broker) collectDeletedTopics(ctx context.Context, olderThan time.Time) (int, error) {
+	st := b.cfg.Tier
+	if st == nil {
+		return 0, nil
+	}
+	if s, ok := b.host.Status(meta.GroupID); !ok || !s.Leading || s.Applied < s.Commit || s.Err != nil {
+		return 0, nil
+	}
+	objs, err := st.List(ctx, tierTopicsPrefix)
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for _, o := range objs {
+		id, ok := topicOfObject(o.Name)
+		if !ok || !o.Modified.Before(olderThan) {
+			continue
+		}
+		if _, live := b.meta.TopicByID(id); live {
+			continue
+		}
+		if err := st.Delete(ctx, o.Name); err != nil {
+			return deleted, err
+		}
+		deleted++
+	}
+	return deleted, nil
+}
+
+// topicOfObject returns the topic id of an object named by tier.Name.
+func topicOfObject(name string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(name, tierTopicsPrefix)
+	if !ok {
+		return 0, false
+	}
+	idText, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(idText, 10, 64)
+	if err != nil || id == 0 || !strings.HasPrefix(name, strings.TrimSuffix(tier.Prefix(id, 0), "0/")) {
+		return 0, false
+	}
+	return id, true
 }
 
 // compactChunk is how many batches one compaction command rewrites.

@@ -114,7 +114,10 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	return t, nil
 }
 
-// DeleteTopic deletes a topic and all its records.
+// DeleteTopic deletes a topic and all its records: each member deletes its
+// replicas at once; the topic's objects in tiered storage go later, once
+// an hour old, when the metadata leader's housekeeping finds objects of a
+// topic the catalog no longer holds (CollectTierGarbage).
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if err := ValidateTopicName(name); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog"
 )
 
@@ -153,6 +154,7 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 		if x <= st.LogStart {
 			return nil, nil
 		}
+		failpoint.Pause(failpoint.TierTruncatingLocal)
 	} else {
 		if x <= st.ReadStart {
 			return nil, nil // already done

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/tier"
+	"github.com/rewind-io/rewind/internal/failpoint"
 )
 
 // Tiered storage, first step: the leader copies sealed ranges of the
@@ -106,6 +107,7 @@ func (p *Partition) applyTier(w *pebble.Batch, c TierSegment) (opErr, err error)
 	if err != nil {
 		return nil, err
 	}
+	failpoint.Pause(failpoint.TierRecording)
 	if err := w.Set(keys.TierKey(p.cfg.Group, c.Base), v, nil); err != nil {
 		return nil, err
 	}
@@ -164,9 +166,11 @@ func (p *Partition) UploadTier(ctx context.Context, st tier.Store, upTo uint64, 
 	if err := st.Put(ctx, seg.Name, obj); err != nil {
 		return TierSegment{}, false, err
 	}
+	failpoint.Pause(failpoint.TierUploaded)
 	if _, err := p.command(ctx, kindTier, seg); err != nil {
 		return TierSegment{}, false, err
 	}
+	failpoint.Pause(failpoint.TierRecorded)
 	return seg, true, nil
 }
 
@@ -307,6 +311,9 @@ func (p *Partition) timeOfTier(off uint64) (int64, error) {
 // object store. x is lowered to the batch boundary at or below it.
 func (p *Partition) TruncateLocal(ctx context.Context, x uint64) error {
 	_, err := p.command(ctx, kindTruncate, truncateCmd{Offset: x, Local: true})
+	if err == nil {
+		failpoint.Pause(failpoint.TierTruncatedLocal)
+	}
 	return err
 }
 
