@@ -23,6 +23,13 @@ import (
 // and functions that stop them, by node id - 1.
 func startCluster(t testing.TB, n int, mutate func(id uint64, c *engine.Config)) (urls []string, stops []func()) {
 	t.Helper()
+	urls, stops, _ = startClusterNodes(t, n, mutate)
+	return urls, stops
+}
+
+// startClusterNodes is startCluster that also returns the nodes.
+func startClusterNodes(t testing.TB, n int, mutate func(id uint64, c *engine.Config)) (urls []string, stops []func(), nodes []*engine.Node) {
+	t.Helper()
 	members := map[uint64]string{}
 	lns := make([]net.Listener, n)
 	for i := range n {
@@ -32,7 +39,7 @@ func startCluster(t testing.TB, n int, mutate func(id uint64, c *engine.Config))
 		}
 		lns[i], members[uint64(i+1)] = ln, ln.Addr().String()
 	}
-	urls, stops = make([]string, n), make([]func(), n)
+	urls, stops, nodes = make([]string, n), make([]func(), n), make([]*engine.Node, n)
 	for i := range n {
 		id := uint64(i + 1)
 		cfg := engine.Config{
@@ -47,6 +54,7 @@ func startCluster(t testing.TB, n int, mutate func(id uint64, c *engine.Config))
 		if err != nil {
 			t.Fatal(err)
 		}
+		nodes[i] = node
 		srv := engine.NewHTTPServer(node.Handler())
 		ln, scheme := lns[i], "http://"
 		if node.TLSConfig() != nil {
@@ -64,7 +72,7 @@ func startCluster(t testing.TB, n int, mutate func(id uint64, c *engine.Config))
 		t.Cleanup(stops[i])
 		urls[i] = scheme + members[id]
 	}
-	return urls, stops
+	return urls, stops, nodes
 }
 
 // TestLeaderLowOnDiskHandsItsPartitionsAway reproduces issue 14's fourth
