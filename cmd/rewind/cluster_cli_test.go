@@ -88,8 +88,28 @@ func (c *cluster) leaderOf(t *testing.T, topic string, p uint32) uint64 {
 // once, in offset order, in a full replay from each node, and that the
 // cluster kept accepting writes to that partition after the election.
 func TestClusterSurvivesKillingALeader(t *testing.T) {
-	c := startCluster(t, 3)
-	c.nodes[1].ok(t, nil, "topic", "create", "orders", "--partitions", "2", "--replication-factor", "3")
+	testKillALeader(t, nil, nil)
+}
+
+// TestClusterSurvivesKillingALeaderWithTiering is the same with tiered
+// storage on (a file:// store the three share) and a local limit of a few
+// hundred bytes per partition: history moves to the store all along, so
+// the leader dies while uploads and local truncates are in flight. Every
+// acknowledged record must still be replayed from offset 0, in order, by
+// every node, across the boundary between tiered and local history.
+func TestClusterSurvivesKillingALeaderWithTiering(t *testing.T) {
+	tierDir := t.TempDir()
+	testKillALeader(t, []string{"--tier", "file://" + tierDir, "--retention-interval", "50ms"},
+		[]string{"--local-retention-bytes", "512"})
+}
+
+// testKillALeader is TestClusterSurvivesKillingALeader with serve's extra
+// flags and topic create's; with a local retention limit, it also waits
+// for tiered history before the kill and before the replays.
+func testKillALeader(t *testing.T, serve, create []string) {
+	c := startCluster(t, 3, serve...)
+	c.nodes[1].ok(t, nil, append([]string{"topic", "create", "orders", "--partitions", "2", "--replication-factor", "3"}, create...)...)
+	tiering := len(create) > 0
 	ctx := context.Background()
 	victim := c.leaderOf(t, "orders", 0)
 	// Two live subscribers on another node must see every record once, in
@@ -195,14 +215,31 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 		}
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(ack) }
+	// tiered reports whether node addr's replica of each partition keeps
+	// history from before offset from only in the tier store.
+	tiered := func(addr string, from uint64) bool {
+		_, parts, err := client.New(addr).DescribeTopic(ctx, "orders")
+		if err != nil || len(parts) != 2 {
+			return false
+		}
+		for _, p := range parts {
+			if p.LogStartOffset != 0 || p.LocalStartOffset < from {
+				return false
+			}
+		}
+		return true
+	}
 	waitFor("200 acks before the kill", func() bool { return count() >= 200 })
+	if tiering {
+		waitFor("tiered history before the kill", func() bool { return tiered(c.addrs[victim-1], 1) })
+	}
 	c.nodes[victim-1].kill()
 	killed.Store(true)
 	waitFor("100 acks to partition 0 after the kill", func() bool { return afterP0.Load() >= 100 })
 	if l := c.leaderOf(t, "orders", 0); l == victim {
 		t.Fatalf("node %d was killed but is still named leader", victim)
 	}
-	c.start(t, int(victim))
+	c.start(t, int(victim), serve...)
 	before := count()
 	waitFor("100 more acks after the restart", func() bool { return count() >= before+100 })
 	close(stop)
@@ -220,6 +257,11 @@ func TestClusterSurvivesKillingALeader(t *testing.T) {
 	// replays its own replica.
 	for id, addr := range c.addrs {
 		waitFor(fmt.Sprintf("node %d to catch up", id+1), func() bool { return c.caughtUp(ctx, addr) })
+		if tiering {
+			// Its local copy of each partition starts past the first 50
+			// records: the replay below reads them from the store.
+			waitFor(fmt.Sprintf("node %d to read early history from the tier", id+1), func() bool { return tiered(addr, 50) })
+		}
 		seen := map[string]acked{}
 		next := map[uint32]uint64{}
 		sub, err := client.New(addr).Subscribe(ctx, "orders", client.From(client.Earliest()), client.Until(client.End()), client.FollowerReads())
