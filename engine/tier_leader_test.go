@@ -20,7 +20,7 @@ import (
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
-// TestTierLeaderChangeMidUpload: the leader of a partition writes a
+// TestFailpointTierLeaderChangeMidUpload: the leader of a partition writes a
 // segment object, then loses its leadership before its command to record
 // it commits (the tier-uploaded pause point holds it there while the test
 // transfers the leadership). The new leader moves the history on its own,
@@ -29,7 +29,7 @@ import (
 // same manifest, each offset in exactly one row, every member replays the
 // whole history exactly, and the former leader's object is an orphan that
 // the cleanup deletes once old enough, and not before.
-func TestTierLeaderChangeMidUpload(t *testing.T) {
+func TestFailpointTierLeaderChangeMidUpload(t *testing.T) {
 	tierDir := t.TempDir()
 	logs := make([]*syncBuffer, 3)
 	urls, _, nodes := startClusterNodes(t, 3, func(id uint64, c *engine.Config) {

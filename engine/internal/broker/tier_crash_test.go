@@ -40,7 +40,7 @@ var tierSteps = []struct {
 	{failpoint.TierTruncatedLocal, true, true},
 }
 
-// TestTierCrashAtEveryStep crashes a node (a power cut: Pebble's
+// TestFailpointTierCrashAtEveryStep crashes a node (a power cut: Pebble's
 // crashable filesystem keeps a random part of what was not synced, and the
 // tier store keeps what was written to it until then) at every step of
 // moving history to the tier store, reopens it on what survived, and
@@ -52,7 +52,7 @@ var tierSteps = []struct {
 // upload covers more, so an object uploaded before the crash whose
 // command never applied is an orphan, which the cleanup deletes once old
 // enough and not before).
-func TestTierCrashAtEveryStep(t *testing.T) {
+func TestFailpointTierCrashAtEveryStep(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 18))
