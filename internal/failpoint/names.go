@@ -117,13 +117,15 @@ const (
 	// being applied here (inside Apply: the raft loop of the node is held,
 	// nothing of this pass is durable yet).
 	TierRecording = "tier-recording"
-	// TierRecorded: the kindTier command is applied and durable here; the
-	// local truncate not yet proposed.
+	// TierRecorded: the kindTier command is applied here and its proposer
+	// answered (what apply wrote may still be unsynced: the raft log has
+	// the command); the local truncate not yet proposed.
 	TierRecorded = "tier-recorded"
 	// TierTruncatingLocal: the local truncate is committed and being
 	// applied here (inside Apply, as TierRecording).
 	TierTruncatingLocal = "tier-truncating-local"
-	// TierTruncatedLocal: the local truncate is applied and durable here.
+	// TierTruncatedLocal: the local truncate is applied here and its
+	// proposer answered (as TierRecorded).
 	TierTruncatedLocal = "tier-truncated-local"
 )
 
