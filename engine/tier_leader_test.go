@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
@@ -48,16 +47,7 @@ func TestFailpointTierLeaderChangeMidUpload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := client.New(urls[0])
-	for {
-		_, err := c.CreateTopic(ctx, "h", client.WithReplicationFactor(3), client.WithLocalRetention(0, 2<<10))
-		if err == nil || connect.CodeOf(err) == connect.CodeAlreadyExists {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond) // poll: the cluster elects its first leaders
-	}
+	createTieredTopic(ctx, t, c)
 	var want []string
 	publish := func(n int) {
 		t.Helper()

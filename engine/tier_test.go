@@ -265,6 +265,22 @@ func BenchmarkTieredReplay(b *testing.B) {
 // its local copy through raft; each member then serves the whole history,
 // also from its own replica (follower reads), reading the tiered part from
 // the store.
+// createTieredTopic creates topic h, replicated three times and keeping
+// 2 KiB of each partition on the nodes, once the cluster can.
+func createTieredTopic(ctx context.Context, t *testing.T, c *client.Client) {
+	t.Helper()
+	for {
+		_, err := c.CreateTopic(ctx, "h", client.WithReplicationFactor(3), client.WithLocalRetention(0, 2<<10))
+		if err == nil || connect.CodeOf(err) == connect.CodeAlreadyExists {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // poll: the cluster elects its first leaders
+	}
+}
+
 func TestTieredStorageInACluster(t *testing.T) {
 	tierDir := t.TempDir()
 	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
@@ -274,16 +290,7 @@ func TestTieredStorageInACluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := client.New(urls[0])
-	for {
-		_, err := c.CreateTopic(ctx, "h", client.WithReplicationFactor(3), client.WithLocalRetention(0, 2<<10))
-		if err == nil || connect.CodeOf(err) == connect.CodeAlreadyExists {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	createTieredTopic(ctx, t, c)
 	const total = 600
 	for i := 0; i < total; i += 20 {
 		msgs := make([]client.Message, 20)
