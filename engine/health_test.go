@@ -67,6 +67,9 @@ func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 	srv := httptest.NewServer(n.Handler())
 	defer func() { srv.Close(); n.Close() }()
 	services := []string{"", rewindv1connect.PublishServiceName, rewindv1connect.SubscribeServiceName}
+	// A node is ready once its metadata group has a leader: a single node
+	// elects itself a few ticks after it opens (CI checked too early).
+	waitProbe(t, srv.URL+"/readyz", http.StatusOK)
 	for _, s := range services {
 		if got := healthOf(t, srv.URL, s); got != grpchealth.StatusServing {
 			t.Fatalf("health of %q before the fault: %v", s, got)
@@ -125,6 +128,7 @@ func TestHealthTurnsNotServingWhileDraining(t *testing.T) {
 	defer func() { srv.Close(); n.Close() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	waitProbe(t, srv.URL+"/readyz", http.StatusOK) // once it has elected itself
 	watch := grpchealth.NewClient(http.DefaultClient, srv.URL).Watch(ctx, &grpchealth.CheckRequest{})
 	if ev := <-watch; ev.Err != nil || ev.Response.Status != grpchealth.StatusServing {
 		t.Fatalf("first watch event: %+v", ev)
