@@ -360,16 +360,22 @@ func TestPublishThroughANodeCutOffFromTheLeaderIsRelayed(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// The first publishes may race the cut being noticed: the node
-	// forwards over the cut link until raft or the transport sees it,
-	// then answers Unavailable with a hint.
-	for i := 0; ; i++ {
-		_, err := publishP1(ctx, c.publisher(cutOff), fmt.Sprint("warm-", i), "")
-		if err == nil {
-			break
-		}
-		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
-			t.Fatalf("publish %d through node %d, cut off from leader %d: %v, want Unavailable until the relay is used", i, cutOff, leader, err)
+	// The first publishes to each partition may race the cut being
+	// noticed: the node forwards over the cut link until that partition's
+	// raft group or the transport sees it (each group's election timer
+	// runs on its own; the transport's pings take about 2 s), then
+	// answers Unavailable with a hint. Partitions 0 and 1 both carry the
+	// keyed publish below (CI saw it forwarded to partition 0's leader
+	// across the cut, which node 1's partition 0 still followed).
+	for _, p := range []uint32{1, 0} {
+		for i := 0; ; i++ {
+			_, err := c.publisher(cutOff).Publish(ctx, &rewindv1.PublishRequest{Topic: "t", Records: []*rewindv1.PublishRecord{{Value: []byte(fmt.Sprint("warm-", i)), Partition: &p}}})
+			if err == nil {
+				break
+			}
+			if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+				t.Fatalf("publish %d to partition %d through node %d, cut off from leader %d: %v, want Unavailable until the relay is used", i, p, cutOff, leader, err)
+			}
 		}
 	}
 	for i := range 5 {
