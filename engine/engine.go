@@ -120,6 +120,10 @@ type Config struct {
 	// "Tiered storage"). Empty: no tiering; topics cannot set local
 	// retention limits.
 	Tier string
+	// TierCacheBytes bounds the memory that keeps recently read parts of
+	// tiered history (windows of batches, segment indexes), shared by the
+	// node's partitions. Default 64 MiB; negative: nothing is kept.
+	TierCacheBytes int64
 	// PeerDialer opens the connections to the other members (raft
 	// streams, forwarded publishes, reads through leaders, membership
 	// calls). Default: TCP with a 3 s dial timeout. Tests inject network
@@ -266,6 +270,7 @@ func Open(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		bc.Tier = st
+		bc.TierCache = tier.NewCache(tier.CacheConfig{MaxBytes: cfg.TierCacheBytes})
 		log.Info("tiered storage", "store", st.String())
 	}
 	sec, err := newSecurity(cfg)

@@ -426,3 +426,47 @@ func TestTierGarbageIsCollected(t *testing.T) {
 		t.Fatalf("after collecting %d (of %d objects): (-manifest +store)\n%s", n, len(before), diff)
 	}
 }
+
+// TestUploadLag: the lag is what the local limits want off the disk, in
+// whole batches, not uploaded yet, and the age of its oldest record; it
+// shrinks as segments are uploaded and is 0 once they caught up.
+func TestUploadLag(t *testing.T) {
+	ctx := context.Background()
+	st, err := tier.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) { c.Tier = st })
+	fill(t, h, p, 10, 5) // batch i at 1000 + 10(i+1)
+	now := h.clock.Load() + 1000
+	if _, ok, err := p.UploadLag(now); ok || err != nil {
+		t.Fatalf("a lag without local limits: %v %v", ok, err)
+	}
+	lag := func(records uint64, nanos int64) {
+		t.Helper()
+		got, ok, err := p.UploadLag(now)
+		if err != nil || !ok || got != (TierLag{Records: records, Nanos: nanos}) {
+			t.Fatalf("lag %+v %v %v, want %d records, %d ns", got, ok, err, records, nanos)
+		}
+	}
+	// Older than the batch at 1070 (offset 30) may go.
+	p.SetPolicy(Policy{LocalMaxAge: time.Duration(now - 1070)})
+	lag(30, now-1010)
+	if _, _, err := p.UploadTier(ctx, st, 15, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	lag(15, now-1040)
+	if _, _, err := p.UploadTier(ctx, st, 30, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	lag(0, 0)
+	// A bytes limit that keeps 12 records: the boundary, 38, falls inside
+	// the batch [35, 40), which stays whole.
+	per := p.local().Payload / 50
+	p.SetPolicy(Policy{LocalMaxBytes: 12 * per})
+	if x, _, err := p.PlanLocal(now); err != nil || x != 38 {
+		t.Fatalf("local boundary %d %v, want 38", x, err)
+	}
+	lag(5, now-1070)
+}
