@@ -38,7 +38,8 @@ import (
 //     disk) before and after.
 //
 // REWIND_BENCH_TIER=s3 puts the tier in the S3 server of package s3test
-// (built the first time) instead of a file:// directory in the test's
+// (built the first time; it holds 512 MiB, so 3 M records at most) instead
+// of a file:// directory in the test's
 // temporary directory; any other value is the directory to put it in
 // (/dev/shm: a tier that shares no disk with the node).
 //
@@ -135,8 +136,18 @@ func BenchmarkTieredReplay(b *testing.B) {
 		b.Fatal(err)
 	}
 	t0 := time.Now()
+	var moved uint64
+	progressed := t0
 	moving := probe(func(i int) bool {
-		return i%20 == 0 && describe().LocalStartOffset >= uint64(records)*85/100
+		if i%20 != 0 {
+			return false
+		}
+		if at := describe().LocalStartOffset; at > moved {
+			moved, progressed = at, time.Now()
+		} else if time.Since(progressed) > time.Minute {
+			b.Fatalf("the mover stalled at offset %d (the store full or failing?)", at)
+		}
+		return moved >= uint64(records)*85/100
 	})
 	moveTime := time.Since(t0)
 
