@@ -239,6 +239,9 @@ type Node struct {
 	sec       *security
 	// auth runs the authorization bootstrap (auth.go); nil with auth off.
 	auth *authRun
+	// tierCache keeps tiered segment parts (nil without --tier); Close
+	// stops its prefetches.
+	tierCache *tier.Cache
 }
 
 // Open opens cfg.Dir and starts the node. It returns once every partition
@@ -358,7 +361,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	br.Store(b)
-	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID, sec: sec}
+	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID, sec: sec, tierCache: bc.TierCache}
 	if fw, ok := bc.Forward.(*api.Forwarder); ok {
 		fw.SetAuth(b.Auth)
 	}
@@ -482,6 +485,9 @@ func (n *Node) Err() error { return n.b.Err() }
 func (n *Node) Close() error {
 	n.stopAuth()
 	err := n.b.Close()
+	if n.tierCache != nil {
+		n.tierCache.Close()
+	}
 	if n.tr != nil {
 		n.tr.Close()
 	}

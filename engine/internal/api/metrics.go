@@ -112,6 +112,7 @@ var (
 	tierReadBytes       = desc("rewind_tier_read_bytes_total", "Bytes this node read from the tier's object store (windows of batches and segment indexes).")
 	tierCacheHits       = desc("rewind_tier_cache_hits_total", "Reads of tiered segment parts (a window of batches, an index) answered from memory: kept in the tier cache, or shared with a read in flight.")
 	tierCacheMisses     = desc("rewind_tier_cache_misses_total", "Reads of tiered segment parts that went to the object store. Hit ratio: hits / (hits + misses).")
+	tierPrefetches      = desc("rewind_tier_prefetches_total", "Windows of tiered batches read ahead of a replay (the window after the one it entered); a replay finding one counts a hit.")
 	tierCacheBytes      = desc("rewind_tier_cache_bytes", "Bytes of tiered segment parts the tier cache keeps now (at most --tier-cache-mib).")
 	tierCacheEvicted    = desc("rewind_tier_cache_evictions_total", "Parts the tier cache dropped to stay within its bound (least recently used first).")
 	partitionEnd        = desc("rewind_partition_end_offset", "Offset the next record gets.", "topic", "partition")
@@ -197,7 +198,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		partitionBytes, partitionRecords, partitionLogStart, partitionEnd,
 		partitionLocalStart, partitionTierBytes, partitionTierObjs, partitionTierLag, partitionTierLagAge,
-		tierReadBytes, tierCacheHits, tierCacheMisses, tierCacheBytes, tierCacheEvicted,
+		tierReadBytes, tierCacheHits, tierCacheMisses, tierPrefetches, tierCacheBytes, tierCacheEvicted,
 		publishedRecords, publishedBytes, deliveredRecords, deliveredBytes, deliveredAll, publishDuration, publishFailures,
 		streamsOpen, replayReadBytes, replayTurns, replayCPU, replayWait, replayDeferred, replayFactor,
 		fetchesServed, fetchBytes, remoteReads,
@@ -272,6 +273,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(tierReadBytes, float64(ts.ReadBytes))
 		counter(tierCacheHits, float64(ts.Hits))
 		counter(tierCacheMisses, float64(ts.Misses))
+		counter(tierPrefetches, float64(ts.Prefetches))
 		gauge(tierCacheBytes, float64(ts.Bytes))
 		counter(tierCacheEvicted, float64(ts.Evictions))
 	}

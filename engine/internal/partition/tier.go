@@ -268,6 +268,9 @@ func (p *Partition) readTier(from uint64, h *tierHold) (*Batch, error) {
 			return nil, p.tierErr(seg.Entries[i].Base, err)
 		}
 		h.win = w
+		// A reader that moves on usually reads on: have the next window
+		// read while this one is delivered.
+		p.cfg.TierCache.Prefetch(p.cfg.Tier, seg, w.End())
 	}
 	rb, err := h.win.Batch(i)
 	if err != nil {

@@ -33,6 +33,13 @@ import (
 //     still returned to the readers that asked, the bad ones as errors).
 //     The next request reads the store again.
 //
+// A reader moving into a window asks for the next one to be read in the
+// background (Prefetch), so on a store with latency (S3) the next range
+// read overlaps the delivery of the current window. At most
+// CacheConfig.Prefetch such reads run at once per cache (further requests
+// are dropped, never queued), and what they read is kept like any other
+// read; Close cancels them and waits for them.
+//
 // A reader holds the window it is reading (Window) until it moves past it,
 // so a full cache costs it no extra reads, and memory is bounded by
 // MaxBytes plus, per reader, one window (at most WindowBytes plus one
@@ -42,6 +49,7 @@ import (
 const (
 	DefaultCacheBytes  = 64 << 20
 	DefaultWindowBytes = 1 << 20
+	DefaultPrefetch    = 8
 )
 
 // CacheConfig configures a Cache.
@@ -53,6 +61,10 @@ type CacheConfig struct {
 	// WindowBytes is the span of one window, so about the bytes of one
 	// range read (at least one batch). Default DefaultWindowBytes.
 	WindowBytes int64
+	// Prefetch bounds the background reads of next windows running at
+	// once. Default DefaultPrefetch; negative: none (nor when MaxBytes is
+	// negative: nothing would keep what they read).
+	Prefetch int
 }
 
 // CacheStats counts a cache's work since it was made.
@@ -61,6 +73,9 @@ type CacheStats struct {
 	// another request had in flight (Shared of them). Misses are lookups
 	// that read the store. Hits/(Hits+Misses) is the hit ratio.
 	Hits, Shared, Misses uint64
+	// Prefetches are windows read ahead of a reader (Prefetch); they are
+	// not lookups, so neither hits nor misses.
+	Prefetches uint64
 	// ReadBytes are the bytes read from the store (windows and indexes).
 	ReadBytes uint64
 	// Evictions are parts dropped to stay within MaxBytes.
@@ -73,13 +88,19 @@ type CacheStats struct {
 // Cache keeps recently read segment parts in memory. It is safe for
 // concurrent use.
 type Cache struct {
-	cfg                                        CacheConfig
-	hits, shared, misses, readBytes, evictions atomic.Uint64
-	mu                                         struct {
+	cfg                                                    CacheConfig
+	hits, shared, misses, prefetches, readBytes, evictions atomic.Uint64
+	// ctx is the prefetches' context; Close cancels it and waits for wg.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     struct {
 		sync.Mutex
-		parts map[partKey]*part // kept and in flight
-		lru   list.List         // kept parts (*part), most recent first
-		bytes int64             // Invariant: bytes <= max(cfg.MaxBytes, 0)
+		parts       map[partKey]*part // kept and in flight
+		lru         list.List         // kept parts (*part), most recent first
+		bytes       int64             // Invariant: bytes <= max(cfg.MaxBytes, 0)
+		prefetching int               // Invariant: prefetching <= cfg.Prefetch
+		closed      bool
 	}
 }
 
@@ -110,9 +131,57 @@ func NewCache(cfg CacheConfig) *Cache {
 	if cfg.WindowBytes <= 0 {
 		cfg.WindowBytes = DefaultWindowBytes
 	}
+	if cfg.Prefetch == 0 {
+		cfg.Prefetch = DefaultPrefetch
+	}
+	if cfg.MaxBytes < 0 {
+		cfg.Prefetch = -1
+	}
 	c := &Cache{cfg: cfg}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.parts = map[partKey]*part{}
 	return c
+}
+
+// Close cancels the prefetches in flight and waits for them; none start
+// after it. Reads through the cache go on working.
+func (c *Cache) Close() {
+	c.mu.Lock()
+	c.mu.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+}
+
+// Prefetch reads the window of seg holding its i-th batch in the
+// background, unless it is kept or being read, i is past the segment's
+// end, or CacheConfig.Prefetch reads already run. Errors are dropped: the
+// reader that needs the window reads it again.
+func (c *Cache) Prefetch(st Store, seg *Segment, i int) {
+	if c.cfg.Prefetch <= 0 || i >= len(seg.Entries) {
+		return
+	}
+	w := c.windowOf(seg.Entries[i])
+	k := partKey{seg.Name, w}
+	c.mu.Lock()
+	if c.mu.closed || c.mu.parts[k] != nil || c.mu.prefetching >= c.cfg.Prefetch {
+		c.mu.Unlock()
+		return
+	}
+	// In flight from now: a reader asking for it waits for this read.
+	p := &part{key: k, done: make(chan struct{})}
+	c.mu.parts[k] = p
+	c.mu.prefetching++
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.prefetches.Add(1)
+	go func() {
+		defer c.wg.Done()
+		_ = c.fill(p, c.loadWindow(c.ctx, st, seg, w))
+		c.mu.Lock()
+		c.mu.prefetching--
+		c.mu.Unlock()
+	}()
 }
 
 // Stats returns the cache's counters and what it keeps now.
@@ -121,7 +190,7 @@ func (c *Cache) Stats() CacheStats {
 	b, n := c.mu.bytes, c.mu.lru.Len()
 	c.mu.Unlock()
 	return CacheStats{Hits: c.hits.Load(), Shared: c.shared.Load(), Misses: c.misses.Load(),
-		ReadBytes: c.readBytes.Load(), Evictions: c.evictions.Load(), Bytes: b, Parts: n}
+		Prefetches: c.prefetches.Load(), ReadBytes: c.readBytes.Load(), Evictions: c.evictions.Load(), Bytes: b, Parts: n}
 }
 
 // Segment opens object name of size bytes holding count batches (as the
@@ -150,18 +219,24 @@ func (c *Cache) Segment(ctx context.Context, st Store, name string, size int64, 
 // window's Batch.
 func (c *Cache) Window(ctx context.Context, st Store, seg *Segment, i int) (*Window, error) {
 	k := c.windowOf(seg.Entries[i])
-	p, err := c.get(ctx, partKey{seg.Name, k}, func(p *part) (bool, error) {
+	p, err := c.get(ctx, partKey{seg.Name, k}, c.loadWindow(ctx, st, seg, k))
+	if err != nil {
+		return nil, fmt.Errorf("object %s, offset %d: %w", seg.Name, seg.Entries[i].Base, err)
+	}
+	return p.win, nil
+}
+
+// loadWindow returns the loader of window k of seg: kept only if every
+// batch passed its check.
+func (c *Cache) loadWindow(ctx context.Context, st Store, seg *Segment, k int64) func(*part) (bool, error) {
+	return func(p *part) (bool, error) {
 		w, err := c.readWindow(ctx, st, seg, k)
 		if err != nil {
 			return false, err
 		}
 		p.win, p.size = w, w.size
 		return w.errs == nil, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("object %s, offset %d: %w", seg.Name, seg.Entries[i].Base, err)
 	}
-	return p.win, nil
 }
 
 // windowOf returns the number of the window holding entry e.
@@ -228,12 +303,18 @@ func (c *Cache) get(ctx context.Context, k partKey, load func(*part) (bool, erro
 		c.mu.parts[k] = p
 		c.mu.Unlock()
 		c.misses.Add(1)
-		keep, err := load(p)
-		p.err = err
-		c.settle(p, keep && err == nil)
-		close(p.done)
-		return p, err
+		return p, c.fill(p, load)
 	}
+}
+
+// fill reads in-flight part p with load, keeps or forgets it, and wakes
+// the requests waiting for it.
+func (c *Cache) fill(p *part, load func(*part) (bool, error)) error {
+	keep, err := load(p)
+	p.err = err
+	c.settle(p, keep && err == nil)
+	close(p.done)
+	return err
 }
 
 // settle keeps a part just read, evicting the least recently used parts to
@@ -270,6 +351,9 @@ type Window struct {
 	errs    []error        // nil when every batch passed its check
 	size    int64
 }
+
+// End is the index of the segment's first batch after the window.
+func (w *Window) End() int { return w.first + len(w.batches) }
 
 // Holds reports whether the window holds batch i of object name.
 func (w *Window) Holds(name string, i int) bool {

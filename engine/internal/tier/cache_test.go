@@ -22,7 +22,11 @@ type countingStore struct {
 func (s *countingStore) ReadRange(ctx context.Context, name string, off, n int64) ([]byte, error) {
 	s.reads.Add(1)
 	if s.gate != nil {
-		<-s.gate
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return s.FileStore.ReadRange(ctx, name, off, n)
 }
@@ -215,6 +219,68 @@ func TestCacheSharesConcurrentReads(t *testing.T) {
 	}
 	if got := st.reads.Load(); got != 2 { // the index, then one window
 		t.Fatalf("%d range reads for %d concurrent readers of one window, want 1 (and the index)", got-1, readers)
+	}
+}
+
+// TestCachePrefetches: a prefetch reads a window in the background, at
+// most Prefetch at once (more are dropped), and a reader asking for it
+// meanwhile joins that read; Close cancels prefetches in flight, keeps
+// nothing they had not finished, and starts no more.
+func TestCachePrefetches(t *testing.T) {
+	ctx := context.Background()
+	st, _, name, in := stored(t, 0, 8)
+	seg, err := OpenSegment(ctx, st, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.gate = make(chan struct{})
+	c := NewCache(CacheConfig{WindowBytes: 1, Prefetch: 1}) // a window per batch
+	c.Prefetch(st, seg, 3)
+	c.Prefetch(st, seg, 4) // dropped: one runs
+	c.Prefetch(st, seg, 8) // past the end
+	got := make(chan error, 1)
+	go func() {
+		w, err := c.Window(ctx, st, seg, 3)
+		if err == nil {
+			var b Batch
+			if b, err = batchOf(w, 3); err == nil && !bytes.Equal(b.Data, in[3].Data) {
+				err = errors.New("wrong bytes")
+			}
+		}
+		got <- err
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for c.Stats().Shared != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader never joined the prefetch: %+v", c.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(st.gate)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.Prefetches != 1 || s.Misses != 0 || s.Hits != 1 || st.reads.Load() != 1+2 { // OpenSegment's two
+		t.Fatalf("after one prefetch: %+v, %d range reads", s, st.reads.Load())
+	}
+	if _, err := c.Window(ctx, st, seg, 4); err != nil || c.Stats().Misses != 1 {
+		t.Fatalf("the dropped prefetch's window: %v %+v", err, c.Stats())
+	}
+
+	st.gate = make(chan struct{}) // no read in flight: safe to replace
+	c2 := NewCache(CacheConfig{WindowBytes: 1})
+	c2.Prefetch(st, seg, 6)
+	c2.Close() // cancels the held read
+	c2.Prefetch(st, seg, 7)
+	if s := c2.Stats(); s.Parts != 0 || s.Prefetches != 1 {
+		t.Fatalf("after Close: %+v", s)
+	}
+	close(st.gate)
+	if w, err := c2.Window(ctx, st, seg, 6); err != nil || !w.Holds(name, 6) || c2.Stats().Misses != 1 {
+		t.Fatalf("reading after Close: %v %+v", err, c2.Stats())
+	}
+	if none := NewCache(CacheConfig{MaxBytes: -1}); none.cfg.Prefetch > 0 {
+		t.Fatal("a cache that keeps nothing prefetches")
 	}
 }
 
