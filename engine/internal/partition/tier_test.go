@@ -470,3 +470,25 @@ func TestUploadLag(t *testing.T) {
 	}
 	lag(5, now-1070)
 }
+
+// TestTieredReadsPrefetchTheNextWindow: a sequential read of tiered
+// history reads each segment's index and first window itself; every later
+// window was prefetched when the reader entered the one before (the
+// reader finds it kept or joins its read), so nothing is read twice.
+func TestTieredReadsPrefetchTheNextWindow(t *testing.T) {
+	_, p, _, want := tiered(t, 200)
+	cache := tier.NewCache(tier.CacheConfig{WindowBytes: 1}) // a window per batch
+	p.cfg.TierCache = cache
+	got, _ := readAll(t, p)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("records (-want +got):\n%s", diff)
+	}
+	segs, batches := 0, 0
+	for _, r := range p.Tiered() {
+		segs++
+		batches += int(r.Batches)
+	}
+	if s := cache.Stats(); s.Misses != uint64(2*segs) || s.Prefetches != uint64(batches-segs) || batches <= segs {
+		t.Fatalf("%d segments of %d batches: %+v, want %d misses and %d prefetches", segs, batches, s, 2*segs, batches-segs)
+	}
+}
