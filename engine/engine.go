@@ -120,6 +120,10 @@ type Config struct {
 	// "Tiered storage"). Empty: no tiering; topics cannot set local
 	// retention limits.
 	Tier string
+	// TierCacheBytes bounds the memory that keeps recently read parts of
+	// tiered history (windows of batches, segment indexes), shared by the
+	// node's partitions. Default 64 MiB; negative: nothing is kept.
+	TierCacheBytes int64
 	// PeerDialer opens the connections to the other members (raft
 	// streams, forwarded publishes, reads through leaders, membership
 	// calls). Default: TCP with a 3 s dial timeout. Tests inject network
@@ -235,6 +239,9 @@ type Node struct {
 	sec       *security
 	// auth runs the authorization bootstrap (auth.go); nil with auth off.
 	auth *authRun
+	// tierCache keeps tiered segment parts (nil without --tier); Close
+	// stops its prefetches.
+	tierCache *tier.Cache
 }
 
 // Open opens cfg.Dir and starts the node. It returns once every partition
@@ -266,6 +273,7 @@ func Open(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		bc.Tier = st
+		bc.TierCache = tier.NewCache(tier.CacheConfig{MaxBytes: cfg.TierCacheBytes})
 		log.Info("tiered storage", "store", st.String())
 	}
 	sec, err := newSecurity(cfg)
@@ -353,7 +361,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	br.Store(b)
-	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID, sec: sec}
+	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID, sec: sec, tierCache: bc.TierCache}
 	if fw, ok := bc.Forward.(*api.Forwarder); ok {
 		fw.SetAuth(b.Auth)
 	}
@@ -477,6 +485,9 @@ func (n *Node) Err() error { return n.b.Err() }
 func (n *Node) Close() error {
 	n.stopAuth()
 	err := n.b.Close()
+	if n.tierCache != nil {
+		n.tierCache.Close()
+	}
 	if n.tr != nil {
 		n.tr.Close()
 	}

@@ -3,10 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,18 +104,20 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 	if len(objs) == 0 {
 		t.Fatal("no segment object in the tier directory")
 	}
-	// /metrics shows where the partition's history lives.
-	resp, err := http.Get(addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// /metrics shows where the partition's history lives, and that the
+	// uploads caught up with the local limit (the lag closes to 0 once the
+	// mover has moved every whole batch below the boundary).
+	lbl := []string{"partition", "0", "topic", "history"}
+	m := scrapeMetrics(t, addr)
+	if v := m.must(t, "rewind_partition_local_start_offset", lbl...); v <= 1500 {
+		t.Fatalf("local start %v in /metrics", v)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`rewind_partition_local_start_offset{partition="0",topic="history"}`, `rewind_partition_tiered_segments{partition="0",topic="history"}`} {
-		if !strings.Contains(string(body), want) {
-			t.Fatalf("/metrics lacks %s", want)
-		}
+	if v := m.must(t, "rewind_partition_tiered_segments", lbl...); v == 0 {
+		t.Fatal("no tiered segment in /metrics")
 	}
+	waitMetric(t, addr, 0, "rewind_partition_tier_upload_lag_records", lbl...)
+	scrapeMetrics(t, addr).expect(t, 0, "rewind_partition_tier_upload_lag_seconds", lbl...)
+	before := scrapeMetrics(t, addr)
 	check := func(c *client.Client) {
 		t.Helper()
 		first, got := replayAll(t, c, "history", client.Earliest())
@@ -136,6 +135,17 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 		}
 	}
 	check(c)
+	// The replays read tiered windows from the store (misses, read bytes),
+	// and the second found the first's windows kept (hits).
+	after := scrapeMetrics(t, addr)
+	for _, name := range []string{"rewind_tier_read_bytes_total", "rewind_tier_cache_misses_total", "rewind_tier_cache_hits_total"} {
+		if b, a := before.must(t, name), after.must(t, name); a <= b {
+			t.Errorf("%s: %v before the replays, %v after", name, b, a)
+		}
+	}
+	if v := after.must(t, "rewind_tier_cache_bytes"); v <= 0 {
+		t.Errorf("rewind_tier_cache_bytes %v after the replays", v)
+	}
 	// After a restart, from the store and the tier directory alone.
 	stop()
 	addr, _ = openNode(t, cfg)
@@ -158,106 +168,6 @@ func TestLocalRetentionNeedsATier(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("local retention without a tier: %v, want FailedPrecondition", err)
 	}
-}
-
-// BenchmarkTieredReplay measures replay of a partition whose history is
-// 90 % in a file:// tier: REWIND_BENCH_RECORDS records of 100 bytes
-// (default 200,000) in 1,000-record publishes, a local limit of a tenth of
-// their bytes, then, once the mover has caught up: replay from the
-// earliest record (records/s), replay of the same history while it was all
-// local (before the mover ran, for comparison), and the time to the first
-// record of a stream started at a random time inside tiered history.
-//
-//	go test -run XXX -bench BenchmarkTieredReplay -benchtime 1x ./engine
-func BenchmarkTieredReplay(b *testing.B) {
-	records := benchEnvInt(b, "REWIND_BENCH_RECORDS", 200_000)
-	dir, tierDir := b.TempDir(), b.TempDir()
-	cfg := engine.Config{Dir: dir, Tier: "file://" + tierDir, HousekeepingInterval: 50 * time.Millisecond,
-		Logger: hclog.NewNullLogger()}
-	_, addr := startNode(b, cfg)
-	c := client.New(addr)
-	ctx := context.Background()
-	if _, err := c.CreateTopic(ctx, "t"); err != nil {
-		b.Fatal(err)
-	}
-	payload := make([]byte, 100)
-	msgs := make([]client.Message, 1000)
-	for i := range msgs {
-		msgs[i].Value = payload
-	}
-	var times []time.Time
-	for n := 0; n < records; n += len(msgs) {
-		res, err := c.Publish(ctx, "t", msgs...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		times = append(times, res[0].AppendTime)
-	}
-	replay := func() (float64, time.Duration) {
-		t0 := time.Now()
-		sub, err := c.Subscribe(ctx, "t", client.From(client.Earliest()), client.Until(client.End()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		n := 0
-		for sub.Next() {
-			if r, ok := sub.Event().(*client.Records); ok {
-				n += len(r.Records)
-			}
-		}
-		if err := sub.Err(); err != nil || n != records {
-			b.Fatalf("replayed %d of %d: %v", n, records, err)
-		}
-		sub.Close()
-		d := time.Since(t0)
-		return float64(n) / d.Seconds(), d
-	}
-	localRate, _ := replay()
-	_, parts, err := c.DescribeTopic(ctx, "t")
-	if err != nil {
-		b.Fatal(err)
-	}
-	localBytes := parts[0].Bytes
-	if _, err := c.AlterTopic(ctx, "t", client.WithLocalRetention(0, localBytes/10)); err != nil {
-		b.Fatal(err)
-	}
-	for {
-		_, parts, err = c.DescribeTopic(ctx, "t")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if parts[0].LocalStartOffset >= uint64(records)*85/100 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b.ResetTimer()
-	var tieredRate float64
-	var ttfr []time.Duration
-	for b.Loop() {
-		tieredRate, _ = replay()
-		for i := range 20 {
-			at := times[(i*7919)%(len(times)*8/10)]
-			t0 := time.Now()
-			sub, err := c.Subscribe(ctx, "t", client.From(client.Time(at)), client.MaxRecordsPerEvent(1))
-			if err != nil {
-				b.Fatal(err)
-			}
-			for sub.Next() {
-				if _, ok := sub.Event().(*client.Records); ok {
-					break
-				}
-			}
-			ttfr = append(ttfr, time.Since(t0))
-			sub.Close()
-		}
-	}
-	slices.Sort(ttfr)
-	b.ReportMetric(localRate, "local-records/s")
-	b.ReportMetric(tieredRate, "tiered-records/s")
-	b.ReportMetric(float64(ttfr[len(ttfr)/2].Microseconds())/1000, "seek-ttfr-p50-ms")
-	b.ReportMetric(float64(localBytes)/(1<<20), "local-MiB-before")
-	b.ReportMetric(float64(parts[0].Bytes)/(1<<20), "local-MiB-after")
 }
 
 // TestTieredStorageInACluster: three members share a file:// tier (one
@@ -346,7 +256,9 @@ func TestTieredStorageOnS3(t *testing.T) {
 		t.Skip("builds and runs SeaweedFS")
 	}
 	u, stopS3 := s3test.Start(t, "rewind")
-	cfg := engine.Config{Dir: t.TempDir(), Tier: u, HousekeepingInterval: 20 * time.Millisecond, Logger: hclog.NewNullLogger()}
+	// No tier cache: with one, the history just replayed would still be
+	// served from memory once the store is down.
+	cfg := engine.Config{Dir: t.TempDir(), Tier: u, TierCacheBytes: -1, HousekeepingInterval: 20 * time.Millisecond, Logger: hclog.NewNullLogger()}
 	addr, _ := openNode(t, cfg)
 	c := client.New(addr)
 	ctx := context.Background()

@@ -34,6 +34,7 @@ func newServe() *cobra.Command {
 		nodeID                               uint64
 		initialCluster, advertise, joinAddrs string
 		peerVia, tierURL                     string
+		tierCacheMiB                         int64
 		replicationFactor                    uint32
 		tick                                 time.Duration
 		electionTicks                        int
@@ -94,7 +95,7 @@ cluster secret, unless --insecure is given.`,
 			if filterMemMiB < 0 || filterMemMiB > 4096 {
 				return fmt.Errorf("--filter-memory-mib %d: must be 0 (the default) to 4096 (a 32-bit module's 4 GiB)", filterMemMiB)
 			}
-			for name, v := range map[string]int64{"--tail-cache-mib": tailCache, "--store-cache-mib": storeCache, "--filter-max-inline-mib": int64(inlineMiB)} {
+			for name, v := range map[string]int64{"--tail-cache-mib": tailCache, "--store-cache-mib": storeCache, "--filter-max-inline-mib": int64(inlineMiB), "--tier-cache-mib": tierCacheMiB} {
 				if v < 0 || v > 1<<40 {
 					return fmt.Errorf("%s %d: must be 0 to %d", name, v, int64(1)<<40)
 				}
@@ -163,8 +164,9 @@ cluster secret, unless --insecure is given.`,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare, Tier: tierURL,
-				PeerDialer:  via.dialer(),
-				TLSCertFile: sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
+				TierCacheBytes: tierCacheMiB << 20,
+				PeerDialer:     via.dialer(),
+				TLSCertFile:    sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
 				PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
 				ClusterSecret: secret, Auth: authOn, AuditLog: audit, JoinToken: joinToken,
 			})
@@ -218,6 +220,7 @@ cluster secret, unless --insecure is given.`,
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
 	_ = f.MarkHidden("peer-via")
 	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); every member needs the same")
+	f.Int64Var(&tierCacheMiB, "tier-cache-mib", 64, "with --tier: memory for recently read parts of tiered history (windows of batches and segment indexes), shared by every partition, MiB")
 	sec.register(f)
 	f.BoolVar(&withConsole, "console", true, "serve the web console at /console/ (on the same origin as the API)")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")

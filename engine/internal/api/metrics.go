@@ -107,6 +107,14 @@ var (
 	partitionLocalStart = desc("rewind_partition_local_start_offset", "First offset on this node's disk; below it, up to the log start, history is read from the tier.", "topic", "partition")
 	partitionTierBytes  = desc("rewind_partition_tiered_bytes", "Bytes of the partition's segment objects in the tier.", "topic", "partition")
 	partitionTierObjs   = desc("rewind_partition_tiered_segments", "Segment objects of the partition in the tier.", "topic", "partition")
+	partitionTierLag    = desc("rewind_partition_tier_upload_lag_records", "Records the topic's local retention no longer wants on disk that are not uploaded to the tier yet (from the manifest's end to the local boundary); 0 when caught up. Partitions with local limits.", "topic", "partition")
+	partitionTierLagAge = desc("rewind_partition_tier_upload_lag_seconds", "Age of the oldest of those records (now minus its append time); 0 when caught up.", "topic", "partition")
+	tierReadBytes       = desc("rewind_tier_read_bytes_total", "Bytes this node read from the tier's object store (windows of batches and segment indexes).")
+	tierCacheHits       = desc("rewind_tier_cache_hits_total", "Reads of tiered segment parts (a window of batches, an index) answered from memory: kept in the tier cache, or shared with a read in flight.")
+	tierCacheMisses     = desc("rewind_tier_cache_misses_total", "Reads of tiered segment parts that went to the object store. Hit ratio: hits / (hits + misses).")
+	tierPrefetches      = desc("rewind_tier_prefetches_total", "Windows of tiered batches read ahead of a replay (the window after the one it entered); a replay finding one counts a hit.")
+	tierCacheBytes      = desc("rewind_tier_cache_bytes", "Bytes of tiered segment parts the tier cache keeps now (at most --tier-cache-mib).")
+	tierCacheEvicted    = desc("rewind_tier_cache_evictions_total", "Parts the tier cache dropped to stay within its bound (least recently used first).")
 	partitionEnd        = desc("rewind_partition_end_offset", "Offset the next record gets.", "topic", "partition")
 
 	// Traffic, per topic.
@@ -189,7 +197,8 @@ type collector struct{ s *Server }
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		partitionBytes, partitionRecords, partitionLogStart, partitionEnd,
-		partitionLocalStart, partitionTierBytes, partitionTierObjs,
+		partitionLocalStart, partitionTierBytes, partitionTierObjs, partitionTierLag, partitionTierLagAge,
+		tierReadBytes, tierCacheHits, tierCacheMisses, tierPrefetches, tierCacheBytes, tierCacheEvicted,
 		publishedRecords, publishedBytes, deliveredRecords, deliveredBytes, deliveredAll, publishDuration, publishFailures,
 		streamsOpen, replayReadBytes, replayTurns, replayCPU, replayWait, replayDeferred, replayFactor,
 		fetchesServed, fetchBytes, remoteReads,
@@ -254,6 +263,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(partitionTierObjs, float64(len(p.Tiered)), t.Name, part)
 			}
 		}
+	}
+	for _, l := range b.TierLags() {
+		part := strconv.FormatUint(uint64(l.Partition), 10)
+		gauge(partitionTierLag, float64(l.Records), l.Topic, part)
+		gauge(partitionTierLagAge, time.Duration(l.Nanos).Seconds(), l.Topic, part)
+	}
+	if ts, ok := b.TierCacheStats(); ok {
+		counter(tierReadBytes, float64(ts.ReadBytes))
+		counter(tierCacheHits, float64(ts.Hits))
+		counter(tierCacheMisses, float64(ts.Misses))
+		counter(tierPrefetches, float64(ts.Prefetches))
+		gauge(tierCacheBytes, float64(ts.Bytes))
+		counter(tierCacheEvicted, float64(ts.Evictions))
 	}
 	for _, t := range b.Traffic() {
 		counter(publishedRecords, float64(t.PublishedRecords), t.Topic)

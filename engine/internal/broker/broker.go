@@ -141,6 +141,9 @@ type Config struct {
 	// Tier is the object store of tiered storage (engine/internal/tier);
 	// nil: topics cannot set local retention limits.
 	Tier tier.Store
+	// TierCache keeps recently read parts of Tier's segments for every
+	// partition. Default: one with tier.NewCache's defaults.
+	TierCache *tier.Cache
 	// DefaultReplicationFactor is used for topics created without one,
 	// capped at the number of members. Default 3.
 	DefaultReplicationFactor uint32
@@ -190,6 +193,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TailCacheBytes == 0 {
 		c.TailCacheBytes = 256 << 20
+	}
+	if c.Tier != nil && c.TierCache == nil {
+		c.TierCache = tier.NewCache(tier.CacheConfig{})
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -649,7 +655,7 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 		Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
 		Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
 		DedupeWindow: time.Duration(t.DedupeWindowNanos), Policy: policyOf(t), DiskFull: &b.diskFull,
-		Timings: &b.timings, Tier: b.cfg.Tier,
+		Timings: &b.timings, Tier: b.cfg.Tier, TierCache: b.cfg.TierCache,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: topic %q: %w", t.Name, err)

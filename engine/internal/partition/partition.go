@@ -122,6 +122,10 @@ type Config struct {
 	// Tier is the object store of tiered storage (tier.go); nil when
 	// tiering is off.
 	Tier tier.Store
+	// TierCache keeps recently read parts of Tier's segments; it may be
+	// shared by many partitions. Default: one of the partition's own with
+	// tier.NewCache's defaults.
+	TierCache *tier.Cache
 }
 
 // Timings times appends: Queue from Enqueue until the raft loop takes the
@@ -190,9 +194,6 @@ type Partition struct {
 	// publish it.
 	tierRows    []TierSegment
 	tierChanged bool
-	// segCache holds opened tiered segments by object name (tier.go).
-	segMu    sync.Mutex
-	segCache map[string]*tier.Segment
 
 	mu struct {
 		sync.Mutex
@@ -293,6 +294,9 @@ func Open(cfg Config) (*Partition, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Tier != nil && cfg.TierCache == nil {
+		cfg.TierCache = tier.NewCache(tier.CacheConfig{})
 	}
 	p := &Partition{
 		cfg: cfg, log: cfg.Logger, inflight: make(map[uint64]*flight),

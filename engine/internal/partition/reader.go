@@ -124,6 +124,7 @@ type Reader struct {
 	upper  uint64 // visible end when the iterators were opened
 	expect uint64 // base of the batch the next sequential Read wants
 	cur    *Batch
+	tier   tierHold // the tiered segment and window last read (tier.go)
 }
 
 // NewReader returns a reader over p.
@@ -156,7 +157,7 @@ func (r *Reader) Read(from uint64) (b *Batch, fromCache bool, err error) {
 	}
 	if loc := p.local(); from < loc.LogStart {
 		r.closeIters()
-		b, err := p.readTier(from)
+		b, err := p.readTier(from, &r.tier)
 		if err != nil {
 			return nil, false, r.belowStart(from, err)
 		}
@@ -191,7 +192,7 @@ func (r *Reader) retryTier(from uint64, err error) (*Batch, bool, error) {
 	moved := from < r.p.mu.localTruncatingTo
 	r.p.mu.Unlock()
 	if moved {
-		if b, terr := r.p.readTier(from); terr == nil {
+		if b, terr := r.p.readTier(from, &r.tier); terr == nil {
 			return b, false, nil
 		}
 	}
@@ -291,4 +292,7 @@ func (r *Reader) closeIters() {
 }
 
 // Close releases the reader's iterators.
-func (r *Reader) Close() { r.closeIters() }
+func (r *Reader) Close() {
+	r.closeIters()
+	r.tier = tierHold{}
+}

@@ -206,19 +206,14 @@ func tierRowAt(rows []TierSegment, off uint64) (TierSegment, bool) {
 	return rows[i], true
 }
 
-// segment opens a manifest row's object (its footer and index), through a
-// small cache: seeks and readers open the same few segments again.
+// segment opens a manifest row's object (its footer and index) through
+// the tier cache: one range read of the index when it is not in memory
+// (the row records the object's size and batch count).
 func (p *Partition) segment(ctx context.Context, row TierSegment) (*tier.Segment, error) {
 	if p.cfg.Tier == nil {
 		return nil, fmt.Errorf("%w: offsets [%d, %d) are in %s, and this node has no --tier store", ErrTierUnavailable, row.Base, row.End, row.Name)
 	}
-	p.segMu.Lock()
-	seg := p.segCache[row.Name]
-	p.segMu.Unlock()
-	if seg != nil {
-		return seg, nil
-	}
-	seg, err := tier.OpenSegment(ctx, p.cfg.Tier, row.Name)
+	seg, err := p.cfg.TierCache.Segment(ctx, p.cfg.Tier, row.Name, int64(row.Bytes), row.Batches)
 	if err != nil {
 		return nil, p.tierErr(row.Base, err)
 	}
@@ -226,12 +221,6 @@ func (p *Partition) segment(ctx context.Context, row TierSegment) (*tier.Segment
 		return nil, fmt.Errorf("partition %d: %w: object %s holds [%d, %d), the manifest says [%d, %d)",
 			p.cfg.Index, ErrCorrupt, row.Name, seg.Footer.Base, seg.Footer.End, row.Base, row.End)
 	}
-	p.segMu.Lock()
-	if p.segCache == nil || len(p.segCache) >= 64 {
-		p.segCache = map[string]*tier.Segment{}
-	}
-	p.segCache[row.Name] = seg
-	p.segMu.Unlock()
 	return seg, nil
 }
 
@@ -245,22 +234,49 @@ func (p *Partition) tierErr(off uint64, err error) error {
 	return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, off, ErrTierUnavailable, err)
 }
 
-// readTier returns the tiered batch holding offset from.
-func (p *Partition) readTier(from uint64) (*Batch, error) {
+// tierHold is what a Reader keeps of the tiered history it reads: the
+// segment and the window (tier.Window) of its last read. A sequential
+// replay then asks the cache once per window, and a window the cache has
+// evicted meanwhile is not read again.
+type tierHold struct {
+	seg *tier.Segment
+	win *tier.Window
+}
+
+// readTier returns the tiered batch holding offset from, from the window h
+// holds or one read through the tier cache (h may be nil).
+func (p *Partition) readTier(from uint64, h *tierHold) (*Batch, error) {
 	row, ok := tierRowAt(p.Tiered(), from)
 	if !ok {
 		return nil, fmt.Errorf("%w: offset %d is neither tiered nor stored here", ErrBelowStart, from)
 	}
-	ctx := context.Background()
-	seg, err := p.segment(ctx, row)
-	if err != nil {
-		return nil, err
+	if h == nil {
+		h = &tierHold{}
 	}
+	ctx := context.Background()
+	if h.seg == nil || h.seg.Name != row.Name {
+		seg, err := p.segment(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		h.seg = seg
+	}
+	seg := h.seg
 	i := tier.Find(seg.Entries, from)
 	if i < 0 {
 		return nil, fmt.Errorf("partition %d: %w: object %s has no batch holding offset %d", p.cfg.Index, ErrCorrupt, row.Name, from)
 	}
-	rb, err := seg.ReadBatch(ctx, p.cfg.Tier, i)
+	if !h.win.Holds(seg.Name, i) {
+		w, err := p.cfg.TierCache.Window(ctx, p.cfg.Tier, seg, i)
+		if err != nil {
+			return nil, p.tierErr(seg.Entries[i].Base, err)
+		}
+		h.win = w
+		// A reader that moves on usually reads on: have the next window
+		// read while this one is delivered.
+		p.cfg.TierCache.Prefetch(p.cfg.Tier, seg, w.End())
+	}
+	rb, err := h.win.Batch(i)
 	if err != nil {
 		return nil, p.tierErr(seg.Entries[i].Base, err)
 	}

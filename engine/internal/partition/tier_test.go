@@ -305,40 +305,82 @@ func TestLocalTruncateNeedsTheTieredCopy(t *testing.T) {
 }
 
 // TestCorruptOrMissingTierObjectsAreReportedNotDelivered: a flipped byte
-// or a deleted object fails the read with ErrCorrupt naming the object;
-// local records go on being served.
+// or a deleted object fails the read with ErrCorrupt naming the object and
+// the offset; the batches of the window that pass their checks are still
+// served, the window is not cached as good (nor is the error: once the
+// object is whole again it reads), and local records go on being served.
 func TestCorruptOrMissingTierObjectsAreReportedNotDelivered(t *testing.T) {
 	ctx := context.Background()
-	_, p, st, _ := tiered(t, 1<<20) // one segment: [0, 30)
-	seg := p.Tiered()[0]
-	objs, err := st.List(ctx, "")
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("objects %+v %v", objs, err)
-	}
-	data, err := st.ReadRange(ctx, seg.Name, 0, objs[0].Size)
+	_, p, st, want := tiered(t, 1<<20) // one segment, [0, 30), one window
+	row := p.Tiered()[0]
+	good, err := st.ReadRange(ctx, row.Name, 0, int64(row.Bytes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[40] ^= 0xff // inside the first batch
-	if err := st.Put(ctx, seg.Name, data); err != nil {
+	seg, err := tier.OpenSegment(ctx, st, row.Name)
+	if err != nil {
 		t.Fatal(err)
+	}
+	bad := bytes.Clone(good)
+	bad[seg.Entries[2].Pos+20] ^= 0xff // inside the batch of [10, 15)
+	if err := st.Put(ctx, row.Name, bad); err != nil {
+		t.Fatal(err)
+	}
+	cache := p.cfg.TierCache
+	read := func(off uint64) error {
+		t.Helper()
+		r := p.NewReader()
+		defer r.Close()
+		b, _, err := r.Read(off)
+		if err == nil && (b.Base > off || b.End() <= off || b.Span != 5) {
+			t.Fatalf("read at %d: batch [%d, %d)", off, b.Base, b.End())
+		}
+		return err
 	}
 	r := p.NewReader()
 	defer r.Close()
-	if _, _, err := r.Read(0); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), seg.Name) {
-		t.Fatalf("a corrupt object: %v, want ErrCorrupt naming %s", err, seg.Name)
+	for _, off := range []uint64{0, 5} { // before the bad batch, same window
+		if b, _, err := r.Read(off); err != nil || b.Base != off {
+			t.Fatalf("read at %d before the corrupt batch: %v", off, err)
+		}
+	}
+	if _, _, err := r.Read(10); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), row.Name) || !strings.Contains(err.Error(), "offset 10") {
+		t.Fatalf("a corrupt batch: %v, want ErrCorrupt naming %s and offset 10", err, row.Name)
 	}
 	if b, _, err := r.Read(30); err != nil || b.Base != 30 {
 		t.Fatalf("local read after: %v", err)
 	}
-	if err := st.Delete(ctx, seg.Name); err != nil {
+	// The window was not kept: another reader reads the store again.
+	before := cache.Stats()
+	if err := read(12); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a second read of the corrupt batch: %v", err)
+	}
+	if s := cache.Stats(); s.Misses != before.Misses+1 || s.Hits != before.Hits+1 {
+		t.Fatalf("a corrupt window was cached: %+v, then %+v (want one more miss, and the index a hit)", before, s)
+	}
+	// Nor was the error: once the object is whole again, it reads, and the
+	// window is kept.
+	if err := st.Put(ctx, row.Name, good); err != nil {
 		t.Fatal(err)
 	}
-	p.segMu.Lock()
-	p.segCache = nil
-	p.segMu.Unlock()
-	if _, _, err := r.Read(7); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), seg.Name) {
-		t.Fatalf("a missing object: %v, want ErrCorrupt naming %s", err, seg.Name)
+	if err := read(10); err != nil {
+		t.Fatalf("the object whole again: %v", err)
+	}
+	before = cache.Stats()
+	got, _ := readAll(t, p)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("records (-want +got):\n%s", diff)
+	}
+	if s := cache.Stats(); s.Misses != before.Misses || s.Hits == before.Hits {
+		t.Fatalf("a good window was not kept: %+v, then %+v", before, s)
+	}
+	// A missing object (read through a cache that does not hold it).
+	if err := st.Delete(ctx, row.Name); err != nil {
+		t.Fatal(err)
+	}
+	p.cfg.TierCache = tier.NewCache(tier.CacheConfig{})
+	if err := read(7); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), row.Name) {
+		t.Fatalf("a missing object: %v, want ErrCorrupt naming %s", err, row.Name)
 	}
 }
 
@@ -382,5 +424,71 @@ func TestTierGarbageIsCollected(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, after); diff != "" || n != len(before)-len(after) || n != 3 {
 		t.Fatalf("after collecting %d (of %d objects): (-manifest +store)\n%s", n, len(before), diff)
+	}
+}
+
+// TestUploadLag: the lag is what the local limits want off the disk, in
+// whole batches, not uploaded yet, and the age of its oldest record; it
+// shrinks as segments are uploaded and is 0 once they caught up.
+func TestUploadLag(t *testing.T) {
+	ctx := context.Background()
+	st, err := tier.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) { c.Tier = st })
+	fill(t, h, p, 10, 5) // batch i at 1000 + 10(i+1)
+	now := h.clock.Load() + 1000
+	if _, ok, err := p.UploadLag(now); ok || err != nil {
+		t.Fatalf("a lag without local limits: %v %v", ok, err)
+	}
+	lag := func(records uint64, nanos int64) {
+		t.Helper()
+		got, ok, err := p.UploadLag(now)
+		if err != nil || !ok || got != (TierLag{Records: records, Nanos: nanos}) {
+			t.Fatalf("lag %+v %v %v, want %d records, %d ns", got, ok, err, records, nanos)
+		}
+	}
+	// Older than the batch at 1070 (offset 30) may go.
+	p.SetPolicy(Policy{LocalMaxAge: time.Duration(now - 1070)})
+	lag(30, now-1010)
+	if _, _, err := p.UploadTier(ctx, st, 15, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	lag(15, now-1040)
+	if _, _, err := p.UploadTier(ctx, st, 30, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	lag(0, 0)
+	// A bytes limit that keeps 12 records: the boundary, 38, falls inside
+	// the batch [35, 40), which stays whole.
+	per := p.local().Payload / 50
+	p.SetPolicy(Policy{LocalMaxBytes: 12 * per})
+	if x, _, err := p.PlanLocal(now); err != nil || x != 38 {
+		t.Fatalf("local boundary %d %v, want 38", x, err)
+	}
+	lag(5, now-1070)
+}
+
+// TestTieredReadsPrefetchTheNextWindow: a sequential read of tiered
+// history reads each segment's index and first window itself; every later
+// window was prefetched when the reader entered the one before (the
+// reader finds it kept or joins its read), so nothing is read twice.
+func TestTieredReadsPrefetchTheNextWindow(t *testing.T) {
+	_, p, _, want := tiered(t, 200)
+	cache := tier.NewCache(tier.CacheConfig{WindowBytes: 1}) // a window per batch
+	p.cfg.TierCache = cache
+	got, _ := readAll(t, p)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("records (-want +got):\n%s", diff)
+	}
+	segs, batches := 0, 0
+	for _, r := range p.Tiered() {
+		segs++
+		batches += int(r.Batches)
+	}
+	if s := cache.Stats(); s.Misses != uint64(2*segs) || s.Prefetches != uint64(batches-segs) || batches <= segs {
+		t.Fatalf("%d segments of %d batches: %+v, want %d misses and %d prefetches", segs, batches, s, 2*segs, batches-segs)
 	}
 }

@@ -57,3 +57,31 @@ func (s *Segment) ReadBatch(ctx context.Context, st Store, i int) (record.Batch,
 	}
 	return b, nil
 }
+
+// OpenSegmentAt is OpenSegment for an object whose size and batch count
+// are known (the manifest records both): the index and the footer come in
+// one range read, the last 48 + 36 × count bytes, with no size lookup. An
+// object that is not what the caller expects (another size or count) is
+// corrupt.
+func OpenSegmentAt(ctx context.Context, st Store, name string, size int64, count uint32) (*Segment, error) {
+	n := int64(count)*entrySize + footerSize
+	if count == 0 || size < int64(len(magic))+n {
+		return nil, fmt.Errorf("%w: object %s: %d batches do not fit %d bytes", ErrCorrupt, name, count, size)
+	}
+	b, err := st.ReadRange(ctx, name, size-n, n)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ParseFooter(b[len(b)-footerSize:], size)
+	if err != nil {
+		return nil, fmt.Errorf("object %s: %w", name, err)
+	}
+	if f.Count != count {
+		return nil, fmt.Errorf("%w: object %s holds %d batches, %d expected", ErrCorrupt, name, f.Count, count)
+	}
+	entries, err := ParseIndex(b, f)
+	if err != nil {
+		return nil, fmt.Errorf("object %s: %w", name, err)
+	}
+	return &Segment{Name: name, Footer: f, Entries: entries}, nil
+}

@@ -129,6 +129,7 @@ func TestCorruptObjectsAreReportedNeverDelivered(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "x.seg"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		cached(t, desc, st, len(obj), in)
 		seg, err := OpenSegment(ctx, st, "x.seg")
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "x.seg") {
@@ -156,6 +157,41 @@ func TestCorruptObjectsAreReportedNeverDelivered(t *testing.T) {
 	}
 	for n := range len(obj) {
 		check(fmt.Sprintf("cut to %d bytes", n), obj[:n])
+	}
+}
+
+// cached reads object x.seg, which should be the segment of batches in
+// of size bytes, through caches with a window per batch and with one
+// window for all, and fails unless every batch is either exactly as built
+// or an ErrCorrupt naming the object.
+func cached(t *testing.T, desc string, st Store, size int, in []Batch) {
+	t.Helper()
+	ctx := context.Background()
+	for _, window := range []int64{1, DefaultWindowBytes} {
+		c := NewCache(CacheConfig{WindowBytes: window})
+		seg, err := c.Segment(ctx, st, "x.seg", int64(size), uint32(len(in)))
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "x.seg") {
+				t.Fatalf("%s, window %d: open: %v, want ErrCorrupt naming the object", desc, window, err)
+			}
+			continue
+		}
+		for i := range seg.Entries {
+			w, err := c.Window(ctx, st, seg, i)
+			var b record.Batch
+			if err == nil {
+				b, err = w.Batch(i)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "x.seg") {
+					t.Fatalf("%s, window %d: batch %d: %v, want ErrCorrupt naming the object", desc, window, i, err)
+				}
+				continue
+			}
+			if !bytes.Equal(b.Bytes(), in[i].Data) || seg.Entries[i].Base != in[i].Base {
+				t.Fatalf("%s, window %d: batch %d was delivered changed", desc, window, i)
+			}
+		}
 	}
 }
 

@@ -106,7 +106,7 @@ const (
 // against one identity, creates bucket, sets AWS_ACCESS_KEY_ID and
 // AWS_SECRET_ACCESS_KEY for the test, and returns an s3:// URL of the
 // bucket (prefix "history") and a function that stops the server.
-func Start(t *testing.T, bucket string) (tierURL string, stop func()) {
+func Start(t testing.TB, bucket string) (tierURL string, stop func()) {
 	t.Helper()
 	bin := weedBinary(t)
 	dir := t.TempDir()
