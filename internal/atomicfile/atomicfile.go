@@ -10,6 +10,14 @@ import (
 
 // Write writes data to path with mode perm, atomically and durably.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteInSteps(path, data, perm, 0)
+}
+
+// WriteInSteps is Write that syncs the file after every step bytes (0:
+// once, at the end). A large file then never has more than step bytes
+// waiting to reach the disk, so the other writers' syncs on the same disk
+// (a raft log's) wait behind one step, not the whole file.
+func WriteInSteps(path string, data []byte, perm os.FileMode, step int) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -19,9 +27,17 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
+	if step <= 0 {
+		step = len(data)
+	}
+	for rest := data; err == nil; {
+		n := min(step, len(rest))
+		if _, err = f.Write(rest[:n]); err == nil {
+			err = f.Sync()
+		}
+		if rest = rest[n:]; len(rest) == 0 {
+			break
+		}
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -30,3 +30,21 @@ func TestWriteReplacesWholeAndLeavesNoTemporary(t *testing.T) {
 		t.Fatal("wrote into a missing directory")
 	}
 }
+
+// WriteInSteps writes the whole file whatever the step: shorter than the
+// data and not dividing it, equal to it, longer, and for empty data.
+func TestWriteInStepsWritesEverything(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "obj")
+	data := []byte("0123456789abcdefghij")
+	for _, c := range []struct {
+		data []byte
+		step int
+	}{{data, 3}, {data, len(data)}, {data, 1 << 20}, {data, 0}, {nil, 3}} {
+		if err := WriteInSteps(p, c.data, 0o644, c.step); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(p); err != nil || string(got) != string(c.data) {
+			t.Fatalf("step %d: read %q %v, want %q", c.step, got, err, c.data)
+		}
+	}
+}

@@ -655,7 +655,7 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 		Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
 		Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
 		DedupeWindow: time.Duration(t.DedupeWindowNanos), Policy: policyOf(t), DiskFull: &b.diskFull,
-		Timings: &b.timings, Tier: b.cfg.Tier, TierCache: b.cfg.TierCache,
+		Timings: &b.timings, Tier: b.cfg.Tier, TierCache: b.cfg.TierCache, Background: b.backgroundTurn,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: topic %q: %w", t.Name, err)
@@ -801,4 +801,15 @@ func (b *Broker) anyTopic(name string) (*liveTopic, error) {
 		return nil, fmt.Errorf("%w: topic %q is starting", ErrUnavailable, name)
 	}
 	return lt, nil
+}
+
+// backgroundTurn waits for a catch-up turn of the node's scheduler for a
+// slice of a partition's background work (partition.Config.Background),
+// and returns its end.
+func (b *Broker) backgroundTurn(ctx context.Context) (func(), error) {
+	t, err := b.sched.CatchUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t.End, nil
 }

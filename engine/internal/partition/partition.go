@@ -126,6 +126,12 @@ type Config struct {
 	// shared by many partitions. Default: one of the partition's own with
 	// tier.NewCache's defaults.
 	TierCache *tier.Cache
+	// Background, when set, waits for a turn to run a slice of the
+	// partition's background work (reading and packing history for the
+	// tier) and returns the func that ends it: the node's scheduler gives
+	// such work the same bounded, live-first share as replays (package
+	// sched). Nil: the work runs unpaced.
+	Background func(ctx context.Context) (end func(), err error)
 }
 
 // Timings times appends: Queue from Enqueue until the raft loop takes the

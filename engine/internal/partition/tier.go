@@ -134,14 +134,20 @@ func (p *Partition) UploadTier(ctx context.Context, st tier.Store, upTo uint64, 
 	}
 	r := p.NewReader()
 	defer r.Close()
+	turn := p.backgroundTurns(ctx)
+	defer turn.end()
 	var batches []tier.Batch
 	var payload uint64
 	size := 0
 	for off := from; off < upTo && (size < maxBytes || len(batches) == 0); {
+		if err := turn.take(); err != nil {
+			return TierSegment{}, false, err
+		}
 		b, _, err := r.Read(off)
 		if err != nil {
 			return TierSegment{}, false, err
 		}
+		turn.used += len(b.Records.Bytes())
 		if b.End() > upTo {
 			break // not sealed yet: only whole batches below upTo
 		}
@@ -157,7 +163,12 @@ func (p *Partition) UploadTier(ctx context.Context, st tier.Store, upTo uint64, 
 	if len(batches) == 0 {
 		return TierSegment{}, false, nil
 	}
+	turn.end() // packing the object is a turn of its own
+	if err := turn.take(); err != nil {
+		return TierSegment{}, false, err
+	}
 	obj, f, err := tier.Build(batches)
+	turn.end() // writing the object waits on the store, not the processor
 	if err != nil {
 		return TierSegment{}, false, fmt.Errorf("partition %d: %w", p.cfg.Index, err)
 	}
@@ -415,4 +426,44 @@ func (p *Partition) CollectTierGarbage(ctx context.Context, olderThan time.Time)
 		deleted++
 	}
 	return deleted, nil
+}
+
+// backgroundSlice is how much history one turn of background work reads
+// (about a millisecond of processor time): between turns the work yields
+// to live appends and deliveries, and is charged what it used.
+const backgroundSlice = 256 << 10
+
+// turns paces a loop of background work through Config.Background: take,
+// before each step, waits for a turn when none is held or when the held
+// one has read backgroundSlice bytes (used, which the loop adds to); end
+// ends the held turn.
+type turns struct {
+	ctx  context.Context
+	wait func(context.Context) (func(), error)
+	stop func()
+	used int
+}
+
+func (p *Partition) backgroundTurns(ctx context.Context) *turns {
+	return &turns{ctx: ctx, wait: p.cfg.Background}
+}
+
+func (t *turns) take() error {
+	if t.wait == nil || (t.stop != nil && t.used < backgroundSlice) {
+		return nil
+	}
+	t.end()
+	stop, err := t.wait(t.ctx)
+	if err != nil {
+		return err
+	}
+	t.stop, t.used = stop, 0
+	return nil
+}
+
+func (t *turns) end() {
+	if t.stop != nil {
+		t.stop()
+		t.stop = nil
+	}
 }

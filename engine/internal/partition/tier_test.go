@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/engine/internal/tier"
 )
 
@@ -490,5 +491,70 @@ func TestTieredReadsPrefetchTheNextWindow(t *testing.T) {
 	}
 	if s := cache.Stats(); s.Misses != uint64(2*segs) || s.Prefetches != uint64(batches-segs) || batches <= segs {
 		t.Fatalf("%d segments of %d batches: %+v, want %d misses and %d prefetches", segs, batches, s, 2*segs, batches-segs)
+	}
+}
+
+// heldCheckStore fails a Put made while a background turn is held.
+type heldCheckStore struct {
+	tier.Store
+	held *bool
+	t    *testing.T
+}
+
+func (s heldCheckStore) Put(ctx context.Context, name string, data []byte) error {
+	if *s.held {
+		s.t.Errorf("object %s written while holding a background turn", name)
+	}
+	return s.Store.Put(ctx, name, data)
+}
+
+// TestUploadTierTakesBackgroundTurns: the mover reads and packs history in
+// turns of the node's scheduler (Config.Background) of at most
+// backgroundSlice bytes each, so live work goes first between them, and
+// writes the object holding none (it waits on the store, not a
+// processor). The regression guard counts the scheduler's grants, not
+// time.
+func TestUploadTierTakesBackgroundTurns(t *testing.T) {
+	ctx := context.Background()
+	var granted, ended int
+	held := false
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) {
+		c.Background = func(context.Context) (func(), error) {
+			if held {
+				t.Error("a background turn asked for while one is held")
+			}
+			granted++
+			held = true
+			return func() { ended++; held = false }, nil
+		}
+	})
+	const batches, per, size = 40, 4, 16 << 10
+	total := 0
+	for i := range batches {
+		rs := make([]record.Record, per)
+		for j := range rs {
+			rs[j] = record.Record{Value: bytes.Repeat([]byte{byte(i)}, size)}
+			total += size
+		}
+		if _, err := p.Append(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fst, err := tier.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, ok, err := p.UploadTier(ctx, heldCheckStore{Store: fst, held: &held, t: t}, batches*per, 64<<20)
+	if err != nil || !ok || seg.End != batches*per {
+		t.Fatalf("upload: %+v %v %v, want one segment of every batch", seg, ok, err)
+	}
+	// Reading takes at least one turn per backgroundSlice bytes; packing
+	// takes one more.
+	if want := total/backgroundSlice + 1; granted < want {
+		t.Fatalf("%d turns for %d bytes of history, want at least %d", granted, total, want)
+	}
+	if held || ended != granted {
+		t.Fatalf("%d turns granted, %d ended (one still held: %v)", granted, ended, held)
 	}
 }
