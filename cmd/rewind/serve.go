@@ -164,7 +164,7 @@ cluster secret, unless --insecure is given.`,
 				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
 				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
 				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare, Tier: tierURL,
-				TierCacheBytes: tierCacheMiB << 20,
+				TierCacheBytes: tierCacheBytes(tierCacheMiB),
 				PeerDialer:     via.dialer(),
 				TLSCertFile:    sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
 				PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
@@ -220,7 +220,7 @@ cluster secret, unless --insecure is given.`,
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
 	_ = f.MarkHidden("peer-via")
 	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); every member needs the same")
-	f.Int64Var(&tierCacheMiB, "tier-cache-mib", 64, "with --tier: memory for recently read parts of tiered history (windows of batches and segment indexes), shared by every partition, MiB")
+	f.Int64Var(&tierCacheMiB, "tier-cache-mib", 64, "with --tier: memory for recently read parts of tiered history (windows of batches and segment indexes), shared by every partition, MiB (0: keep none; concurrent reads of the same part are still shared)")
 	sec.register(f)
 	f.BoolVar(&withConsole, "console", true, "serve the web console at /console/ (on the same origin as the API)")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
@@ -444,4 +444,14 @@ func withCORS(h http.Handler, origins string) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// tierCacheBytes turns --tier-cache-mib into engine.Config.TierCacheBytes:
+// 0 keeps nothing, which the engine spells as negative (its 0 is the
+// default).
+func tierCacheBytes(mib int64) int64 {
+	if mib == 0 {
+		return -1
+	}
+	return mib << 20
 }

@@ -58,3 +58,13 @@ func TestServeExitsWhenTheStoreFails(t *testing.T) {
 		t.Fatalf("serve returned %v, want a storage failure naming %q", err, syscall.ENOSPC)
 	}
 }
+
+// --tier-cache-mib 0 keeps nothing: the engine's zero would mean its
+// 64 MiB default.
+func TestTierCacheFlagZeroKeepsNothing(t *testing.T) {
+	for mib, want := range map[int64]int64{0: -1, 1: 1 << 20, 64: 64 << 20} {
+		if got := tierCacheBytes(mib); got != want {
+			t.Errorf("--tier-cache-mib %d: TierCacheBytes %d, want %d", mib, got, want)
+		}
+	}
+}
