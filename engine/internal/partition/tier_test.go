@@ -183,12 +183,11 @@ func TestSnapshotCarriesTheTierManifest(t *testing.T) {
 	}
 }
 
-// tiered returns a partition of 10 batches of 5 records ([0, 50), one clock
-// step of 10 apart) whose batches below 30 are tiered to a file store in
-// segments of about maxBytes and removed locally.
-func tiered(t *testing.T, maxBytes int) (*harness, *Partition, *tier.FileStore, []string) {
+// withFileTier returns a partition with a file store as its tier, holding
+// 10 batches of 5 records ([0, 50), one clock step of 10 apart), all
+// local.
+func withFileTier(t *testing.T) (*harness, *Partition, *tier.FileStore) {
 	t.Helper()
-	ctx := context.Background()
 	st, err := tier.NewFileStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +195,16 @@ func tiered(t *testing.T, maxBytes int) (*harness, *Partition, *tier.FileStore, 
 	h := newHarness(t, vfs.NewMem(), 64<<20)
 	p := h.add(0, func(c *Config) { c.Tier = st })
 	fill(t, h, p, 10, 5)
+	return h, p, st
+}
+
+// tiered returns a partition of 10 batches of 5 records ([0, 50), one clock
+// step of 10 apart) whose batches below 30 are tiered to a file store in
+// segments of about maxBytes and removed locally.
+func tiered(t *testing.T, maxBytes int) (*harness, *Partition, *tier.FileStore, []string) {
+	t.Helper()
+	ctx := context.Background()
+	h, p, st := withFileTier(t)
 	want, _ := readAll(t, p)
 	for {
 		_, ok, err := p.UploadTier(ctx, st, 30, maxBytes)
@@ -433,13 +442,7 @@ func TestTierGarbageIsCollected(t *testing.T) {
 // shrinks as segments are uploaded and is 0 once they caught up.
 func TestUploadLag(t *testing.T) {
 	ctx := context.Background()
-	st, err := tier.NewFileStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, vfs.NewMem(), 64<<20)
-	p := h.add(0, func(c *Config) { c.Tier = st })
-	fill(t, h, p, 10, 5) // batch i at 1000 + 10(i+1)
+	h, p, st := withFileTier(t) // batch i at 1000 + 10(i+1)
 	now := h.clock.Load() + 1000
 	if _, ok, err := p.UploadLag(now); ok || err != nil {
 		t.Fatalf("a lag without local limits: %v %v", ok, err)
