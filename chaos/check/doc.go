@@ -96,11 +96,24 @@
 // commit (Committed or CommitRefused) is placed at Sent when the runner
 // recorded it. Events with equal times keep the history's order. The
 // runner must set Generation on every event (Delivered: the generation of
-// the assignment being read; Reset: the generation the reset created) and
-// should set Sent on commits: without it a commit answered late looks sent
-// after the rebalance that fenced it. A reset of unknown generation (0) is
-// placed at its At, so a delivery from before the member's seek that is
-// recorded after it is taken for the first delivery after the reset.
+// the assignment being read; Reset and Seeked: the generation the reset
+// created) and should set Sent on commits: without it a commit answered
+// late looks sent after the rebalance that fenced it.
+//
+// Resets are placed by generation, not by time: the reset of generation G
+// starts an era of the partition, and every event of a generation at or
+// above G (below the next reset's) belongs to it, whenever it was
+// recorded. The members hear of a reset before the runner gets its
+// answer, so they may read and commit from the target before the Reset
+// event's At. Within an era commits never move back and the first
+// delivery is the target; its fence is raised at the Reset's At (a commit
+// from an older generation sent after the answer must be refused). A
+// reset whose answer never came is a ResetUnknown: a later Seeked at a
+// generation no Reset names, or an assignment below the last commit, is
+// taken for its outcome, once per ResetUnknown; a Seeked no reset
+// explains is a violation. A reset of unknown generation (0) is placed at
+// its At, so a delivery from before the member's seek that is recorded
+// after it is taken for the first delivery after the reset.
 //
 // # Liveness
 //

@@ -11,10 +11,14 @@ import (
 
 // Groups judges the subscriber groups' events. Events are taken in the
 // order of their time: Sent for commits when set, At otherwise (ties keep
-// the history's order). Stats: groups, events, delivered, commits,
-// commits_refused, resets, required (offsets that a commit covered and
-// so had to be delivered), retention_exempt (such offsets below the
-// reference replica's Start, not required).
+// the history's order). Resets are known by their generation, wherever
+// their events fall in that order: a reset's answer may reach the runner
+// after its members already read and committed from the target. Stats:
+// groups, events, delivered, commits, commits_refused, resets,
+// resets_unknown (resets whose outcome the runner did not learn),
+// required (offsets that a commit covered and so had to be delivered),
+// retention_exempt (such offsets below the reference replica's Start,
+// not required).
 func Groups(h *history.History) Verdict {
 	b := newVerdict("groups", "each member reads its partitions in order; no commit from a fenced generation is accepted; "+
 		"commits never move back except by a reset; after a reset the partition is read from its target; "+
@@ -26,6 +30,12 @@ func Groups(h *history.History) Verdict {
 	evs := orderedEvents(h.Groups)
 	g := &groupChecker{b: b, x: x,
 		segments: map[memberPart]segment{}, fences: map[groupPart]map[string]uint64{}, parts: map[groupPart]*partState{}}
+	for _, ev := range h.Groups {
+		if ev.Kind == history.Reset && ev.Generation > 0 {
+			gp := groupPart{ev.Group, part{ev.Topic, ev.Partition}}
+			g.state(gp).addReset(ev.Generation, ev.Offset, ev)
+		}
+	}
 	groups := map[string]bool{}
 	for _, ev := range evs {
 		groups[ev.Group] = true
@@ -45,7 +55,7 @@ func orderedEvents(in []history.GroupEvent) []history.GroupEvent {
 }
 
 func effectiveAt(ev history.GroupEvent) time.Time {
-	if (ev.Kind == history.Committed || ev.Kind == history.CommitRefused) && !ev.Sent.IsZero() {
+	if (ev.Kind == history.Committed || ev.Kind == history.CommitRefused || ev.Kind == history.ResetUnknown) && !ev.Sent.IsZero() {
 		return ev.Sent
 	}
 	return ev.At
@@ -67,15 +77,75 @@ type segment struct {
 	last       uint64
 }
 
-// partState is a group's view of one partition.
+// partState is a group's view of one partition. Its history is cut into
+// eras by resets: the era of generation G runs from the reset that
+// created G to the next reset. Commits are compared within their
+// generation's era: the server fences every commit older than a reset
+// once the reset is applied, so the accepted commits of an older era all
+// landed before it, whenever their answers came back.
 type partState struct {
-	committed    uint64 // the last accepted commit or reset target
+	resets    []eraStart // by generation (resets of a known generation)
+	eras      map[uint64]*era
+	delivered map[uint64]bool
+	required  []span
+	unknown   int // resets of unknown outcome not yet taken for a Seeked
+	// timeReset is the last reset of unknown generation (0), ordered by
+	// At, until its first delivery.
+	timeReset *history.GroupEvent
+}
+
+// eraStart is a reset of a known generation.
+type eraStart struct {
+	generation uint64
+	target     uint64
+	ev         history.GroupEvent
+}
+
+// era is a partition's group state between two resets.
+type era struct {
+	committed    uint64 // the last accepted commit, or the reset's target
 	hasCommitted bool
 	base         uint64 // from where the next commit's records must have been delivered
 	hasBase      bool
-	required     []span
-	delivered    map[uint64]bool
-	reset        *history.GroupEvent // the last reset, until its first delivery
+	reset        *eraStart // the reset that began it (nil for the first era)
+	read         bool      // a delivery of the era was seen
+}
+
+func (s *partState) addReset(gen, target uint64, ev history.GroupEvent) {
+	i, found := slices.BinarySearchFunc(s.resets, gen, func(r eraStart, g uint64) int { return cmp.Compare(r.generation, g) })
+	if !found {
+		s.resets = slices.Insert(s.resets, i, eraStart{generation: gen, target: target, ev: ev})
+	}
+}
+
+// reset returns the known reset that created generation gen.
+func (s *partState) reset(gen uint64) (eraStart, bool) {
+	i, found := slices.BinarySearchFunc(s.resets, gen, func(r eraStart, g uint64) int { return cmp.Compare(r.generation, g) })
+	if !found {
+		return eraStart{}, false
+	}
+	return s.resets[i], true
+}
+
+// era returns the era generation gen belongs to.
+func (s *partState) era(gen uint64) *era {
+	i, _ := slices.BinarySearchFunc(s.resets, gen+1, func(r eraStart, g uint64) int { return cmp.Compare(r.generation, g) })
+	key := uint64(0)
+	var start *eraStart
+	if i > 0 {
+		start = &s.resets[i-1]
+		key = start.generation
+	}
+	e := s.eras[key]
+	if e == nil {
+		e = &era{reset: start}
+		if start != nil {
+			e.committed, e.hasCommitted = start.target, true
+			e.base, e.hasBase = start.target, true
+		}
+		s.eras[key] = e
+	}
+	return e
 }
 
 // span is a range of offsets a commit covered.
@@ -95,7 +165,7 @@ type groupChecker struct {
 func (g *groupChecker) state(gp groupPart) *partState {
 	s := g.parts[gp]
 	if s == nil {
-		s = &partState{delivered: map[uint64]bool{}}
+		s = &partState{delivered: map[uint64]bool{}, eras: map[uint64]*era{}}
 		g.parts[gp] = s
 	}
 	return s
@@ -108,9 +178,23 @@ func (g *groupChecker) step(ev history.GroupEvent) {
 	case history.Assigned:
 		delete(g.segments, mp)
 		g.raiseFence(gp, ev.Member, ev.Generation)
-		if s := g.state(gp); !s.hasCommitted {
-			s.base, s.hasBase = ev.Offset, true
+		s := g.state(gp)
+		e := s.era(ev.Generation)
+		if e.hasCommitted && ev.Offset < e.committed && s.unknown > 0 {
+			// Assigned below the last commit: a reset of unknown
+			// outcome that reached this partition without a seek (its
+			// members were told to read on, then the partition moved).
+			s.unknown--
+			s.addReset(ev.Generation, ev.Offset, ev)
+			e = s.era(ev.Generation)
 		}
+		if !e.hasCommitted {
+			e.base, e.hasBase = ev.Offset, true
+		}
+	case history.Seeked:
+		delete(g.segments, mp)
+		g.raiseFence(gp, ev.Member, ev.Generation)
+		g.seeked(gp, ev)
 	case history.Revoked:
 		// The rebalance raised the partition's fence before telling the
 		// member: its own older commits are fenced from now on.
@@ -132,7 +216,32 @@ func (g *groupChecker) step(ev history.GroupEvent) {
 	case history.Reset:
 		g.b.inc("resets")
 		g.reset(gp, ev)
+	case history.ResetUnknown:
+		g.b.inc("resets_unknown")
+		g.state(gp).unknown++
 	}
+}
+
+// seeked checks a member's seek against the reset that created its
+// generation. A seek at a generation no recorded reset created is the
+// outcome of a reset whose answer the runner did not get, if one is left
+// to account for it; otherwise the server moved the member by itself.
+func (g *groupChecker) seeked(gp groupPart, ev history.GroupEvent) {
+	s := g.state(gp)
+	if r, ok := s.reset(ev.Generation); ok {
+		if r.target != ev.Offset {
+			g.b.addf(nil, nil, "group %q was reset to offset %d of %s at generation %d, but member %q was told to read on from offset %d",
+				ev.Group, r.target, gp.part, ev.Generation, ev.Member, ev.Offset)
+		}
+		return
+	}
+	if s.unknown == 0 {
+		g.b.addf(nil, nil, "member %q of group %q was told to read %s from offset %d at generation %d, but no reset created that generation",
+			ev.Member, ev.Group, gp.part, ev.Offset, ev.Generation)
+		return
+	}
+	s.unknown--
+	s.addReset(ev.Generation, ev.Offset, ev)
 }
 
 func (g *groupChecker) raiseFence(gp groupPart, member string, gen uint64) {
@@ -150,12 +259,19 @@ func (g *groupChecker) delivered(gp groupPart, mp memberPart, ev history.GroupEv
 	g.segments[mp] = segment{generation: ev.Generation, last: ev.Offset}
 	s := g.state(gp)
 	s.delivered[ev.Offset] = true
-	if r := s.reset; r != nil && (r.Generation == 0 || ev.Generation >= r.Generation) {
+	if e := s.era(ev.Generation); !e.read {
+		e.read = true
+		if r := e.reset; r != nil && ev.Offset != r.target {
+			g.b.addf(nil, nil, "group %q was reset to offset %d of %s at generation %d, but the first delivery after it was offset %d (member %q, generation %d)",
+				ev.Group, r.target, gp.part, r.generation, ev.Offset, ev.Member, ev.Generation)
+		}
+	}
+	if r := s.timeReset; r != nil {
 		if ev.Offset != r.Offset {
 			g.b.addf(nil, nil, "group %q was reset to offset %d of %s, but the first delivery after it was offset %d (member %q, generation %d)",
 				ev.Group, r.Offset, gp.part, ev.Offset, ev.Member, ev.Generation)
 		}
-		s.reset = nil
+		s.timeReset = nil
 	}
 }
 
@@ -172,15 +288,16 @@ func (g *groupChecker) commit(gp groupPart, ev history.GroupEvent) {
 			ev.Group, ev.Member, ev.Offset, gp.part, ev.Generation, by, gen)
 	}
 	s := g.state(gp)
-	if s.hasCommitted && ev.Offset < s.committed {
+	e := s.era(ev.Generation)
+	if e.hasCommitted && ev.Offset < e.committed {
 		g.b.addf(nil, nil, "group %q's committed offset of %s moved back from %d to %d without a reset (member %q, generation %d)",
-			ev.Group, gp.part, s.committed, ev.Offset, ev.Member, ev.Generation)
+			ev.Group, gp.part, e.committed, ev.Offset, ev.Member, ev.Generation)
 	}
-	if s.hasBase && ev.Offset > s.base {
-		s.required = append(s.required, span{from: s.base, to: ev.Offset, commit: ev})
+	if e.hasBase && ev.Offset > e.base {
+		s.required = append(s.required, span{from: e.base, to: ev.Offset, commit: ev})
 	}
-	s.committed, s.hasCommitted = ev.Offset, true
-	s.base, s.hasBase = ev.Offset, true
+	e.committed, e.hasCommitted = ev.Offset, true
+	e.base, e.hasBase = ev.Offset, true
 }
 
 // revokedFrom marks a fence raised by a revocation (a member name cannot
@@ -202,21 +319,29 @@ func (g *groupChecker) fencedBy(gp groupPart, ev history.GroupEvent) (member str
 	return member, gen, ok
 }
 
+// reset raises the fence a reset of a known generation puts up once its
+// answer is in (its era was known from the start); a reset of unknown
+// generation (0) acts where it falls in time: every era starts again from
+// its target, and the next delivery must be it.
 func (g *groupChecker) reset(gp groupPart, ev history.GroupEvent) {
 	if ev.Generation > 0 {
 		g.raiseFence(gp, "", ev.Generation)
+		return
 	}
-	if ev.Generation == 0 { // ordered by time only: segments end here
-		for k := range g.segments {
-			if k.groupPart == gp {
-				delete(g.segments, k)
-			}
+	for k := range g.segments {
+		if k.groupPart == gp {
+			delete(g.segments, k)
 		}
 	}
 	s := g.state(gp)
-	s.committed, s.hasCommitted = ev.Offset, true
-	s.base, s.hasBase = ev.Offset, true
-	s.reset = &ev
+	for _, e := range s.eras {
+		e.committed, e.hasCommitted = ev.Offset, true
+		e.base, e.hasBase = ev.Offset, true
+	}
+	e := s.era(0)
+	e.committed, e.hasCommitted = ev.Offset, true
+	e.base, e.hasBase = ev.Offset, true
+	s.timeReset = &ev
 }
 
 // finish checks at-least-once: every offset a commit covered, from the

@@ -2,6 +2,7 @@ package check
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +135,75 @@ func TestGroupsResetWithoutGeneration(t *testing.T) {
 	if v := Groups(h); !v.OK {
 		t.Fatalf("reset of unknown generation:\n%s", describe(v))
 	}
+}
+
+// TestGroupsResetAnsweredLate: the reset's answer reaches the runner after
+// its member already seeked, read from the target and committed at the
+// new generation. The reset is known by its generation, not by when its
+// answer came: this is no violation. Its seek may also be recorded as a
+// Seeked, which must name the reset's target.
+func TestGroupsResetAnsweredLate(t *testing.T) {
+	h := generate(1)
+	i := slices.IndexFunc(h.Groups, func(ev history.GroupEvent) bool { return ev.Kind == history.Reset })
+	reset := h.Groups[i]
+	h.Groups = slices.Delete(h.Groups, i, i+1)
+	// The answer comes between the first and the second delivery from
+	// the target.
+	first := slices.IndexFunc(h.Groups, func(ev history.GroupEvent) bool {
+		return ev.Kind == history.Delivered && ev.Partition == reset.Partition && ev.Generation >= reset.Generation
+	})
+	if first < 0 || h.Groups[first].Offset != reset.Offset {
+		t.Fatalf("the generator read no record from the reset's target (%d)", first)
+	}
+	reset.At = h.Groups[first].At.Add(time.Microsecond)
+	h.Groups = slices.Insert(h.Groups, first+1, reset)
+	if v := Groups(h); !v.OK {
+		t.Fatalf("a reset answered after its effects:\n%s", describe(v))
+	}
+	seek := seekOf(h, reset)
+	h.Groups[seek].Kind = history.Seeked
+	if v := Groups(h); !v.OK {
+		t.Fatalf("the seek recorded as Seeked:\n%s", describe(v))
+	}
+	h.Groups[seek].Offset++
+	if v := Groups(h); v.OK || !strings.Contains(describe(v), "was told to read on from offset") {
+		t.Fatalf("a seek to another offset than the reset's target:\n%s", describe(v))
+	}
+}
+
+// TestGroupsResetOfUnknownOutcome: a reset whose answer never came
+// (ResetUnknown) is taken to have happened at the generation of the seek
+// that followed it. A seek at a generation no reset created, with no
+// unknown reset to account for it, is a violation.
+func TestGroupsResetOfUnknownOutcome(t *testing.T) {
+	h := generate(1)
+	i := slices.IndexFunc(h.Groups, func(ev history.GroupEvent) bool { return ev.Kind == history.Reset })
+	reset := h.Groups[i]
+	h.Groups[seekOf(h, reset)].Kind = history.Seeked
+	h.Groups[i].Kind, h.Groups[i].Generation, h.Groups[i].Offset = history.ResetUnknown, 0, 0
+	h.Groups[i].Sent = h.Groups[i].At.Add(-time.Microsecond)
+	if v := Groups(h); !v.OK || v.Stats["resets_unknown"] != 1 {
+		t.Fatalf("a reset of unknown outcome followed by its seek:\n%s", describe(v))
+	}
+	// Its outcome seen as an assignment below the last commit, as when
+	// the partition moved to another member before any seek.
+	seek := seekOf(h, reset)
+	h.Groups[seek].Kind = history.Assigned
+	if v := Groups(h); !v.OK || v.Stats["resets_unknown"] != 1 {
+		t.Fatalf("a reset of unknown outcome seen as an assignment below the last commit:\n%s", describe(v))
+	}
+	h.Groups[seek].Kind = history.Seeked
+	h.Groups = slices.Delete(h.Groups, i, i+1)
+	if v := Groups(h); v.OK || !strings.Contains(describe(v), "but no reset created that generation") {
+		t.Fatalf("a seek no reset explains:\n%s", describe(v))
+	}
+}
+
+// seekOf is the index of the member's assignment that a reset's seek
+// made in the generated history: the first Assigned of the reset's
+// partition at its generation.
+func seekOf(h *history.History, reset history.GroupEvent) int {
+	return slices.IndexFunc(h.Groups, func(ev history.GroupEvent) bool {
+		return (ev.Kind == history.Assigned || ev.Kind == history.Seeked) && ev.Partition == reset.Partition && ev.Generation == reset.Generation
+	})
 }

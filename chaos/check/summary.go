@@ -45,7 +45,7 @@ func Summary(h *history.History) Stats {
 	}
 	s.Operations = len(h.Publishes) + len(h.Reads) + len(h.Follows)
 	for _, ev := range h.Groups {
-		if ev.Kind == history.Committed || ev.Kind == history.CommitRefused || ev.Kind == history.Reset {
+		if ev.Kind == history.Committed || ev.Kind == history.CommitRefused || ev.Kind == history.Reset || ev.Kind == history.ResetUnknown {
 			s.Operations++
 		}
 	}

@@ -177,6 +177,14 @@ const (
 	Left    GroupEventKind = "left"
 	Crashed GroupEventKind = "crashed"
 	Reset   GroupEventKind = "reset" // the group's Partition was reset to Offset (Member empty)
+	// ResetUnknown: a reset of the group's Partition was asked for and
+	// its outcome is unknown (the request failed or timed out; Member
+	// empty, Sent and At set). A Seeked at a generation no Reset names is
+	// taken for its outcome.
+	ResetUnknown GroupEventKind = "reset-unknown"
+	// Seeked: a reset moved the member's Partition, at Generation, to
+	// Offset: the member reads on from there (the client's ReplayStarted).
+	Seeked GroupEventKind = "seeked"
 )
 
 // GroupEvent is one event of a subscriber group's member, in the order
@@ -192,14 +200,16 @@ type GroupEvent struct {
 	Generation uint64
 	Topic      string
 	Partition  uint32
-	Offset     uint64 // Delivered: the record's offset; Committed, Reset, Assigned: the next offset to read
+	Offset     uint64 // Delivered: the record's offset; Committed, Reset, Assigned, Seeked: the next offset to read
 	At         time.Time
 	// Sent is when a Committed or CommitRefused commit was sent (At is
 	// when its answer came back). The group checker orders commits by it:
 	// a commit sent after another member was assigned the partition at a
 	// newer generation must have been refused, whereas one sent before
 	// may legitimately be accepted and answered late. Zero: unknown, At
-	// is used (a late answer can then look like a fenced commit).
+	// is used (a late answer can then look like a fenced commit). For a
+	// Reset or ResetUnknown, when the reset was asked for: its effect
+	// lies between Sent and At.
 	Sent time.Time `json:",omitzero"`
 }
 

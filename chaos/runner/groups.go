@@ -74,7 +74,7 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 				delete(committed, p)
 			}
 		case *client.ReplayStarted:
-			ev(history.Assigned, e.Generation, e.Partition, e.FromOffset)
+			ev(history.Seeked, e.Generation, e.Partition, e.FromOffset)
 		case *client.Records:
 			if len(e.Records) == 0 {
 				continue
@@ -112,7 +112,7 @@ func member(ctx context.Context, c *client.Client, rec *recorder, group, topic, 
 }
 
 // runGroup runs a group's members, with churn and resets, until ctx ends.
-func runGroup(ctx context.Context, c *client.Client, rec *recorder, g spec.Group, topic string, rng *rand.Rand) {
+func runGroup(ctx context.Context, c *client.Client, rec *recorder, g spec.Group, topic string, partitions int, rng *rand.Rand) {
 	type live struct {
 		name   string
 		cancel context.CancelFunc
@@ -167,23 +167,31 @@ func runGroup(ctx context.Context, c *client.Client, rec *recorder, g spec.Group
 				}
 			}
 		case <-reset:
-			resetGroup(ctx, c, rec, g.Name, topic, rng)
+			resetGroup(ctx, c, rec, g.Name, topic, partitions, rng)
 		}
 	}
 }
 
 // resetGroup moves the group back by a random number of records on every
-// partition, live, and records where each partition now starts.
-func resetGroup(ctx context.Context, c *client.Client, rec *recorder, group, topic string, rng *rand.Rand) {
+// partition, live, and records where each partition now starts; when the
+// reset failed, that its outcome is unknown on every partition (a reset
+// that fails midway has reset some of them).
+func resetGroup(ctx context.Context, c *client.Client, rec *recorder, group, topic string, partitions int, rng *rand.Rand) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	back := int64(rng.IntN(50) + 1)
+	sent := time.Now()
 	res, err := c.ResetGroup(rctx, group, topic, client.Shift(-back), nil, false)
-	if err != nil || !res.Executed {
-		return // not executed, or its outcome unknown: no event
-	}
-	for _, r := range res.Rows {
-		rec.group(history.GroupEvent{Group: group, Kind: history.Reset, Generation: res.Generation, Topic: topic, Partition: r.Partition, Offset: r.New, At: time.Now()})
+	at := time.Now()
+	switch {
+	case err != nil:
+		for p := range partitions {
+			rec.group(history.GroupEvent{Group: group, Kind: history.ResetUnknown, Topic: topic, Partition: uint32(p), At: at, Sent: sent})
+		}
+	case res.Executed:
+		for _, r := range res.Rows {
+			rec.group(history.GroupEvent{Group: group, Kind: history.Reset, Generation: res.Generation, Topic: topic, Partition: r.Partition, Offset: r.New, At: at, Sent: sent})
+		}
 	}
 }
 

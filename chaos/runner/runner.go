@@ -183,7 +183,7 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	}
 	for _, g := range s.Workload.Groups {
 		r := rand.New(rand.NewPCG(rng.Uint64(), 1))
-		spawn(func() { runGroup(wctx, client.New(c.addrs()), rec, g, topic.Name, r) })
+		spawn(func() { runGroup(wctx, client.New(c.addrs()), rec, g, topic.Name, int(topic.Partitions), r) })
 	}
 	// Followers and the leader watch run past the workload, until every
 	// replica caught up.

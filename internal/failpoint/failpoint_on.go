@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,10 @@ func parse(name, value string) (setting, error) {
 			return setting{}, fmt.Errorf("failpoint: %s needs a signed duration within 100 days such as +5m or -5m, not %q", name, value)
 		}
 		s.dur = d
+	case ResetFail:
+		if _, err := strconv.ParseUint(value, 10, 32); err != nil {
+			return setting{}, fmt.Errorf("failpoint: %s needs a partition number such as 0, not %q", name, value)
+		}
 	default:
 		if value != "on" {
 			return setting{}, fmt.Errorf("failpoint: %s takes no value (set it alone or as %s=on), not %q", name, name, value)

@@ -102,6 +102,13 @@ const (
 	BugAcceptFencedCommit = "bug-accept-fenced-commit"
 )
 
+// ResetFail makes a group reset fail on one partition, its value (a
+// partition number), before the reset's command for that partition is
+// proposed, as a reset whose partition leader is lost fails: the
+// partitions before it in the reset are reset, it and the ones after it
+// are not (engine/internal/groups).
+const ResetFail = "reset-fail"
+
 // Pause points hold the goroutine that reaches them at one step of the
 // tiered storage mover (engine/internal/partition/tier.go), so that a test
 // or a scenario can crash the node, or change the partition's leader,
@@ -139,7 +146,7 @@ const Path = "/debug/failpoints"
 func Names() []string {
 	return []string{
 		BitFlip, BugAcceptFencedCommit, BugAckBeforeFsync, BugDeliverTwice, BugSkipDedupe, BugSwapRecords,
-		ClockOffset, ENOSPC, FsyncDelay, FsyncEIO, PowerLoss, TierRecorded, TierRecording, TierTruncatedLocal,
+		ClockOffset, ENOSPC, FsyncDelay, FsyncEIO, PowerLoss, ResetFail, TierRecorded, TierRecording, TierTruncatedLocal,
 		TierTruncatingLocal, TierUploaded, TornWrite,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/groups"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/internal/failpoint"
@@ -281,4 +283,77 @@ func TestFailpointENOSPCRefusesPublishes(t *testing.T) {
 	failpoint.Clear(failpoint.ENOSPC)
 	b.checkDisk()
 	publishTo(t, b, "t", 0, "after")
+}
+
+// TestFailpointResetFailingMidwayMovesMembersOn: a live reset whose command
+// fails on its second partition (as when that partition's leader is lost)
+// has reset the first. Its members learn the reset's generation and seek
+// on the first partition, so their commits are not refused as fenced; the
+// failed partitions are left as they were, and the error says which
+// partitions were reset.
+func TestFailpointResetFailingMidwayMovesMembersOn(t *testing.T) {
+	b := open(t, vfs.NewMem())
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		recs := make([]PublishRecord, 3)
+		for p := range recs {
+			recs[p] = PublishRecord{Record: pub("x")[0].Record, Partition: uint32(p), HasPartition: true}
+		}
+		if _, _, err := b.Publish(ctx, "t", recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := join(t, b, "g", "t")
+	defer m.leave()
+	a1 := m.next(t)
+	if err := b.Commit(ctx, "g", "t", a1.GetGeneration(), map[uint32]uint64{0: 8, 1: 8, 2: 8}); err != nil {
+		t.Fatal(err)
+	}
+	setFailpoint(t, failpoint.ResetFail, "1")
+	_, err := b.ResetGroup(ctx, "g", "t", groups.Target{Kind: groups.ToOffset, Offset: 2}, nil, false, false)
+	if err == nil || !strings.Contains(err.Error(), "reset partition 1 failed") || !strings.Contains(err.Error(), "partitions [0] before it are reset") {
+		t.Fatalf("reset failing on partition 1: %v", err)
+	}
+	failpoint.Clear(failpoint.ResetFail)
+	a2 := m.next(t)
+	if a2.GetGeneration() <= a1.GetGeneration() {
+		t.Fatalf("the member was told generation %d after %d", a2.GetGeneration(), a1.GetGeneration())
+	}
+	// The member seeks on partition 0 only.
+	deadline := time.Now().Add(30 * time.Second)
+	var seeks []string
+	for {
+		seeks = seeks[:0]
+		m.sink.mu.Lock()
+		for _, ev := range m.sink.events {
+			if rs := ev.GetReplayStarted(); rs != nil {
+				seeks = append(seeks, fmt.Sprintf("%d@%d gen %d", rs.GetPartition(), rs.GetFromOffset(), rs.GetGeneration()))
+			}
+		}
+		m.sink.mu.Unlock()
+		if len(seeks) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	if want := fmt.Sprintf("0@2 gen %d", a2.GetGeneration()); len(seeks) != 1 || seeks[0] != want {
+		t.Fatalf("seeks %v, want [%s]", seeks, want)
+	}
+	for p, want := range map[uint32]uint64{0: 2, 1: 8, 2: 8} {
+		if off, ok, err := b.CommittedOffset("g", "t", p); err != nil || !ok || off != want {
+			t.Errorf("partition %d committed %d (%v, %v), want %d", p, off, ok, err, want)
+		}
+	}
+	// The old generation is fenced on the reset partition; the new one
+	// commits everywhere.
+	if err := b.Commit(ctx, "g", "t", a1.GetGeneration(), map[uint32]uint64{0: 9}); !errors.Is(err, partition.ErrFenced) {
+		t.Fatalf("a commit from before the reset: %v", err)
+	}
+	if err := b.Commit(ctx, "g", "t", a2.GetGeneration(), map[uint32]uint64{0: 3, 1: 9, 2: 9}); err != nil {
+		t.Fatalf("a commit at the reset's generation: %v", err)
+	}
 }

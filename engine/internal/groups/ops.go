@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
@@ -12,6 +13,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/stream"
+	"github.com/rewind-io/rewind/internal/failpoint"
 )
 
 // OffsetOutOfRangeError says a commit points past a partition's end.
@@ -154,14 +156,36 @@ func (c *Coordinator) Reset(ctx context.Context, name string, t Topic, target Ta
 	g.epoch++
 	gen, epoch := g.generation, g.epoch
 	now := c.cfg.Now()
-	for _, r := range rows {
-		if _, err := t.Parts[r.Partition].GroupCommand(ctx, partition.GroupOp{
-			Kind: partition.OpReset, Group: name, Generation: gen, Offset: r.New, Epoch: epoch, Time: now,
-		}); err != nil {
-			return Plan{}, fmt.Errorf("groups: reset partition %d (partitions before it are reset): %w", r.Partition, err)
+	for i, r := range rows {
+		err := resetFailpoint(r.Partition)
+		if err == nil {
+			_, err = t.Parts[r.Partition].GroupCommand(ctx, partition.GroupOp{
+				Kind: partition.OpReset, Group: name, Generation: gen, Offset: r.New, Epoch: epoch, Time: now,
+			})
+		}
+		if err != nil {
+			// The partitions before this one are reset at gen: their
+			// members must seek and learn gen now, or their commits
+			// would be refused as fenced until the next rebalance while
+			// they read on from before the reset. This partition's
+			// outcome is unknown (a lost leader may still commit it):
+			// its members keep reading where they are, at gen, and
+			// their next commit wins; running the reset again settles
+			// it.
+			c.notifyReset(g, rows[:i], gen, epoch)
+			return Plan{}, fmt.Errorf("groups: reset partition %d failed, its outcome is unknown (partitions %v before it are reset, generation %d; run the reset again): %w",
+				r.Partition, partitionsOf(rows[:i]), gen, err)
 		}
 	}
-	// Live members seek in place; every member learns the new generation.
+	c.notifyReset(g, rows, gen, epoch)
+	plan.Executed, plan.Epoch, plan.Generation = true, epoch, gen
+	return plan, nil
+}
+
+// notifyReset tells every live member of g the generation a reset
+// created, and makes each seek in place on the partitions of rows it owns.
+// g.mu is held.
+func (c *Coordinator) notifyReset(g *group, rows []PlanRow, gen, epoch uint64) {
 	for _, m := range g.members {
 		ctl := stream.Control{Assignment: &stream.Assignment{MemberID: m.ID, Generation: gen, Epoch: epoch}}
 		for _, r := range rows {
@@ -171,8 +195,23 @@ func (c *Coordinator) Reset(ctx context.Context, name string, t Topic, target Ta
 		}
 		m.send(ctl)
 	}
-	plan.Executed, plan.Epoch, plan.Generation = true, epoch, gen
-	return plan, nil
+}
+
+func partitionsOf(rows []PlanRow) []uint32 {
+	out := make([]uint32, len(rows))
+	for i, r := range rows {
+		out[i] = r.Partition
+	}
+	return out
+}
+
+// resetFailpoint fails the reset of partition p when the failpoint
+// ResetFail names it (a tagged build only; otherwise nil, folded away).
+func resetFailpoint(p uint32) error {
+	if v, ok := failpoint.Value(failpoint.ResetFail); ok && v == strconv.FormatUint(uint64(p), 10) {
+		return fmt.Errorf("failpoint %s=%s", failpoint.ResetFail, v)
+	}
+	return nil
 }
 
 func (c *Coordinator) plan(g *group, target Target, parts []uint32) ([]PlanRow, error) {
