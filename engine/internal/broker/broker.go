@@ -84,6 +84,10 @@ type Config struct {
 	// HousekeepingInterval is how often retention limits are checked.
 	// Default 1 s.
 	HousekeepingInterval time.Duration
+	// CommitCatchUp bounds how long a group commit past the end of this
+	// node's replica waits for it to catch up (groups.Config). Default
+	// 2 s.
+	CommitCatchUp time.Duration
 	// CompactionInterval is how often a compacted topic's partition with
 	// new records is compacted. Default 30 s.
 	CompactionInterval time.Duration
@@ -328,7 +332,7 @@ func Open(cfg Config) (*Broker, error) {
 		log:   cfg.Logger,
 		cache: partition.NewCache(cfg.TailCacheBytes),
 		groups: groups.New(groups.Config{
-			Now: func() int64 { return cfg.Clock().UnixNano() }, Logger: cfg.Logger.Named("groups"),
+			Now: func() int64 { return cfg.Clock().UnixNano() }, Logger: cfg.Logger.Named("groups"), CommitCatchUp: cfg.CommitCatchUp,
 		}),
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),

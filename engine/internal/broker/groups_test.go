@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,4 +400,34 @@ func TestGroupGenerationAndCommitsSurviveRestart(t *testing.T) {
 		t.Fatalf("commit from before the restart's generations: %v", err)
 	}
 	m.leave()
+}
+
+// TestCommitPastTheLocalEndWaitsForIt: the coordinator's replica of a
+// partition may trail the leader its members read from, so a commit past
+// its end waits for the replica to get there rather than being refused as
+// out of range; past the wait, it is refused.
+func TestCommitPastTheLocalEndWaitsForIt(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	b := openCfg(t, vfs.NewMem(), &clock, func(c *Config) { c.CommitCatchUp = time.Minute })
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	committed := make(chan error, 1)
+	go func() { committed <- b.Commit(ctx, "g", "t", 0, map[uint32]uint64{0: 1}) }()
+	if _, _, err := b.Publish(ctx, "t", pub("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-committed; err != nil {
+		t.Fatalf("a commit of the record being published: %v", err)
+	}
+	// A deadline ends the wait: the offset is out of range.
+	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	var oor *cursor.OutOfRangeError
+	if err := b.Commit(dctx, "g", "t", 0, map[uint32]uint64{0: 5}); !errors.As(err, &oor) || oor.End != 1 {
+		t.Fatalf("a commit past the end: %v", err)
+	}
 }

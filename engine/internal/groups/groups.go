@@ -74,6 +74,11 @@ type Config struct {
 	// blocked on a slow client may take longer; the fence still protects
 	// commits). Default 2 s.
 	RevokeTimeout time.Duration
+	// CommitCatchUp bounds how long a commit past the end of this node's
+	// replica of a partition waits for the replica to reach it before it
+	// is refused as out of range: a follower replica trails the leader
+	// its members read from. Default 2 s.
+	CommitCatchUp time.Duration
 	Logger        hclog.Logger
 }
 
@@ -123,6 +128,9 @@ func New(cfg Config) *Coordinator {
 	}
 	if cfg.RevokeTimeout == 0 {
 		cfg.RevokeTimeout = 2 * time.Second
+	}
+	if cfg.CommitCatchUp == 0 {
+		cfg.CommitCatchUp = 2 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
 	"github.com/rewind-io/rewind/engine/internal/echo"
@@ -38,7 +39,7 @@ func (c *Coordinator) Commit(ctx context.Context, name string, t Topic, gen uint
 		if int(p) >= len(t.Parts) {
 			return fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", cursor.ErrInvalid, p, t.Name, len(t.Parts))
 		}
-		if b := t.Parts[p].Bounds(); off > b.Next {
+		if b := catchUp(ctx, t.Parts[p], off, c.cfg.CommitCatchUp); off > b.Next {
 			return &cursor.OutOfRangeError{Partition: p, Requested: off, LogStart: b.LogStart, End: b.Next}
 		}
 	}
@@ -60,6 +61,34 @@ func (c *Coordinator) Commit(ctx context.Context, name string, t Topic, gen uint
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// catchUp returns p's bounds once its end reaches off, or after wait (or
+// when ctx ends) if it does not. The coordinator's replica may be a
+// follower a little behind the leader that its member read from: a
+// commit of a record the member was given is not out of range, only not
+// here yet.
+func catchUp(ctx context.Context, p *partition.Partition, off uint64, wait time.Duration) partition.State {
+	b := p.Bounds()
+	if off <= b.Next {
+		return b
+	}
+	ch := make(chan struct{}, 1)
+	defer p.Notify(ch)()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		if b = p.Bounds(); off <= b.Next {
+			return b
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return b
+		case <-ctx.Done():
+			return b
+		}
+	}
 }
 
 // TargetKind selects a reset target.

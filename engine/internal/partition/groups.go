@@ -85,7 +85,10 @@ type pendingOp struct {
 	state   GroupState
 	err     error
 	done    chan struct{}
-	term    uint64 // the raft term it was proposed at (0: not yet)
+	term    uint64 // the raft term it was proposed at (0: not yet, or forwarded)
+	// forwardedTo is the leader a follower forwarded it to (0: proposed
+	// as leader, or not yet).
+	forwardedTo uint64
 }
 
 // groupEntry is a group command as a raft entry: kind, proposal id, JSON.
@@ -135,6 +138,9 @@ func (p *Partition) proposeOps(dst [][]byte, ops []*pendingOp) [][]byte {
 	for _, po := range ops {
 		p.nextID++
 		po.term = p.proposingTerm
+		if po.term == 0 {
+			po.forwardedTo = p.raftLeader
+		}
 		p.opFlights[p.nextID] = po
 		dst = append(dst, commandEntry(po.kind, p.nextID, po.payload))
 	}

@@ -3,6 +3,8 @@ package partition
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -61,5 +63,53 @@ func TestGroupCommitsAreFencedAndDurable(t *testing.T) {
 	}
 	if _, ok, _ := p.GroupState("g"); ok {
 		t.Fatal("deleted group still has a row")
+	}
+}
+
+// TestForwardedCommandFailsWhenItsLeaderChanges: a follower forwards its
+// group commands to the leader, and raft never resends a forwarded
+// proposal. When the leader changes before the command is answered, the
+// command's outcome is unknown at once, instead of after its caller's
+// deadline. One forwarded to a leader that stays is answered when applied,
+// and the lost one, should it still be applied later, changes the row but
+// answers no one.
+func TestForwardedCommandFailsWhenItsLeaderChanges(t *testing.T) {
+	h := newByHand(t)
+	p := h.open()
+	p.LeaderChanged(2, 5)
+	queue := func(op GroupOp) (<-chan error, [][]byte) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.GroupCommand(context.Background(), op)
+			done <- err
+		}()
+		for {
+			p.mu.Lock()
+			n := len(p.mu.ops)
+			p.mu.Unlock()
+			if n > 0 {
+				break
+			}
+			runtime.Gosched() // until the goroutine queued it
+		}
+		p.Proposing(0) // a follower: forwarded
+		return done, p.TakeProposals(nil)
+	}
+	lost, lostData := queue(GroupOp{Kind: OpCommit, Group: "g", Generation: 1, Offset: 0})
+	p.LeaderChanged(3, 6)
+	err := <-lost
+	if !errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "forwarded to leader 2") {
+		t.Fatalf("a command forwarded to a leader that lost the leadership: %v", err)
+	}
+	kept, keptData := queue(GroupOp{Kind: OpCommit, Group: "g", Generation: 1, Offset: 0})
+	h.apply(p, keptData)
+	p.LeaderChanged(0, 6) // an election after it was applied and answered
+	if err := <-kept; err != nil {
+		t.Fatalf("a command applied before the leader changed: %v", err)
+	}
+	h.apply(p, lostData)
+	if st, ok, err := p.GroupState("g"); err != nil || !ok || st.Fence != 1 {
+		t.Fatalf("the group row: %+v %v %v", st, ok, err)
 	}
 }

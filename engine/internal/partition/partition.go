@@ -63,7 +63,7 @@ var (
 	ErrBusy = errors.New("partition: too much pending")
 	// ErrOutcomeUnknown is returned when a wait ended before the append's
 	// fate was known: it may or may not have been stored.
-	ErrOutcomeUnknown = errors.New("partition: publish outcome unknown")
+	ErrOutcomeUnknown = errors.New("partition: outcome unknown")
 	// ErrLost is returned (joined to ErrNotLeader) for a proposal a leader
 	// change discarded: it was not stored and never will be, so it is safe
 	// to retry.
@@ -184,6 +184,9 @@ type Partition struct {
 	// passTerms holds the terms of the batch entries applied this pass:
 	// rewriting one needs it, as the store does not hold the entry yet.
 	passTerms map[uint64]uint64
+	// raftLeader is the leader raft last reported (LeaderChanged), kept
+	// on the raft goroutine: the leader a follower's proposals go to.
+	raftLeader uint64
 	// proposingTerm is the term this pass's proposals are appended at;
 	// appliedTerm the term of the last applied entry. A flight of an
 	// earlier term than appliedTerm that is still not applied is lost
@@ -931,8 +934,23 @@ func (p *Partition) failLost() {
 	}
 }
 
-// LeaderChanged implements raftlog.StateMachine.
+// LeaderChanged implements raftlog.StateMachine. Commands this replica
+// forwarded to the old leader and that are still unanswered fail with
+// ErrOutcomeUnknown: raft does not resend a forwarded proposal, so one
+// the old leader never appended would otherwise wait out its caller's
+// deadline (a group reset or commit holding its group that long), while
+// one it did append may still commit under the new leader. Commands
+// applied this pass were answered by Durable, which runs first.
 func (p *Partition) LeaderChanged(leader, term uint64) {
+	if leader != p.raftLeader {
+		for id, po := range p.opFlights {
+			if po.forwardedTo != 0 && po.forwardedTo != leader {
+				p.failOp(id, fmt.Errorf("partition %d: %w: the command was forwarded to leader %d, which lost the leadership before answering",
+					p.cfg.Index, ErrOutcomeUnknown, po.forwardedTo))
+			}
+		}
+		p.raftLeader = leader
+	}
 	p.mu.Lock()
 	if leader != p.mu.leader {
 		close(p.mu.leaderChanged)
