@@ -189,6 +189,12 @@ func TestAuthJoin(t *testing.T) {
 	srv := engine.NewHTTPServer(n.Handler())
 	go srv.Serve(ln)
 	defer func() { n.Drain(); srv.Close(); n.Close() }()
+	// Its probes (open, with auth on too) name it and the cluster it
+	// joined, the one the first members name.
+	_, want := probeNames(t, urls[0]+"/livez")
+	if node, c := probeNames(t, "http://"+ln.Addr().String()+"/livez"); node != "4" || c != want || len(want) != 16 {
+		t.Errorf("the joined member's /livez names node %q of cluster %q; node 1's names cluster %q", node, c, want)
+	}
 	// The new member knows the tokens: the root token works on it.
 	eventually(t, "root on node 4", func() error {
 		st, err := newRPCs("http://"+ln.Addr().String(), root).cluster.GetClusterStatus(context.Background(), &rewindv1.GetClusterStatusRequest{})

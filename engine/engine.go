@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/tier"
-	"hash/fnv"
 	"io"
 	"maps"
 	"net"
@@ -33,6 +32,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/internal/failpoint"
+	"github.com/rewind-io/rewind/internal/identity"
 	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/raftlog/transport"
@@ -217,17 +217,9 @@ func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, member
 
 // ClusterIDOf derives a cluster id from the initial members, so nodes
 // started with the same --initial-cluster agree on it without another
-// flag, and a node given another cluster's list is told so.
-func ClusterIDOf(members map[uint64]string) uint64 {
-	if len(members) == 0 {
-		return 0
-	}
-	h := fnv.New64a()
-	for _, id := range slices.Sorted(maps.Keys(members)) {
-		fmt.Fprintf(h, "%d=%s,", id, members[id])
-	}
-	return h.Sum64()
-}
+// flag, and a node given another cluster's list is told so. No members (a
+// node alone) is 0. The health probes name it (identity.ClusterHeader).
+func ClusterIDOf(members map[uint64]string) uint64 { return identity.ClusterIDOf(members) }
 
 // Node is a running Rewind node.
 type Node struct {

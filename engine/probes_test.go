@@ -1,8 +1,10 @@
 package engine_test
 
 import (
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -29,12 +31,50 @@ func waitProbe(t *testing.T, url string, code int) string {
 	}
 }
 
+// probeNames asks url and returns the node id and the cluster id its
+// answer's headers name, whatever its status.
+func probeNames(t *testing.T, url string) (node, cluster string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.Header.Get("Rewind-Node-Id"), resp.Header.Get("Rewind-Cluster-Id")
+}
+
+// checkProbesName checks that every probe of the node at base names node
+// id of cluster (as 16 hex digits, the form `rewind cluster` prints).
+func checkProbesName(t *testing.T, base string, id, cluster uint64) {
+	t.Helper()
+	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
+		node, c := probeNames(t, base+p)
+		if want := fmt.Sprintf("%016x", cluster); node != fmt.Sprint(id) || c != want {
+			t.Errorf("%s%s names node %q of cluster %q, want %d of %s", base, p, node, c, id, want)
+		}
+	}
+}
+
+// TestProbesNameALoneNode: a node running alone (no cluster) answers its
+// probes as node 1 of cluster 0.
+func TestProbesNameALoneNode(t *testing.T) {
+	node, err := engine.Open(engine.Config{Dir: t.TempDir(), Logger: hclog.NewNullLogger(), StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(node.Handler())
+	t.Cleanup(func() { node.Drain(); srv.Close(); node.Close() })
+	waitProbe(t, srv.URL+"/readyz", http.StatusOK)
+	checkProbesName(t, srv.URL, 1, 0)
+}
+
 // TestReadyNeedsAMetadataLeader runs the three probes through a cluster's
 // life on real nodes over loopback: a member started alone of three is
 // healthy and live but not ready (no majority elects a metadata leader);
 // once a second member starts, both become ready; a member drained through
 // Node.Drain (what `rewind serve` does on SIGTERM) is healthy but not
-// ready, while the others stay ready.
+// ready, while the others stay ready. Every probe answer names the
+// member that gave it and its cluster.
 func TestReadyNeedsAMetadataLeader(t *testing.T) {
 	const n = 3
 	members := map[uint64]string{}
@@ -64,7 +104,10 @@ func TestReadyNeedsAMetadataLeader(t *testing.T) {
 		return "http://" + members[uint64(i+1)]
 	}
 
+	// Every probe names the member that answered, ready or not.
+	cluster := engine.ClusterIDOf(members)
 	u1 := start(0)
+	checkProbesName(t, u1, 1, cluster)
 	for _, p := range []string{"/healthz", "/livez"} {
 		if code, body := probe(t, u1+p); code != http.StatusOK || body != "ok\n" {
 			t.Fatalf("%s of a lone member: %d %q", p, code, body)
@@ -78,10 +121,12 @@ func TestReadyNeedsAMetadataLeader(t *testing.T) {
 	}
 
 	u2 := start(1)
+	checkProbesName(t, u2, 2, cluster)
 	waitProbe(t, u1+"/readyz", http.StatusOK)
 	waitProbe(t, u2+"/readyz", http.StatusOK)
 	u3 := start(2)
 	waitProbe(t, u3+"/readyz", http.StatusOK)
+	checkProbesName(t, u3, 3, cluster)
 
 	nodes[2].Drain()
 	if code, body := probe(t, u3+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {

@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rewind-io/rewind/chaos/faultnet"
+	"github.com/rewind-io/rewind/internal/identity"
 )
 
 // cluster is the scenario's `rewind serve` processes on loopback, with a
@@ -32,7 +35,10 @@ type cluster struct {
 	nodes   []*node
 	proxies map[[2]uint64]*faultnet.Proxy
 	initial string
-	logf    func(format string, args ...any)
+	// id is the cluster id every member's probes must name (identity.
+	// ClusterIDOf of the initial members; 0 for a node run alone).
+	id   uint64
+	logf func(format string, args ...any)
 }
 
 // node is one member.
@@ -75,6 +81,7 @@ func freeAddr() (string, error) {
 func newCluster(binary, dir string, n int, env []string, logf func(string, ...any)) (*cluster, error) {
 	c := &cluster{binary: binary, dir: dir, env: env, proxies: map[[2]uint64]*faultnet.Proxy{}, logf: logf}
 	var parts []string
+	members := map[uint64]string{}
 	// The nodes' ports stay taken until the proxies have theirs, or a
 	// proxy could get a port a node is about to listen on.
 	var held []net.Listener
@@ -94,9 +101,11 @@ func newCluster(binary, dir string, n int, env []string, logf func(string, ...an
 		nd := &node{id: id, addr: addr, dir: filepath.Join(dir, fmt.Sprintf("node-%d", id)), log: filepath.Join(dir, fmt.Sprintf("node-%d.log", id))}
 		c.nodes = append(c.nodes, nd)
 		parts = append(parts, fmt.Sprintf("%d=%s", id, addr))
+		members[id] = addr
 	}
 	if n > 1 {
 		c.initial = strings.Join(parts, ",")
+		c.id = identity.ClusterIDOf(members)
 	}
 	if n > 1 {
 		for _, a := range c.nodes {
@@ -114,6 +123,61 @@ func newCluster(binary, dir string, n int, env []string, logf func(string, ...an
 		}
 	}
 	return c, nil
+}
+
+// startAttempts bounds the fresh sets of ports startCluster tries.
+const startAttempts = 3
+
+// beforeStart, if set, is called with each cluster startCluster prepares,
+// before its nodes start (attempt counts from 1). It is a test's seam: a
+// test occupies a node's port there, as another process might, instead of
+// racing for it. Nil outside tests.
+var beforeStart func(attempt int, c *cluster)
+
+// startCluster prepares and starts a new cluster of n members under dir
+// and waits until each answers as itself. newCluster's ports are free when
+// it picks them, but cannot stay held while the nodes start (each binds its
+// own): another process may bind one in between. The node that cannot bind
+// exits; the whole cluster is then stopped, its data directories removed
+// (its stores carry the old addresses' cluster id) and the cluster started
+// again on new ports, up to startAttempts times. Any other failure is
+// returned at once. The nodes' logs are kept: each start is marked in them.
+func startCluster(ctx context.Context, binary, dir string, n int, env []string, logf func(string, ...any)) (*cluster, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := newCluster(binary, dir, n, env, logf)
+		if err != nil {
+			return nil, err
+		}
+		if beforeStart != nil {
+			beforeStart(attempt, c)
+		}
+		err = c.startAll(ctx)
+		if err == nil {
+			return c, nil
+		}
+		c.close()
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts || ctx.Err() != nil {
+			return nil, err
+		}
+		logf("start %d of %d failed: %v; starting a new cluster on other ports", attempt, startAttempts, err)
+		for _, nd := range c.nodes {
+			if err := os.RemoveAll(nd.dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// startAll starts every member at once and waits until each is live.
+func (c *cluster) startAll(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.nodes))
+	for i, nd := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.start(ctx, nd.id) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // addrs is every member's address, for a client: "http://a,http://b".
@@ -176,6 +240,12 @@ func (c *cluster) start(ctx context.Context, id uint64) error {
 	}
 	defer logFile.Close() // the child has its own descriptor
 	fmt.Fprintf(logFile, "--- runner: starting node %d at %s\n", id, time.Now().UTC().Format(time.RFC3339Nano))
+	// What this start writes follows: waitLive reads it if the node exits.
+	st, err := logFile.Stat()
+	if err != nil {
+		return err
+	}
+	logFrom := st.Size()
 	cmd := exec.Command(c.binary, args...)
 	cmd.Env = append(os.Environ(), c.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -189,7 +259,7 @@ func (c *cluster) start(ctx context.Context, id uint64) error {
 	n.cmd, n.done, n.paused, n.running, n.stopping, n.live = cmd, done, false, true, false, false
 	n.epoch++
 	n.mu.Unlock()
-	if err := c.waitLive(ctx, n); err != nil {
+	if err := c.waitLive(ctx, n, logFrom); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -198,13 +268,28 @@ func (c *cluster) start(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// waitLive waits until n answers /livez (its HTTP server runs).
-func (c *cluster) waitLive(ctx context.Context, n *node) error {
+// errPortTaken: a node exited while starting because another process had
+// bound its address (its log says so).
+var errPortTaken = errors.New("its address is taken by another process")
+
+// waitLive waits until n answers /livez (its HTTP server runs) as itself:
+// the answer must name n's id and the cluster's (identity.NodeHeader and
+// ClusterHeader). Another process may have bound n's port between
+// newCluster and the start (a concurrent run's node, an outgoing
+// connection): its answers are not n's, and waitLive goes on polling until
+// n, which cannot bind, exits. Its error then wraps errPortTaken if n's log
+// since logFrom (this start's output) says the address was in use.
+func (c *cluster) waitLive(ctx context.Context, n *node, logFrom int64) error {
 	deadline := time.Now().Add(60 * time.Second)
+	warned := false
 	for {
 		select {
 		case <-n.done:
-			return fmt.Errorf("node %d exited while starting (see %s)", n.id, n.log)
+			err := fmt.Errorf("node %d exited while starting (see %s)", n.id, n.log)
+			if logSays(n.log, logFrom, syscall.EADDRINUSE.Error()) {
+				err = fmt.Errorf("%w: %w", err, errPortTaken)
+			}
+			return err
 		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.addr+"/livez", nil)
@@ -212,7 +297,15 @@ func (c *cluster) waitLive(ctx context.Context, n *node) error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				node, cluster, ok := identity.FromHeaders(resp.Header)
+				if ok && node == n.id && cluster == c.id {
+					return nil
+				}
+				if !warned {
+					warned = true
+					c.logf("node %d: %s answers /livez as another (node %q, cluster %q): not ours; waiting",
+						n.id, n.addr, resp.Header.Get(identity.NodeHeader), resp.Header.Get(identity.ClusterHeader))
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -223,6 +316,17 @@ func (c *cluster) waitLive(ctx context.Context, n *node) error {
 		}
 		time.Sleep(50 * time.Millisecond) // poll interval
 	}
+}
+
+// logSays reports whether the file at path holds what from offset on.
+func logSays(path string, from int64, what string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, from, 1<<20))
+	return err == nil && bytes.Contains(b, []byte(what))
 }
 
 // signal sends sig to member id's process.

@@ -135,7 +135,7 @@ func (fl *faulter) leaderOf(ctx context.Context, p uint32) uint64 {
 		if !fl.c.up(nd.id) {
 			continue
 		}
-		st, err := statusOf(ctx, nd)
+		st, err := fl.c.statusOf(ctx, nd)
 		if err != nil {
 			continue
 		}

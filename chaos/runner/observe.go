@@ -6,15 +6,27 @@ import (
 	"time"
 
 	"github.com/rewind-io/rewind/chaos/history"
+	"github.com/rewind-io/rewind/internal/identity"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
-// statusOf asks node nd alone for its view of the cluster.
-func statusOf(ctx context.Context, nd *node) (*client.ClusterStatus, error) {
+// statusOf asks node nd alone for its view of the cluster. An answer that
+// names another node or cluster is an error: while nd is down another
+// process may have its port, and its view recorded as nd's would be a
+// false alarm (two leaders in one term).
+func (c *cluster) statusOf(ctx context.Context, nd *node) (*client.ClusterStatus, error) {
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	return client.New("http://"+nd.addr, client.WithPublishRetry(1, 0, time.Second)).ClusterStatus(sctx)
+	st, err := client.New("http://"+nd.addr, client.WithPublishRetry(1, 0, time.Second)).ClusterStatus(sctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.GetNodeId() != nd.id || st.GetClusterId() != c.id {
+		return nil, fmt.Errorf("%s answered as node %d of cluster %s, not node %d of %s",
+			nd.addr, st.GetNodeId(), identity.FormatCluster(st.GetClusterId()), nd.id, identity.FormatCluster(c.id))
+	}
+	return st, nil
 }
 
 // partitionsOf picks topic's partitions out of a status answer.
@@ -35,7 +47,7 @@ func waitLeaders(ctx context.Context, c *cluster, topic string, partitions uint3
 	for {
 		ok := true
 		for _, nd := range c.members() {
-			st, err := statusOf(ctx, nd)
+			st, err := c.statusOf(ctx, nd)
 			if err != nil {
 				ok = false
 				break
@@ -74,7 +86,7 @@ func watchLeaders(ctx context.Context, c *cluster, rec *recorder, topic string) 
 			if !c.up(nd.id) {
 				continue
 			}
-			st, err := statusOf(ctx, nd)
+			st, err := c.statusOf(ctx, nd)
 			if err != nil {
 				continue
 			}
@@ -102,7 +114,7 @@ func converge(ctx context.Context, c *cluster, topic string, partitions uint32, 
 		ends, hosts = map[uint32]uint64{}, map[uint32][]uint64{}
 		ok := true
 		for _, nd := range c.members() {
-			st, err := statusOf(ctx, nd)
+			st, err := c.statusOf(ctx, nd)
 			if err != nil {
 				ok, last = false, fmt.Sprintf("node %d: %v", nd.id, err)
 				break

@@ -90,7 +90,8 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	if len(fps) > 0 {
 		env = append(env, "REWIND_FAILPOINTS="+strings.Join(fps, ";"))
 	}
-	c, err := newCluster(o.Binary, o.Dir, n, env, logf)
+	logf("starting %d node(s) of %s", n, o.Binary)
+	c, err := startCluster(ctx, o.Binary, o.Dir, n, env, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -104,17 +105,6 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	}
 	rec := &recorder{h: h}
 
-	logf("starting %d node(s) of %s", n, o.Binary)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range c.nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = c.start(ctx, uint64(i+1)) }()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
 	cl := client.New(c.addrs())
 	for _, t := range s.Topics {
 		if err := createTopic(ctx, cl, t); err != nil {

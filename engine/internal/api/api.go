@@ -89,8 +89,8 @@ func (s *Server) Handler() http.Handler {
 		rewindv1connect.PluginServiceName,
 	}
 	mux.Handle("GET /metrics", s.adminOnly(s.metricsHandler()))
-	mux.HandleFunc("GET /healthz", livez)
-	mux.HandleFunc("GET /livez", livez)
+	mux.HandleFunc("GET /healthz", s.livez)
+	mux.HandleFunc("GET /livez", s.livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	hc := &healthChecker{b: s.b, services: map[string]bool{}}
 	for _, svc := range services {

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/internal/identity"
 )
 
 // Health has three questions, answered apart so that an orchestrator can
@@ -26,6 +27,15 @@ import (
 //     whose store failed also exits (engine.Node.Failed), so it is never
 //     left half alive; the probes tell load balancers the moment it
 //     happens.
+//
+// Every probe answer names who answered: the headers Rewind-Node-Id (the
+// node's id, decimal) and Rewind-Cluster-Id (its cluster's id, 16 hex
+// digits; internal/identity), whatever the status. A load balancer's
+// probe log then says which node it reached, and the scenario runner
+// tells its own node from another process that took the node's port. A
+// node running alone is node 1 (unless --node-id says otherwise) of
+// cluster 0000000000000000. The probes stay open (no authentication): the
+// ids are no secret, every member's peers know them.
 //
 // A disk below --min-free-disk is not "not ready": reads go on, and the
 // node's partitions hand their leadership to other replicas (broker).
@@ -84,17 +94,24 @@ func (h *healthChecker) Watch(ctx context.Context, req *grpchealth.CheckRequest,
 }
 
 // livez answers /livez and /healthz.
-func livez(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
+	s.probeHeaders(w)
 	fmt.Fprintln(w, "ok")
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	s.probeHeaders(w)
 	if err := s.b.Ready(); err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, err)
 		return
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// probeHeaders sets a probe answer's content type and the headers naming
+// the node.
+func (s *Server) probeHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	identity.SetHeaders(w.Header(), s.b.NodeID(), s.b.ClusterID())
 }
