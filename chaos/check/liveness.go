@@ -21,7 +21,9 @@ import (
 //
 // and over all faults recovery_p50_s, recovery_max_s and unrecovered
 // (faults after whose end nothing was acknowledged). A fault with no End
-// (never healed) is counted in unhealed and not measured. Percentiles are
+// (never healed) is counted in unhealed and not measured, and one healed
+// at or after History.WorkloadEnd in outlasted_workload (nothing was
+// published after it). Percentiles are
 // nearest-rank; a window without acknowledged publishes has no p99 and
 // passes its bound (recovery judges the outage).
 func Liveness(h *history.History) Verdict {
@@ -39,6 +41,10 @@ func Liveness(h *history.History) Verdict {
 	for i, f := range h.Faults {
 		if f.End.IsZero() {
 			b.inc("unhealed")
+			continue
+		}
+		if outlastedWorkload(h, f) {
+			b.inc("outlasted_workload")
 			continue
 		}
 		if rec, ok := recovery(acked, f); ok {
@@ -153,4 +159,11 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 
 func faultName(i int, f history.Fault) string {
 	return fmt.Sprintf("fault %d %q (%s of nodes %v)", i, f.Name, f.Kind, f.Targets)
+}
+
+// outlastedWorkload reports whether fault f was healed only once the
+// workload was over: no publish could come after it, so it has no recovery
+// to measure.
+func outlastedWorkload(h *history.History, f history.Fault) bool {
+	return !h.WorkloadEnd.IsZero() && !f.End.Before(h.WorkloadEnd)
 }

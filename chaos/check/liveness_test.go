@@ -105,6 +105,15 @@ func TestLivenessFigures(t *testing.T) {
 	if s.RecoveryP50 != 30*time.Millisecond || s.RecoveryMax != 30*time.Millisecond || s.Unrecovered != 1 || s.Faults != 3 {
 		t.Fatalf("summary %+v", s)
 	}
+	// Fault b healed when the workload stopped: nothing could be
+	// published after it, so it is not judged.
+	h.WorkloadEnd = at(400)
+	if v = Liveness(h); !v.OK || v.Stats["outlasted_workload"] != 1 || v.Stats["unrecovered"] != 0 {
+		t.Fatalf("a fault that outlasted the workload: %s", describe(v))
+	}
+	if s := Summary(h); s.Unrecovered != 0 {
+		t.Fatalf("summary %+v", s)
+	}
 }
 
 func TestPercentile(t *testing.T) {

@@ -56,7 +56,7 @@ func Summary(h *history.History) Stats {
 	acked := ackedByEnd(h)
 	var recoveries []time.Duration
 	for _, f := range h.Faults {
-		if f.End.IsZero() {
+		if f.End.IsZero() || outlastedWorkload(h, f) {
 			continue
 		}
 		if r, ok := recovery(acked, f); ok {

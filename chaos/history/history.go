@@ -14,8 +14,12 @@ type History struct {
 	Seed     int64
 	Start    time.Time
 	End      time.Time
-	Nodes    []uint64
-	Topics   []Topic
+	// WorkloadEnd is when the workload stopped (publishers, readers and
+	// groups), before the faults were healed and the replicas read back.
+	// Zero: unknown.
+	WorkloadEnd time.Time `json:",omitzero"`
+	Nodes       []uint64
+	Topics      []Topic
 
 	Publishes []Publish
 	// Replicas is what each node's replica of each partition holds at the

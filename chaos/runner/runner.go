@@ -196,6 +196,7 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 		spawn(func() { fl.schedule(wctx, f) })
 	}
 	<-wctx.Done()
+	h.WorkloadEnd = time.Now()
 	work.Wait()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
