@@ -109,8 +109,9 @@
 // delivery is the target; its fence is raised at the Reset's At (a commit
 // from an older generation sent after the answer must be refused). A
 // reset whose answer never came is a ResetUnknown: a later Seeked at a
-// generation no Reset names, or an assignment below the last commit, is
-// taken for its outcome, once per ResetUnknown; a Seeked no reset
+// generation no Reset names, or an assignment below the last commit at a
+// generation newer than the era's commits, is taken for its outcome, once
+// per ResetUnknown; a Seeked no reset
 // explains is a violation. A reset of unknown generation (0) is placed at
 // its At, so a delivery from before the member's seek that is recorded
 // after it is taken for the first delivery after the reset.

@@ -105,6 +105,7 @@ type eraStart struct {
 type era struct {
 	committed    uint64 // the last accepted commit, or the reset's target
 	hasCommitted bool
+	commitGen    uint64 // the highest generation of the era's accepted commits
 	base         uint64 // from where the next commit's records must have been delivered
 	hasBase      bool
 	reset        *eraStart // the reset that began it (nil for the first era)
@@ -180,10 +181,13 @@ func (g *groupChecker) step(ev history.GroupEvent) {
 		g.raiseFence(gp, ev.Member, ev.Generation)
 		s := g.state(gp)
 		e := s.era(ev.Generation)
-		if e.hasCommitted && ev.Offset < e.committed && s.unknown > 0 {
-			// Assigned below the last commit: a reset of unknown
-			// outcome that reached this partition without a seek (its
-			// members were told to read on, then the partition moved).
+		if e.hasCommitted && ev.Offset < e.committed && ev.Generation > e.commitGen && s.unknown > 0 {
+			// Assigned below the last commit, at a generation newer
+			// than every commit of the era (an older assignment
+			// recorded late may well start below them): a reset of
+			// unknown outcome that reached this partition without a
+			// seek (its members were told to read on, then the
+			// partition moved).
 			s.unknown--
 			s.addReset(ev.Generation, ev.Offset, ev)
 			e = s.era(ev.Generation)
@@ -298,6 +302,7 @@ func (g *groupChecker) commit(gp groupPart, ev history.GroupEvent) {
 	}
 	e.committed, e.hasCommitted = ev.Offset, true
 	e.base, e.hasBase = ev.Offset, true
+	e.commitGen = max(e.commitGen, ev.Generation)
 }
 
 // revokedFrom marks a fence raised by a revocation (a member name cannot
