@@ -340,7 +340,7 @@ func Open(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		bc.Transport, bc.Reachable = tr, tr.Reachable
+		bc.Transport, bc.Reachable, bc.UpFor = tr, tr.Reachable, tr.UpFor
 		bc.Forward = api.NewForwarder(cfg.NodeID, sec.peerHTTP(cfg.PeerDialer))
 		peers := api.NewPeerReader(cfg.ClusterID, cfg.NodeID, sec.peerHTTP(cfg.PeerDialer))
 		bc.Fetch, bc.Bind = peers, peers

@@ -51,8 +51,11 @@ type peer struct {
 		bytes int
 		// down is set when a stream fails and cleared once the next one
 		// is open; meanwhile Send drops instead of queueing.
-		down  bool
-		stats PeerStats
+		down bool
+		// upSince is when the current run of working streams began
+		// (zero: down, or never opened); a stream that fails ends it.
+		upSince time.Time
+		stats   PeerStats
 	}
 
 	// Owned by run.
@@ -245,6 +248,9 @@ func (p *peer) connect() (*stream, error) {
 	}
 	p.mu.Lock()
 	p.mu.down = false
+	if p.mu.upSince.IsZero() {
+		p.mu.upSince = time.Now()
+	}
 	p.mu.stats.Connected = true
 	p.mu.Unlock()
 	p.log.Debug("stream open", "addr", addr)
@@ -286,6 +292,7 @@ func (p *peer) fail(err error, lost []item) {
 	queued := p.mu.queue
 	p.mu.queue, p.mu.bytes = nil, 0
 	p.mu.down = true
+	p.mu.upSince = time.Time{}
 	p.mu.stats.Connected = false
 	p.mu.stats.Failures++
 	p.mu.stats.LastError = err

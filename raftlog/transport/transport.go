@@ -338,6 +338,25 @@ func (t *Transport) Reachable(node uint64) bool {
 	return !p.mu.down
 }
 
+// UpFor reports how long the streams to node have worked without a
+// failure: 0 while it is down, and for a node never sent to. A node that
+// just came back (or keeps crashing) has a short UpFor; the broker hands
+// leadership only to a peer that has been up for a while.
+func (t *Transport) UpFor(node uint64) time.Duration {
+	t.mu.Lock()
+	p, ok := t.mu.peers[node]
+	t.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.down || p.mu.upSince.IsZero() {
+		return 0
+	}
+	return time.Since(p.mu.upSince)
+}
+
 // PeerStats describes the stream to one peer.
 type PeerStats struct {
 	Node uint64

@@ -290,6 +290,9 @@ func TestDeadPeerDoesNotBlockOthers(t *testing.T) {
 	if a.tr.Reachable(2) || !a.tr.Reachable(3) || !a.tr.Reachable(4) {
 		t.Fatalf("reachable: dead node 2 %v, live node 3 %v, node 4 never sent to %v", a.tr.Reachable(2), a.tr.Reachable(3), a.tr.Reachable(4))
 	}
+	if a.tr.UpFor(2) != 0 || a.tr.UpFor(3) <= 0 || a.tr.UpFor(4) != 0 {
+		t.Fatalf("up for: dead node 2 %v, live node 3 %v, node 4 never sent to %v", a.tr.UpFor(2), a.tr.UpFor(3), a.tr.UpFor(4))
+	}
 }
 
 // TestStalledPeerDoesNotBlockOthers sends to a server that takes the
@@ -511,7 +514,11 @@ func TestReconnectsAfterPeerRestart(t *testing.T) {
 	resendUntil(t, func() { a.tr.Send([]raftlog.Envelope{env(1, msg(pb.MsgHeartbeat, 1, 2, 0))}) }, func() bool {
 		return slices.Contains(a.unreachable.all(), 2)
 	})
+	if up := a.tr.UpFor(2); up != 0 {
+		t.Fatalf("node 2 down, yet up for %v", up)
+	}
 
+	restarted := time.Now()
 	ln, err := net.Listen("tcp", b.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -530,6 +537,10 @@ func TestReconnectsAfterPeerRestart(t *testing.T) {
 	}
 	if !a.tr.Reachable(2) {
 		t.Fatal("node 2 unreachable after its stream reopened")
+	}
+	// Up since the new stream opened, not since the first one.
+	if up := a.tr.UpFor(2); up <= 0 || up > time.Since(restarted) {
+		t.Fatalf("node 2 up for %v, but it came back %v ago", up, time.Since(restarted))
 	}
 }
 

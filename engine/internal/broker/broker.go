@@ -133,6 +133,13 @@ type Config struct {
 	// transport's view); a request for a partition whose leader is not is
 	// refused at once with Unavailable and a leader hint. Default: always.
 	Reachable func(node uint64) bool
+	// UpFor reports how long this node's raft stream to node has worked
+	// without failing (the transport's view). A leader hands a partition
+	// to its preferred leader only once that node has been up for two
+	// LeaderBalanceIntervals, so a node that just restarted, or keeps
+	// crashing, is not given its partitions back at once. Default: every
+	// node counts as up for good.
+	UpFor func(node uint64) time.Duration
 	// Bind binds idempotency keys on the node that leads their home
 	// partition (idempotency.go).
 	Bind Binder

@@ -793,11 +793,20 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 		}
 		return false
 	}
-	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last && lb.mayHand(group, time.Now()) {
+	if balance && preferred != 0 && preferred != self && st.Match[preferred]+transferLag >= st.Last && b.settled(preferred) && lb.mayHand(group, time.Now()) {
 		b.log.Debug("handing leadership to the preferred leader", "group", group, "to", preferred)
 		_ = b.host.TransferLeader(group, preferred)
 	}
 	return false
+}
+
+// settled reports whether node has been reachable long enough to be
+// handed back the partitions it prefers to lead: two balance rounds. In a
+// crash loop (the scenario group-reset, its partition leader killed
+// every 5 s) a preferred leader was handed its partition back about 2 s
+// after each restart, so every kill moved the leadership twice.
+func (b *Broker) settled(node uint64) bool {
+	return b.cfg.UpFor == nil || b.cfg.UpFor(node) >= 2*b.cfg.LeaderBalanceInterval
 }
 
 // handOffTarget picks the replica a leader low on disk hands a group to:
