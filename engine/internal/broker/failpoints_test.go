@@ -357,3 +357,42 @@ func TestFailpointResetFailingMidwayMovesMembersOn(t *testing.T) {
 		t.Fatalf("a commit at the reset's generation: %v", err)
 	}
 }
+
+// TestFailpointResetFailingFirstTellsNoOne: a reset that fails on its
+// first partition stored its generation in no fence, so its members are
+// not told it (a coordinator cut off from the others fails that way, and
+// the next coordinator, deriving generations from the fences, could issue
+// the same one to other members). Commits at the old generation still
+// land; the next reset's generation is the one after.
+func TestFailpointResetFailingFirstTellsNoOne(t *testing.T) {
+	b := open(t, vfs.NewMem())
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		recs := []PublishRecord{{Record: pub("x")[0].Record, Partition: 0, HasPartition: true}, {Record: pub("y")[0].Record, Partition: 1, HasPartition: true}}
+		if _, _, err := b.Publish(ctx, "t", recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := join(t, b, "g", "t")
+	defer m.leave()
+	a1 := m.next(t)
+	setFailpoint(t, failpoint.ResetFail, "0")
+	if _, err := b.ResetGroup(ctx, "g", "t", groups.Target{Kind: groups.ToOffset, Offset: 2}, nil, false, false); err == nil || !strings.Contains(err.Error(), "partitions [] before it are reset") {
+		t.Fatalf("reset failing on partition 0: %v", err)
+	}
+	failpoint.Clear(failpoint.ResetFail)
+	if err := b.Commit(ctx, "g", "t", a1.GetGeneration(), map[uint32]uint64{0: 4, 1: 4}); err != nil {
+		t.Fatalf("a commit at the generation before the failed reset: %v", err)
+	}
+	plan, err := b.ResetGroup(ctx, "g", "t", groups.Target{Kind: groups.ToOffset, Offset: 2}, nil, false, false)
+	if err != nil || plan.Generation != a1.GetGeneration()+2 {
+		t.Fatalf("the next reset: generation %d (%v), want %d", plan.Generation, err, a1.GetGeneration()+2)
+	}
+	if a := m.next(t); a.GetGeneration() != plan.Generation {
+		t.Fatalf("the member was told generation %d, want the reset's %d", a.GetGeneration(), plan.Generation)
+	}
+}

@@ -201,7 +201,17 @@ func (c *Coordinator) Reset(ctx context.Context, name string, t Topic, target Ta
 			// its members keep reading where they are, at gen, and
 			// their next commit wins; running the reset again settles
 			// it.
-			c.notifyReset(g, rows[:i], gen, epoch)
+			//
+			// With no partition reset (i == 0), gen is stored in no
+			// fence, and members are not told it: this node may have
+			// lost the metadata leadership (the command failed because
+			// it is cut off), and the next coordinator derives its
+			// generations from the stored fences, so it could issue gen
+			// again to other members, and a member told gen here could
+			// then commit as one of them.
+			if i > 0 {
+				c.notifyReset(g, rows[:i], gen, epoch)
+			}
 			return Plan{}, fmt.Errorf("groups: reset partition %d failed, its outcome is unknown (partitions %v before it are reset, generation %d; run the reset again): %w",
 				r.Partition, partitionsOf(rows[:i]), gen, err)
 		}
