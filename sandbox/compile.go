@@ -47,6 +47,11 @@ var abiExports = []struct {
 // *CompilingError (errors.Is ErrCompiling) when the wait ends first, the
 // compile going on; ctx's error; ErrClosed. The caller must Release the
 // module.
+//
+// When ctx ends before the compile's turn and no other caller waits for
+// it (nor started it with Prepare, nor was told ErrCompiling), the compile
+// is dropped from the queue, never run: a client that has gone costs no
+// compile. A compile already running runs to its end (see job).
 func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if len(wasm) > r.lim.MaxModuleBytes {
 		return nil, tooBig(len(wasm), r.lim.MaxModuleBytes)
@@ -55,7 +60,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	wait := time.NewTimer(time.Duration(r.lim.CompileWaitMillis) * time.Millisecond)
 	defer wait.Stop()
 	for {
-		m, j, err := r.start(sha, wasm)
+		m, j, err := r.start(sha, wasm, false)
 		if m != nil || err != nil {
 			return m, err
 		}
@@ -67,8 +72,10 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 			// Compiled: start takes the reference (or compiles again if
 			// it was evicted in between).
 		case <-wait.C:
+			r.leave(sha, j, true) // told "still compiling": it goes on
 			return nil, &CompilingError{Module: sha, For: r.now().Sub(j.started)}
 		case <-ctx.Done():
+			r.leave(sha, j, false)
 			return nil, ctx.Err()
 		case <-r.done:
 			return nil, ErrClosed
@@ -82,7 +89,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 func (r *Runtime) Prepare(wasm []byte) string {
 	sha := SHA256(wasm)
 	if len(wasm) <= r.lim.MaxModuleBytes {
-		if m, _, _ := r.start(sha, wasm); m != nil {
+		if m, _, _ := r.start(sha, wasm, true); m != nil {
 			m.Release()
 		}
 	}
@@ -154,19 +161,37 @@ func tooBig(n, limit int) *Error {
 	return errorf(KindInvalid, "", "module is %d bytes, over the limit of %d", n, limit)
 }
 
-// job is a module compiling in the background.
+// job is a module compiling in the background, or waiting for its turn
+// (compiles run one at a time, in the order their turn comes).
+//
+// A job is wanted while a Compile waits for it, or once Prepare asked for
+// it or a Compile was told ErrCompiling (keep: someone will come back for
+// it). A job no longer wanted before its turn is dropped: removed from
+// r.mu.jobs and never compiled. A job whose compile started runs to its
+// end: wazero v1.12 checks a compile's context only when it compiles with
+// several workers, between functions, and a compile cancelled there leaks
+// its entry-preamble mapping (docs/design.md).
 type job struct {
 	done    chan struct{} // closed when err is set
 	err     error
 	started time.Time
+	// drop is closed when the job is dropped before its turn.
+	drop chan struct{}
+
+	// Guarded by r.mu.
+	waiters int  // Compile calls waiting for it now
+	keep    bool // wanted even with no waiter
+	running bool // its compile started (or it was dropped)
 }
 
 // maxFailed bounds the failed compiles a runtime remembers.
 const maxFailed = 64
 
 // start returns the compiled module, referenced; or the job compiling it,
-// starting one if there is none; or the error of its failed compile.
-func (r *Runtime) start(sha string, wasm []byte) (*Module, *job, error) {
+// starting one if there is none, with the caller counted as its waiter
+// (Compile: it must call leave when it stops waiting early) or keeping it
+// (Prepare); or the error of its failed compile.
+func (r *Runtime) start(sha string, wasm []byte, keep bool) (*Module, *job, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.closed {
@@ -185,12 +210,35 @@ func (r *Runtime) start(sha string, wasm []byte) (*Module, *job, error) {
 	}
 	j := r.mu.jobs[sha]
 	if j == nil {
-		j = &job{done: make(chan struct{}), started: r.now()}
+		j = &job{done: make(chan struct{}), drop: make(chan struct{}), started: r.now()}
 		r.mu.jobs[sha] = j
 		r.compiling.Add(1)
 		go r.run(j, sha, bytes.Clone(wasm))
 	}
+	if keep {
+		j.keep = true
+	} else {
+		j.waiters++
+	}
 	return nil, j, nil
+}
+
+// leave ends a Compile's wait for job j before j ended: told says the
+// caller was told the module is still compiling (so j is kept), else the
+// caller has gone. A job nobody wants any more is dropped if its compile
+// has not started.
+func (r *Runtime) leave(sha string, j *job, told bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j.waiters--
+	j.keep = j.keep || told
+	if j.waiters > 0 || j.keep || j.running || r.mu.jobs[sha] != j {
+		return
+	}
+	j.running = true // it never will
+	delete(r.mu.jobs, sha)
+	close(j.drop)
+	r.stats.compilesDropped.Add(1)
 }
 
 // run compiles a module for job j, one compile at a time, and publishes
@@ -201,8 +249,14 @@ func (r *Runtime) run(j *job, sha string, wasm []byte) {
 	var err error
 	select {
 	case r.compiles <- struct{}{}:
+		if !r.turn(j) {
+			<-r.compiles
+			return // dropped as its turn came
+		}
 		m, err = r.compile(sha, wasm)
 		<-r.compiles
+	case <-j.drop:
+		return // leave removed it
 	case <-r.done:
 		err = ErrClosed
 	}
@@ -233,6 +287,17 @@ func (r *Runtime) run(j *job, sha string, wasm []byte) {
 	if err != nil && !errors.Is(err, ErrClosed) {
 		r.log.Warn("module does not compile", "module", sha, "error", err)
 	}
+}
+
+// turn marks j's compile started, unless j was dropped.
+func (r *Runtime) turn(j *job) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j.running {
+		return false
+	}
+	j.running = true
+	return true
 }
 
 // Lookup returns the compiled module with this sha256 (hex), referenced

@@ -189,35 +189,8 @@ func (f *Filter) call(in *instance, b *Batch, i, j int, dst []Output) ([]Output,
 // instance takes an idle instance initialised with f's config, or makes
 // one.
 func (f *Filter) instance() (*instance, error) {
-	r := f.m.r
-	r.mu.Lock()
-	for e := r.mu.idle.Front(); e != nil; e = e.Next() {
-		if in := e.Value.(*instance); in.m == f.m && in.key == f.key {
-			r.mu.idle.Remove(e)
-			r.mu.Unlock()
-			return in, nil
-		}
+	if in := f.m.r.takeIdle(f.m, f.key); in != nil {
+		return in, nil
 	}
-	r.mu.Unlock()
 	return f.m.newInstance(f.config, true)
-}
-
-// putIdle keeps an instance for reuse, closing the least recently used
-// beyond MaxIdleInstances.
-func (r *Runtime) putIdle(in *instance) {
-	r.mu.Lock()
-	if r.mu.closed {
-		r.mu.Unlock()
-		in.close(in.ctx)
-		return
-	}
-	r.mu.idle.PushFront(in)
-	var evict *instance
-	if r.mu.idle.Len() > r.lim.MaxIdleInstances {
-		evict = r.mu.idle.Remove(r.mu.idle.Back()).(*instance)
-	}
-	r.mu.Unlock()
-	if evict != nil {
-		evict.close(evict.ctx)
-	}
 }

@@ -40,6 +40,10 @@ type instance struct {
 	last []byte
 
 	stdout, stderr *lineWriter
+
+	// idleBytes is its memory's size when it was last put idle (pool.go);
+	// guarded by the runtime's mu while it is idle.
+	idleBytes int64
 }
 
 type instanceKey struct{}

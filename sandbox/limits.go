@@ -61,6 +61,15 @@ type Limits struct {
 	// MaxIdleInstances bounds initialised instances kept for reuse across
 	// all modules. Default 32.
 	MaxIdleInstances int
+	// MaxIdleMemoryBytes bounds the linear memory of those idle instances,
+	// summed over all modules: memory never shrinks, so an idle instance
+	// holds the most its guest ever grew to. When keeping an instance would
+	// exceed it, the least recently used idle instances are closed; an
+	// instance larger than the bound on its own is closed when its run
+	// ends. Instances in use (at most MaxConcurrentCalls) are not counted.
+	// Default 256 MiB (four instances at the default MaxMemoryPages, or
+	// the 32 of MaxIdleInstances at 8 MiB each).
+	MaxIdleMemoryBytes int64
 	// LogLinesPerSecond is the steady rate of guest log lines per module
 	// that reach the server log (bursts of 10× pass); the rest are counted
 	// and reported as dropped. Default 10.
@@ -98,6 +107,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	set(&l.MaxConcurrentCalls, max(1, runtime.GOMAXPROCS(0)-1))
 	set(&l.MaxIdleInstances, 32)
+	if l.MaxIdleMemoryBytes == 0 {
+		l.MaxIdleMemoryBytes = 256 << 20
+	}
 	set(&l.LogLinesPerSecond, 10)
 	set(&l.MaxLogLineBytes, 512)
 	return l
@@ -123,6 +135,7 @@ func (l Limits) Validate() error {
 	neg("FuelPerInit", l.FuelPerInit)
 	neg("MaxConcurrentCalls", int64(l.MaxConcurrentCalls))
 	neg("MaxIdleInstances", int64(l.MaxIdleInstances))
+	neg("MaxIdleMemoryBytes", l.MaxIdleMemoryBytes)
 	neg("LogLinesPerSecond", int64(l.LogLinesPerSecond))
 	neg("MaxLogLineBytes", int64(l.MaxLogLineBytes))
 	if l.MaxMemoryPages > 65536 {

@@ -61,7 +61,9 @@ type Runtime struct {
 		closed  bool
 		modules map[string]*Module // compiled
 		unused  *list.List         // of *Module with no references, most recent first
-		idle    *list.List         // of *instance, most recent first
+		idle    *list.List         // of *instance, most recent first (pool.go)
+		// idleBytes is the linear memory of the instances in idle.
+		idleBytes int64
 		jobs    map[string]*job    // compiling (or waiting to), by sha256
 		// failed holds the error of modules that did not compile, the
 		// latest maxFailed, oldest first in failedOrder.
@@ -122,6 +124,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 type counters struct {
 	calls, fuel atomic.Uint64
 	failures    [KindConfig + 1]atomic.Uint64 // by Kind
+	// idleEvictions counts idle instances closed to stay within the idle
+	// pool's bounds; compilesDropped compiles never run (compile.go).
+	idleEvictions, compilesDropped atomic.Uint64
 }
 
 // Stats counts what the runtime's filters did since it started.
@@ -132,12 +137,25 @@ type Stats struct {
 	// Failures counts the runs of filters (Filter.Run) that failed, by
 	// kind of failure; the index is the Kind (index 0 is unused).
 	Failures [KindConfig + 1]uint64
+	// IdleInstances and IdleBytes are the instances kept for reuse now
+	// and their linear memory in bytes (at most
+	// Limits.MaxIdleMemoryBytes); IdleEvictions counts idle instances
+	// closed to stay within MaxIdleInstances and MaxIdleMemoryBytes.
+	IdleInstances int
+	IdleBytes     int64
+	IdleEvictions uint64
+	// CompilesDropped counts compiles removed from the queue before their
+	// turn because every caller waiting for them had gone (their
+	// contexts ended), none of them started by Prepare.
+	CompilesDropped uint64
 }
 
 // Stats returns the runtime's counters. Safe for concurrent use.
 func (r *Runtime) Stats() Stats {
 	var st Stats
 	st.Calls, st.Fuel = r.stats.calls.Load(), r.stats.fuel.Load()
+	st.IdleInstances, st.IdleBytes = r.idleStats()
+	st.IdleEvictions, st.CompilesDropped = r.stats.idleEvictions.Load(), r.stats.compilesDropped.Load()
 	for k := range st.Failures {
 		st.Failures[k] = r.stats.failures[k].Load()
 	}
@@ -263,23 +281,8 @@ func (r *Runtime) evictLocked() []*Module {
 
 // close closes the module's idle instances and compiled code.
 func (m *Module) close() {
-	r := m.r
-	r.mu.Lock()
-	var idle []*instance
-	for e := r.mu.idle.Front(); e != nil; {
-		next := e.Next()
-		if in := e.Value.(*instance); in.m == m {
-			r.mu.idle.Remove(e)
-			idle = append(idle, in)
-		}
-		e = next
-	}
-	r.mu.Unlock()
-	ctx := context.Background()
-	for _, in := range idle {
-		in.close(ctx)
-	}
-	_ = m.compiled.Close(ctx)
+	m.r.dropIdle(m)
+	_ = m.compiled.Close(context.Background())
 }
 
 // Forget drops a module from the runtime once nothing uses it (a deleted
