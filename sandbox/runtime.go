@@ -64,7 +64,7 @@ type Runtime struct {
 		idle    *list.List         // of *instance, most recent first (pool.go)
 		// idleBytes is the linear memory of the instances in idle.
 		idleBytes int64
-		jobs    map[string]*job    // compiling (or waiting to), by sha256
+		jobs      map[string]*job // compiling (or waiting to), by sha256
 		// failed holds the error of modules that did not compile, the
 		// latest maxFailed, oldest first in failedOrder.
 		failed      map[string]error
