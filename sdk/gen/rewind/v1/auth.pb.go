@@ -39,8 +39,16 @@ type Quota struct {
 	// WebAssembly fuel the principal's filtered replays burn per second.
 	// Over it, they are paced, not failed.
 	FilterFuelPerSec uint64 `protobuf:"varint,4,opt,name=filter_fuel_per_sec,json=filterFuelPerSec,proto3" json:"filter_fuel_per_sec,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Topics the principal created that still exist (deleting one frees
+	// it). Over it, CreateTopic fails with ResourceExhausted and creates
+	// nothing. Counted over the whole cluster.
+	Topics uint32 `protobuf:"varint,5,opt,name=topics,proto3" json:"topics,omitempty"`
+	// Partitions of the topics the principal created that still exist, all
+	// together. Over it, CreateTopic fails with ResourceExhausted and
+	// creates nothing. Counted over the whole cluster.
+	Partitions    uint32 `protobuf:"varint,6,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Quota) Reset() {
@@ -97,6 +105,20 @@ func (x *Quota) GetStreams() uint32 {
 func (x *Quota) GetFilterFuelPerSec() uint64 {
 	if x != nil {
 		return x.FilterFuelPerSec
+	}
+	return 0
+}
+
+func (x *Quota) GetTopics() uint32 {
+	if x != nil {
+		return x.Topics
+	}
+	return 0
+}
+
+func (x *Quota) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
 	}
 	return 0
 }
@@ -246,7 +268,11 @@ type QuotaUsage struct {
 	// Time replays waited for their quota.
 	Paced *durationpb.Duration `protobuf:"bytes,6,opt,name=paced,proto3" json:"paced,omitempty"`
 	// Fuel the principal's filters burned.
-	FilterFuel    uint64 `protobuf:"varint,7,opt,name=filter_fuel,json=filterFuel,proto3" json:"filter_fuel,omitempty"`
+	FilterFuel uint64 `protobuf:"varint,7,opt,name=filter_fuel,json=filterFuel,proto3" json:"filter_fuel,omitempty"`
+	// Topics the principal created that still exist, and their partitions:
+	// over the whole cluster (the catalog), not this node only.
+	Topics        uint32 `protobuf:"varint,8,opt,name=topics,proto3" json:"topics,omitempty"`
+	Partitions    uint32 `protobuf:"varint,9,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,13 +356,28 @@ func (x *QuotaUsage) GetFilterFuel() uint64 {
 	return 0
 }
 
+func (x *QuotaUsage) GetTopics() uint32 {
+	if x != nil {
+		return x.Topics
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
 type ListQuotasResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every principal with its own quota.
 	Quotas map[string]*Quota `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The default, if set.
 	DefaultQuota *Quota `protobuf:"bytes,2,opt,name=default_quota,json=defaultQuota,proto3" json:"default_quota,omitempty"`
-	// On the node that answered, since it started.
+	// On the node that answered, since it started (topics and partitions:
+	// the cluster's catalog as that node has it).
 	Usage         []*QuotaUsage `protobuf:"bytes,3,rep,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1257,18 +1298,22 @@ var File_rewind_v1_auth_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x14rewind/v1/auth.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x01\n" +
+	"\x14rewind/v1/auth.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x01\n" +
 	"\x05Quota\x121\n" +
 	"\x15publish_bytes_per_sec\x18\x01 \x01(\x04R\x12publishBytesPerSec\x12/\n" +
 	"\x14replay_bytes_per_sec\x18\x02 \x01(\x04R\x11replayBytesPerSec\x12\x18\n" +
 	"\astreams\x18\x03 \x01(\rR\astreams\x12-\n" +
-	"\x13filter_fuel_per_sec\x18\x04 \x01(\x04R\x10filterFuelPerSec\"|\n" +
+	"\x13filter_fuel_per_sec\x18\x04 \x01(\x04R\x10filterFuelPerSec\x12\x16\n" +
+	"\x06topics\x18\x05 \x01(\rR\x06topics\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x06 \x01(\rR\n" +
+	"partitions\"|\n" +
 	"\x0fSetQuotaRequest\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
 	"\rdefault_quota\x18\x02 \x01(\bR\fdefaultQuota\x12&\n" +
 	"\x05quota\x18\x03 \x01(\v2\x10.rewind.v1.QuotaR\x05quota\"\x12\n" +
 	"\x10SetQuotaResponse\"\x13\n" +
-	"\x11ListQuotasRequest\"\x89\x02\n" +
+	"\x11ListQuotasRequest\"\xc1\x02\n" +
 	"\n" +
 	"QuotaUsage\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12'\n" +
@@ -1278,7 +1323,11 @@ const file_rewind_v1_auth_proto_rawDesc = "" +
 	"\arefused\x18\x05 \x01(\x04R\arefused\x12/\n" +
 	"\x05paced\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05paced\x12\x1f\n" +
 	"\vfilter_fuel\x18\a \x01(\x04R\n" +
-	"filterFuel\"\x88\x02\n" +
+	"filterFuel\x12\x16\n" +
+	"\x06topics\x18\b \x01(\rR\x06topics\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\t \x01(\rR\n" +
+	"partitions\"\x88\x02\n" +
 	"\x12ListQuotasResponse\x12A\n" +
 	"\x06quotas\x18\x01 \x03(\v2).rewind.v1.ListQuotasResponse.QuotasEntryR\x06quotas\x125\n" +
 	"\rdefault_quota\x18\x02 \x01(\v2\x10.rewind.v1.QuotaR\fdefaultQuota\x12+\n" +
