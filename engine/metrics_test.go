@@ -313,6 +313,12 @@ func TestMetricsOfARealNode(t *testing.T) {
 	}
 	s.expect(t, 1, "rewind_filter_failures_total", "kind", "trap")
 	s.expect(t, 0, "rewind_filter_failures_total", "kind", "fuel")
+	// The keep-nothing filter's instance (2 pages) waits idle for reuse;
+	// the trapping one was closed.
+	s.expect(t, 1, "rewind_filter_idle_instances")
+	s.expect(t, 2*65536, "rewind_filter_idle_bytes")
+	s.expect(t, 0, "rewind_filter_idle_evictions_total")
+	s.expect(t, 0, "rewind_filter_compiles_dropped_total")
 	s.expect(t, 1, "rewind_raft_is_leader", "group", "meta")
 	s.expect(t, 1, "rewind_raft_leader_known", "group", "meta")
 	if v := s.must(t, "rewind_raft_term", "group", "meta"); v < 1 {

@@ -31,6 +31,7 @@ func newServe() *cobra.Command {
 		minFree                              string
 		filters                              sandbox.Limits
 		filterMemMiB, inlineMiB              int
+		filterIdleMiB                        int64
 		nodeID                               uint64
 		initialCluster, advertise, joinAddrs string
 		peerVia, tierURL                     string
@@ -100,6 +101,10 @@ cluster secret, unless --insecure is given.`,
 					return fmt.Errorf("%s %d: must be 0 to %d", name, v, int64(1)<<40)
 				}
 			}
+			if filterIdleMiB < 0 || filterIdleMiB > 1<<20 {
+				return fmt.Errorf("--filter-idle-memory-mib %d: must be 0 (the default) to %d", filterIdleMiB, 1<<20)
+			}
+			filters.MaxIdleMemoryBytes = filterIdleMiB << 20
 			if !(replayShare > 0 && replayShare <= 1) {
 				return fmt.Errorf("--replay-share %g: must be above 0 and at most 1", replayShare)
 			}
@@ -208,6 +213,7 @@ cluster secret, unless --insecure is given.`,
 	f.IntVar(&filters.MaxConcurrentCalls, "filter-concurrency", 0, "WebAssembly filter calls at once (default GOMAXPROCS-1, at least 1); filtered replays are paced like every replay (--replay-share)")
 	f.IntVar(&filters.MaxModuleBytes, "filter-max-module-bytes", 0, "largest module accepted by plugin upload (default 16 MiB)")
 	f.IntVar(&inlineMiB, "filter-max-inline-mib", 0, "largest module sent inline with a replay, MiB (default 4)")
+	f.Int64Var(&filterIdleMiB, "filter-idle-memory-mib", 0, "memory of idle WebAssembly filter instances kept for reuse, all modules together, MiB (default 256); past it the least recently used are closed")
 	f.Uint64Var(&nodeID, "node-id", 1, "this node's id in the cluster (never reused)")
 	f.StringVar(&initialCluster, "initial-cluster", "", "every first member as ID=HOST:PORT,... (the same on every member); empty: run alone")
 	f.StringVar(&joinAddrs, "join", "", "join a running cluster through any of these members (HOST:PORT,...); the node's --node-id must be new")

@@ -160,6 +160,11 @@ var (
 	filterCalls  = desc("rewind_filter_calls_total", "Guest calls of filter modules (each filters a batch of records).")
 	filterFuel   = desc("rewind_filter_fuel_total", "Fuel (metered guest instructions) filter calls burned.")
 	filterFailed = desc("rewind_filter_failures_total", "Filter runs that failed, by kind: invalid, trap, fuel, output, limit, guest, config.", "kind")
+	// The idle instance pool and the compile queue (issue 24).
+	filterIdle      = desc("rewind_filter_idle_instances", "Initialised filter instances kept for reuse (idle, not running).")
+	filterIdleBytes = desc("rewind_filter_idle_bytes", "Linear memory of the idle filter instances, bytes (at most --filter-idle-memory-mib).")
+	filterIdleEvict = desc("rewind_filter_idle_evictions_total", "Idle filter instances closed to stay within the idle pool's count and memory bounds.")
+	filterDropped   = desc("rewind_filter_compiles_dropped_total", "Module compiles taken out of the queue before their turn because every replay waiting for them had gone.")
 
 	// Raft: the metadata group alone, the partitions' groups aggregated.
 	raftTerm      = desc("rewind_raft_term", "Current raft term of the group.", "group")
@@ -203,11 +208,14 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		streamsOpen, replayReadBytes, replayTurns, replayCPU, replayWait, replayDeferred, replayFactor,
 		fetchesServed, fetchBytes, remoteReads,
 		groupLagRecords, groupLagSeconds, groupLagOmitted,
-		filterCalls, filterFuel, filterFailed,
+		filterCalls, filterFuel, filterFailed, filterIdle, filterIdleBytes, filterIdleEvict, filterDropped,
 		raftTerm, raftLeader, raftKnown, raftApplyLag, raftChanges, raftDropped, raftSnapshots, raftParts,
 		quotaPublished, quotaReplayed, quotaFuel, quotaRefused, quotaPaced, quotaStreams,
 		diskFull, ready,
 	} {
+		ch <- d
+	}
+	for _, d := range topicQuotaDescs {
 		ch <- d
 	}
 	for _, h := range stageHists {
@@ -242,6 +250,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(quotaStreams, float64(u.Streams), u.Principal)
 		}
 	}
+	c.s.collectTopicQuotas(ch)
 	for _, t := range b.ListTopics() {
 		_, parts, err := b.DescribeTopic(t.Name)
 		if err != nil {
@@ -326,6 +335,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, name := range filterKinds {
 		counter(filterFailed, float64(fs.Failures[k]), name)
 	}
+	gauge(filterIdle, float64(fs.IdleInstances))
+	gauge(filterIdleBytes, float64(fs.IdleBytes))
+	counter(filterIdleEvict, float64(fs.IdleEvictions))
+	counter(filterDropped, float64(fs.CompilesDropped))
 
 	r := b.RaftStats()
 	gauge(raftTerm, float64(r.Meta.Term), "meta")
