@@ -2,7 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -47,10 +51,11 @@ func principalOf(ctx context.Context) (string, bool) {
 }
 
 // quotaError turns a refusal into ResourceExhausted, the wait in its
-// message and in the Rewind-Retry-After-Ms header.
+// message and in the Rewind-Retry-After-Ms header (a topic or partition
+// quota has no wait: the message names the limit and the usage).
 func quotaError(err error) error {
-	ex, ok := err.(*quota.Exceeded)
-	if !ok {
+	var ex *quota.Exceeded
+	if !errors.As(err, &ex) {
 		return err
 	}
 	ce := connect.NewError(connect.CodeResourceExhausted, err)
@@ -105,7 +110,7 @@ func (s *Server) SetQuota(ctx context.Context, req *rewindv1.SetQuotaRequest) (*
 	q := req.GetQuota()
 	c := auth.SetQuota{Principal: req.GetPrincipal(), Default: req.GetDefaultQuota(), Limits: quota.Limits{
 		PublishBytesPerSec: q.GetPublishBytesPerSec(), ReplayBytesPerSec: q.GetReplayBytesPerSec(), Streams: q.GetStreams(),
-		FilterFuelPerSec: q.GetFilterFuelPerSec(),
+		FilterFuelPerSec: q.GetFilterFuelPerSec(), Topics: q.GetTopics(), Partitions: q.GetPartitions(),
 	}}
 	if _, err := s.b.ProposeAuth(ctx, auth.Command{SetQuota: &c}); err != nil {
 		return nil, s.authError(err)
@@ -115,7 +120,7 @@ func (s *Server) SetQuota(ctx context.Context, req *rewindv1.SetQuotaRequest) (*
 
 func quotaProto(l quota.Limits) *rewindv1.Quota {
 	return &rewindv1.Quota{PublishBytesPerSec: l.PublishBytesPerSec, ReplayBytesPerSec: l.ReplayBytesPerSec, Streams: l.Streams,
-		FilterFuelPerSec: l.FilterFuelPerSec}
+		FilterFuelPerSec: l.FilterFuelPerSec, Topics: l.Topics, Partitions: l.Partitions}
 }
 
 // ListQuotas implements rewindv1connect.AuthServiceHandler.
@@ -131,12 +136,22 @@ func (s *Server) ListQuotas(ctx context.Context, _ *rewindv1.ListQuotasRequest) 
 	if !st.DefaultQuota.IsZero() {
 		out.DefaultQuota = quotaProto(st.DefaultQuota)
 	}
+	owned := s.b.TopicsOwned()
 	for _, u := range s.limiter().Usage() {
+		o := owned[u.Principal]
+		delete(owned, u.Principal)
 		out.Usage = append(out.Usage, &rewindv1.QuotaUsage{
 			Principal: u.Principal, PublishedBytes: u.PublishBytes, ReplayedBytes: u.ReplayBytes,
 			OpenStreams: uint32(u.Streams), Refused: u.Refused, Paced: durationpb.New(time.Duration(u.PacedNanos)),
-			FilterFuel: u.Fuel,
+			FilterFuel: u.Fuel, Topics: clamp32(o.Topics), Partitions: clamp32(o.Partitions),
 		})
 	}
+	for p, o := range owned { // creators this node charged nothing yet
+		out.Usage = append(out.Usage, &rewindv1.QuotaUsage{Principal: p, Paced: durationpb.New(0),
+			Topics: clamp32(o.Topics), Partitions: clamp32(o.Partitions)})
+	}
+	slices.SortFunc(out.Usage, func(a, b *rewindv1.QuotaUsage) int { return strings.Compare(a.GetPrincipal(), b.GetPrincipal()) })
 	return out, nil
 }
+
+func clamp32(v uint64) uint32 { return uint32(min(v, math.MaxUint32)) }

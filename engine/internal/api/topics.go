@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -9,6 +10,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/auth"
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/meta"
+	"github.com/rewind-io/rewind/engine/internal/quota"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
@@ -33,7 +35,13 @@ func (s *Server) CreateTopic(ctx context.Context, req *rewindv1.CreateTopicReque
 		return nil, err
 	}
 	spec.Retention = r
+	if p, ok := principalOf(ctx); ok && s.guard != nil {
+		spec.Creator = p // counted against its topic and partition quotas
+	}
 	t, err := s.b.CreateTopic(ctx, spec)
+	if errors.Is(err, quota.ErrExceeded) {
+		return nil, quotaError(err)
+	}
 	if err != nil {
 		return nil, toConnect(s.log, err)
 	}

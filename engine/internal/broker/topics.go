@@ -11,6 +11,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/quota"
 )
 
 var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
@@ -34,6 +35,10 @@ type TopicSpec struct {
 	// DedupeWindow is how long idempotency keys are remembered; 0 turns
 	// deduplication off, a negative value selects DefaultDedupeWindow.
 	DedupeWindow time.Duration
+	// Creator is the principal creating the topic ("": authentication is
+	// off). The topic counts against its topic and partition quotas; a
+	// creation over them fails with a *quota.Exceeded.
+	Creator string
 }
 
 // DefaultDedupeWindow is the dedupe window of a topic created without one.
@@ -97,13 +102,16 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	t, err := b.meta.Create(ctx, meta.Spec{
 		Name: s.Name, Partitions: s.Partitions, ReplicationFactor: s.ReplicationFactor,
 		MaxRecordBytes: s.MaxRecordBytes, Retention: s.Retention, CreateTime: b.Now(),
-		DedupeWindowNanos: int64(s.DedupeWindow),
+		DedupeWindowNanos: int64(s.DedupeWindow), Creator: s.Creator,
 	})
 	if errors.Is(err, meta.ErrTopicExists) {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, s.Name)
 	}
 	if errors.Is(err, meta.ErrNotEnoughNodes) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if errors.Is(err, quota.ErrExceeded) {
+		return nil, err // the creator's topic or partition quota; nothing created
 	}
 	if err != nil {
 		return nil, unavailable(err)
@@ -134,6 +142,11 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 
 // ListTopics returns every topic, ordered by name.
 func (b *Broker) ListTopics() []*TopicInfo { return b.meta.Topics() }
+
+// TopicsOwned returns what each principal created that still exists: its
+// topics and their partitions (the durable catalog, the same on every
+// member once applied there).
+func (b *Broker) TopicsOwned() map[string]quota.Owned { return b.meta.Owned() }
 
 // DescribeTopic returns a topic and the state of its partitions.
 func (b *Broker) DescribeTopic(name string) (*TopicInfo, []PartitionInfo, error) {

@@ -106,6 +106,10 @@ type Topic struct {
 	// node was part of a cluster: their one replica is that node.
 	Replicas   [][]uint64 `json:"replicas,omitempty"`
 	CreateTime int64      `json:"create_time_ns"`
+	// Creator is the principal that created the topic (empty: created
+	// without authentication, or before creators were recorded). The
+	// topic counts against its topic and partition quotas while it exists.
+	Creator string `json:"creator,omitempty"`
 }
 
 // ReplicasOf returns partition i's replicas; nil means "the local node
@@ -142,6 +146,9 @@ type Spec struct {
 	Retention         Retention
 	DedupeWindowNanos int64
 	CreateTime        int64
+	// Creator is the principal creating the topic ("": none). Its topic
+	// and partition quotas are checked at apply (quota.go).
+	Creator string `json:",omitempty"`
 }
 
 // command is one metadata entry. Encoded as JSON: metadata changes are rare
@@ -559,10 +566,14 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 	if len(m.st.Nodes) > 0 && int(rf) > len(active) {
 		return nil, fmt.Errorf("%w: replication factor %d but the cluster has %d nodes (not leaving)", ErrNotEnoughNodes, rf, len(active))
 	}
+	if err := m.checkTopicQuota(s); err != nil {
+		return nil, err
+	}
 	t := &Topic{
 		ID: m.st.NextTopicID, Name: s.Name, Partitions: s.Partitions,
 		ReplicationFactor: rf, MaxRecordBytes: s.MaxRecordBytes,
 		Retention: s.Retention, DedupeWindowNanos: s.DedupeWindowNanos, CreateTime: s.CreateTime,
+		Creator: s.Creator,
 	}
 	m.st.NextTopicID++
 	for i := range s.Partitions {

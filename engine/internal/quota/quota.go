@@ -1,6 +1,8 @@
 // Package quota keeps one tenant from starving the others: per principal
-// rates of published bytes, replayed bytes and filter fuel, and a cap on
-// concurrent streams.
+// rates of published bytes, replayed bytes and filter fuel, a cap on
+// concurrent streams, and caps on the topics a principal created and their
+// partitions (CheckTopics: those are checked by the metadata group, where
+// topic creations are serialized, not by a Limiter).
 //
 // Rates are token buckets that may go into debt: a request is admitted
 // while the bucket is not empty and takes what it uses, even beyond what is
@@ -27,6 +29,10 @@ type Limits struct {
 	ReplayBytesPerSec  uint64 `json:"replay_bytes_per_sec,omitempty"`
 	Streams            uint32 `json:"streams,omitempty"`
 	FilterFuelPerSec   uint64 `json:"filter_fuel_per_sec,omitempty"`
+	// Topics caps the topics the principal created that still exist;
+	// Partitions caps their partitions, all together (CheckTopics).
+	Topics     uint32 `json:"topics,omitempty"`
+	Partitions uint32 `json:"partitions,omitempty"`
 }
 
 // IsZero reports whether l limits nothing.
@@ -40,12 +46,9 @@ func (l Limits) String() string {
 		}
 		return fmt.Sprint(v)
 	}
-	streams := "unlimited"
-	if l.Streams > 0 {
-		streams = fmt.Sprint(l.Streams)
-	}
-	return fmt.Sprintf("publish-bytes-per-sec=%s replay-bytes-per-sec=%s streams=%s filter-fuel-per-sec=%s",
-		show(l.PublishBytesPerSec), show(l.ReplayBytesPerSec), streams, show(l.FilterFuelPerSec))
+	return fmt.Sprintf("publish-bytes-per-sec=%s replay-bytes-per-sec=%s streams=%s filter-fuel-per-sec=%s topics=%s partitions=%s",
+		show(l.PublishBytesPerSec), show(l.ReplayBytesPerSec), show(uint64(l.Streams)), show(l.FilterFuelPerSec),
+		show(uint64(l.Topics)), show(uint64(l.Partitions)))
 }
 
 // Kind names what a bucket limits, for errors and metrics.
@@ -57,20 +60,35 @@ const (
 	Replay  Kind = "replay_bytes"
 	Fuel    Kind = "filter_fuel"
 	Streams Kind = "streams"
+	// Topics and Partitions: what the principal created and still exists.
+	Topics     Kind = "topics"
+	Partitions Kind = "partitions"
 )
 
 // ErrExceeded is wrapped by the errors of requests refused over quota.
 var ErrExceeded = errors.New("quota exceeded")
 
 // Exceeded is a refusal: the principal, what it exceeded, and when to try
-// again (zero for streams: when one of them ends).
+// again (zero for streams: when one of them ends; for topics and
+// partitions: when the principal deletes some).
 type Exceeded struct {
 	Principal  string
 	Kind       Kind
 	RetryAfter time.Duration
+	// For Topics and Partitions: the limit, what the principal holds, and
+	// what the refused request asked for.
+	Limit, Used, Asked uint64
 }
 
 func (e *Exceeded) Error() string {
+	switch e.Kind {
+	case Topics:
+		return fmt.Sprintf("quota exceeded: principal %q may have %d topics and has %d; delete one or raise its topics quota",
+			e.Principal, e.Limit, e.Used)
+	case Partitions:
+		return fmt.Sprintf("quota exceeded: principal %q may have %d partitions in all and has %d; a topic of %d would make %d",
+			e.Principal, e.Limit, e.Used, e.Asked, e.Used+e.Asked)
+	}
 	if e.RetryAfter > 0 {
 		return fmt.Sprintf("quota exceeded: principal %q over its %s rate; retry after %s", e.Principal, e.Kind, e.RetryAfter.Round(time.Millisecond))
 	}
@@ -78,6 +96,26 @@ func (e *Exceeded) Error() string {
 }
 
 func (e *Exceeded) Unwrap() error { return ErrExceeded }
+
+// Owned is what a principal created that still exists: topics and their
+// partitions.
+type Owned struct {
+	Topics, Partitions uint64
+}
+
+// CheckTopics admits the creation by principal of a topic of partitions,
+// when it already owns owned; or refuses it with an *Exceeded naming the
+// limit it would pass. The caller must serialize creations (the metadata
+// group's apply does), or two could pass together.
+func CheckTopics(principal string, l Limits, owned Owned, partitions uint32) error {
+	if l.Topics > 0 && owned.Topics+1 > uint64(l.Topics) {
+		return &Exceeded{Principal: principal, Kind: Topics, Limit: uint64(l.Topics), Used: owned.Topics, Asked: 1}
+	}
+	if l.Partitions > 0 && owned.Partitions+uint64(partitions) > uint64(l.Partitions) {
+		return &Exceeded{Principal: principal, Kind: Partitions, Limit: uint64(l.Partitions), Used: owned.Partitions, Asked: uint64(partitions)}
+	}
+	return nil
+}
 
 // Usage is what a principal has been charged and refused, for metrics.
 type Usage struct {
