@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"net/http"
@@ -73,6 +74,9 @@ func newRPCs(url, token string) *rpcs {
 // before the case runs.
 type fixture struct {
 	topic, group, plugin string
+	// digest is the sha256 (hex) of the plugin's module, which the plugin
+	// {plugin}-alias has as well; no other plugin has it.
+	digest string
 	// signed is a resume token a stream handed out (signed); forged one
 	// made by hand for offset 0 (unsigned).
 	signed, forged string
@@ -80,6 +84,8 @@ type fixture struct {
 
 // matrixCase is one call of one procedure and the rights it needs, as
 // "op kind:name" ({topic}, {group}, {plugin} stand for the fixture's).
+// "a|b" is a right that either a or b gives: the principal with exactly
+// the rights gets a, the one refused lacks both.
 type matrixCase struct {
 	proc  string
 	name  string
@@ -168,8 +174,24 @@ var matrix = []matrixCase{
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "group", []string{"read topic:{topic}", "join group:{group}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Group: f.group, Start: start(&rewindv1.StartPosition{Position: &rewindv1.StartPosition_Latest{Latest: true}})})
 	}},
+	// The fixture's group has a commit in every partition: a member resumes
+	// from it whatever its start; a group without commits starts there.
+	{rewindv1connect.SubscribeServiceSubscribeProcedure, "group-resume", []string{"read topic:{topic}", "join group:{group}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Group: f.group})
+	}},
+	{rewindv1connect.SubscribeServiceSubscribeProcedure, "group-earliest", []string{"replay topic:{topic}", "join group:{group}-new"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Group: f.group + "-new"})
+	}},
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "plugin-filter", []string{"replay topic:{topic}", "use plugin:{plugin}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Filter: &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Plugin{Plugin: f.plugin}}})
+	}},
+	// A plugin named by its module's digest is every plugin with that
+	// module: {plugin} and {plugin}-alias.
+	{rewindv1connect.SubscribeServiceSubscribeProcedure, "plugin-digest-filter", []string{"replay topic:{topic}", "use plugin:{plugin}", "use plugin:{plugin}-alias"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Filter: &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Plugin{Plugin: "sha256:" + f.digest}}})
+	}},
+	{rewindv1connect.SubscribeServiceSubscribeProcedure, "plugin-name-at-digest-filter", []string{"replay topic:{topic}", "use plugin:{plugin}-alias", "use plugin:{plugin}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Filter: &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Plugin{Plugin: f.plugin + "-alias@sha256:" + f.digest}}})
 	}},
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "inline-filter", []string{"replay topic:{topic}", "inline plugin:*"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		return stream(ctx, c, &rewindv1.SubscribeRequest{Topic: f.topic, Filter: &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Inline{Inline: filterModule}}})
@@ -180,6 +202,21 @@ var matrix = []matrixCase{
 	}},
 	{rewindv1connect.GroupServiceCommitProcedure, "back", []string{"commit group:{group}", "read topic:{topic}", "reset group:{group}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		_, err := c.groups.Commit(ctx, &rewindv1.CommitRequest{Group: f.group, Topic: f.topic, Offsets: []*rewindv1.PartitionOffset{{Partition: 0, Offset: 0}}})
+		return err
+	}},
+	// A group's first commit in a partition: at the end it starts the
+	// group where a live reader would; below the end it starts the group
+	// in the history (the fixture's topic has 3 records).
+	{rewindv1connect.GroupServiceCommitProcedure, "first-at-end", []string{"commit group:{group}-new", "read topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.groups.Commit(ctx, &rewindv1.CommitRequest{Group: f.group + "-new", Topic: f.topic, Offsets: []*rewindv1.PartitionOffset{{Partition: 0, Offset: 3}}})
+		return err
+	}},
+	{rewindv1connect.GroupServiceCommitProcedure, "first-below-end", []string{"commit group:{group}-new", "read topic:{topic}", "replay topic:{topic}|reset group:{group}-new"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.groups.Commit(ctx, &rewindv1.CommitRequest{Group: f.group + "-new", Topic: f.topic, Offsets: []*rewindv1.PartitionOffset{{Partition: 0, Offset: 0}}})
+		return err
+	}},
+	{rewindv1connect.GroupServiceCommitProcedure, "first-below-end-reset", []string{"commit group:{group}-new", "read topic:{topic}", "reset group:{group}-new|replay topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.groups.Commit(ctx, &rewindv1.CommitRequest{Group: f.group + "-new", Topic: f.topic, Offsets: []*rewindv1.PartitionOffset{{Partition: 0, Offset: 1}}})
 		return err
 	}},
 	{rewindv1connect.GroupServiceListGroupsProcedure, "", nil, func(ctx context.Context, c *rpcs, f fixture) error {
@@ -210,12 +247,31 @@ var matrix = []matrixCase{
 		_, err := c.plugins.GetPlugin(ctx, &rewindv1.GetPluginRequest{Plugin: f.plugin})
 		return err
 	}},
+	{rewindv1connect.PluginServiceGetPluginProcedure, "digest", []string{"describe plugin:{plugin}", "describe plugin:{plugin}-alias"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.plugins.GetPlugin(ctx, &rewindv1.GetPluginRequest{Plugin: "sha256:" + strings.ToUpper(f.digest)})
+		return err
+	}},
+	// An unknown digest needs the right on every plugin: without it, the
+	// caller cannot tell it from a digest it may not see (NotFound with it).
+	{rewindv1connect.PluginServiceGetPluginProcedure, "unknown-digest", []string{"describe plugin:*"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.plugins.GetPlugin(ctx, &rewindv1.GetPluginRequest{Plugin: "sha256:" + strings.Repeat("0", 64)})
+		return err
+	}},
 	{rewindv1connect.PluginServiceDeletePluginProcedure, "", []string{"delete plugin:{plugin}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		_, err := c.plugins.DeletePlugin(ctx, &rewindv1.DeletePluginRequest{Plugin: f.plugin})
 		return err
 	}},
+	{rewindv1connect.PluginServiceDeletePluginProcedure, "digest", []string{"delete plugin:{plugin}", "delete plugin:{plugin}-alias"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.plugins.DeletePlugin(ctx, &rewindv1.DeletePluginRequest{Plugin: "sha256:" + f.digest})
+		return err
+	}},
 	{rewindv1connect.PluginServiceTestPluginProcedure, "records", []string{"use plugin:{plugin}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		_, err := c.plugins.TestPlugin(ctx, &rewindv1.TestPluginRequest{Filter: &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Plugin{Plugin: f.plugin}},
+			Input: &rewindv1.TestPluginRequest_Records{Records: &rewindv1.TestRecords{Records: []*rewindv1.Record{{Value: []byte("x")}}}}})
+		return err
+	}},
+	{rewindv1connect.PluginServiceTestPluginProcedure, "digest", []string{"use plugin:{plugin}", "use plugin:{plugin}-alias"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.plugins.TestPlugin(ctx, &rewindv1.TestPluginRequest{Filter: &rewindv1.ReplayFilter{Module: &rewindv1.ReplayFilter_Plugin{Plugin: "sha256:" + f.digest}},
 			Input: &rewindv1.TestPluginRequest_Records{Records: &rewindv1.TestRecords{Records: []*rewindv1.Record{{Value: []byte("x")}}}}})
 		return err
 	}},
@@ -351,8 +407,13 @@ func TestAuthMatrix(t *testing.T) {
 				Target: &rewindv1.ResetTarget{Target: &rewindv1.ResetTarget_Offset{Offset: 2}}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := root.plugins.UploadPlugin(ctx, &rewindv1.UploadPluginRequest{Name: f.plugin, Module: filterModule}); err != nil {
-				t.Fatal(err)
+			// The fixture's plugin has a module of its own, under two names.
+			mod := wasmgen.ABIModule(2, wasmgen.Body(wasmgen.I32Const(0), wasmgen.OpEnd), func(m *wasmgen.Module) { m.Custom("fixture", []byte(f.plugin)) })
+			f.digest = fmt.Sprintf("%x", sha256.Sum256(mod))
+			for _, name := range []string{f.plugin, f.plugin + "-alias"} {
+				if _, err := root.plugins.UploadPlugin(ctx, &rewindv1.UploadPluginRequest{Name: name, Module: mod}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if _, _, err := rootc.CreateUser(ctx, "victim-"+f.topic, 0); err != nil {
 				t.Fatal(err)
@@ -361,14 +422,18 @@ func TestAuthMatrix(t *testing.T) {
 			if f.signed, f.forged, err = resumeTokens(ctx, root, f.topic); err != nil {
 				t.Fatal(err)
 			}
-			var needs [][2]string // op, resource
+			var needs [][][2]string // alternatives of op, resource
 			for _, n := range mc.needs {
-				op, res, _ := strings.Cut(strings.NewReplacer("{topic}", f.topic, "{group}", f.group, "{plugin}", f.plugin).Replace(n), " ")
-				needs = append(needs, [2]string{op, res})
+				var alts [][2]string
+				for _, alt := range strings.Split(n, "|") {
+					op, res, _ := strings.Cut(strings.NewReplacer("{topic}", f.topic, "{group}", f.group, "{plugin}", f.plugin).Replace(alt), " ")
+					alts = append(alts, [2]string{op, res})
+				}
+				needs = append(needs, alts)
 			}
 			exact := a.user(t, "exact-"+f.topic)
 			for _, n := range needs {
-				grantRule(t, rootc, "exact-"+f.topic, n[0], n[1], false)
+				grantRule(t, rootc, "exact-"+f.topic, n[0][0], n[0][1], false)
 			}
 			var refused []struct {
 				who   string
@@ -383,7 +448,13 @@ func TestAuthMatrix(t *testing.T) {
 			for j, n := range needs {
 				who := fmt.Sprintf("but%d-%s", j, f.topic)
 				tok := a.user(t, who)
-				kind, _, _ := strings.Cut(n[1], ":")
+				lacks := map[[2]string]bool{}
+				var lacking []string
+				for _, alt := range n {
+					kind, _, _ := strings.Cut(alt[1], ":")
+					lacks[[2]string{kind, alt[0]}] = true
+					lacking = append(lacking, alt[0]+" "+alt[1])
+				}
 				for k, ops := range allOps {
 					pat := "*"
 					if k == "cluster" {
@@ -391,7 +462,7 @@ func TestAuthMatrix(t *testing.T) {
 					}
 					var keep []string
 					for _, op := range ops {
-						if k != kind || op != n[0] {
+						if !lacks[[2]string{k, op}] {
 							keep = append(keep, op)
 						}
 					}
@@ -403,7 +474,7 @@ func TestAuthMatrix(t *testing.T) {
 					who   string
 					token string
 					want  connect.Code
-				}{"all but " + n[0] + " " + n[1], tok, connect.CodePermissionDenied})
+				}{"all but " + strings.Join(lacking, " or "), tok, connect.CodePermissionDenied})
 			}
 			before := snapshot(t, root)
 			for _, r := range refused {

@@ -417,7 +417,12 @@ func TestAuthCommitCannotRewind(t *testing.T) {
 		_, err := m.groups.Commit(ctx, &rewindv1.CommitRequest{Group: "g", Topic: "t", Generation: gen, Offsets: []*rewindv1.PartitionOffset{{Partition: 0, Offset: off}}})
 		return err
 	}
-	if err := commit(4); err != nil {
+	// The member started at the end (5), which the server recorded as the
+	// group's commit; it commits what it read after that.
+	if _, err := root.pub.Publish(ctx, &rewindv1.PublishRequest{Topic: "t", Records: recs[:2]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(6); err != nil {
 		t.Fatalf("commit forward: %v", err)
 	}
 	if err := commit(0); code(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), "reset on group:g") {
@@ -427,8 +432,8 @@ func TestAuthCommitCannotRewind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d.GetTopics()[0].GetPartitions()[0].GetCommittedOffset(); got != 4 {
-		t.Fatalf("committed offset %d after the refused commit, want 4", got)
+	if got := d.GetTopics()[0].GetPartitions()[0].GetCommittedOffset(); got != 6 {
+		t.Fatalf("committed offset %d after the refused commit, want 6", got)
 	}
 	// Every partition has a commit: a member resumes from them with read
 	// alone, whatever its start (the CLI's default is earliest); a group

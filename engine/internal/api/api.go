@@ -67,7 +67,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(path string, h http.Handler) { mux.Handle(path, limitBody(h, s.maxRequest)) }
 	if s.guard != nil {
-		opts = append(opts, connect.WithInterceptors(interceptor{s.guard}))
+		opts = append(opts, connect.WithInterceptors(interceptor{g: s.guard, pluginNames: s.b.PluginNames}))
 		handle = func(path string, h http.Handler) {
 			mux.Handle(path, s.guard.authenticate(limitBody(h, s.maxRequest)))
 		}

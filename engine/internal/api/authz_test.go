@@ -46,7 +46,7 @@ func FuzzNeeds(f *testing.F) {
 		f.Add(uint8(i), []byte{})
 		f.Add(uint8(i), []byte("\x0a\x06orders\x12\x02\x10\x01"))
 	}
-	e := env{st: &auth.State{ResumeKey: auth.NewResumeKey()}, principal: "p", allCommitted: func(string, string) bool { return false }, now: time.Unix(1e9, 0)}
+	e := env{st: &auth.State{ResumeKey: auth.NewResumeKey()}, principal: "p", allCommitted: func(string, string) bool { return false }, pluginNames: func(string) []string { return nil }, now: time.Unix(1e9, 0)}
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		p := names[int(which)%len(names)]
 		msg := procs[p].New().Interface()

@@ -23,7 +23,7 @@ func (s *Server) Commit(ctx context.Context, req *rewindv1.CommitRequest) (*rewi
 		}
 		offsets[o.GetPartition()] = o.GetOffset()
 	}
-	if err := s.checkRewind(ctx, req); err != nil {
+	if err := s.checkCommit(ctx, req); err != nil {
 		return nil, err
 	}
 	if err := s.b.Commit(ctx, req.GetGroup(), req.GetTopic(), req.GetGeneration(), offsets); err != nil {

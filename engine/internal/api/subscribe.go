@@ -25,6 +25,9 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 		return err
 	}
 	start.Clamp = req.GetClampStart()
+	if req.GetGroup() != "" {
+		start = s.memberStart(ctx, req.GetTopic(), start)
+	}
 	stop, err := stopOf(req.GetStop())
 	if err != nil {
 		return err
@@ -61,6 +64,7 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	err = s.b.Subscribe(ctx, broker.SubscribeParams{
 		Topic: req.GetTopic(), Partitions: req.GetPartitions(), Start: start, Stop: stop, Options: opts,
 		Group: req.GetGroup(), ClientName: req.GetClientName(), Filter: filter, ReadFrom: from,
+		RecordStart: s.guard != nil,
 	}, s.signing(ctx, out))
 	if err != nil && ctx.Err() != nil {
 		// The client went away: nothing to tell it.

@@ -42,7 +42,7 @@ func (b *Broker) subscribeGroup(ctx context.Context, lt *liveTopic, sp Subscribe
 	if err := b.coordinates(); err != nil {
 		return err
 	}
-	m, err := b.groups.Join(ctx, sp.Group, lt.groupTopic(), sp.ClientName, sp.Start)
+	m, err := b.groups.Join(ctx, sp.Group, lt.groupTopic(), groups.JoinSpec{ClientName: sp.ClientName, Start: sp.Start, RecordStart: sp.RecordStart})
 	if err != nil {
 		return err
 	}

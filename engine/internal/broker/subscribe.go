@@ -23,6 +23,11 @@ type SubscribeParams struct {
 	// partitions without a committed offset start).
 	Group      string
 	ClientName string
+	// RecordStart, for a group member, commits its start at the end of a
+	// partition without a committed offset for the group before the member
+	// reads it (groups.JoinSpec.RecordStart). Package api sets it with
+	// authorization on.
+	RecordStart bool
 	// Filter, when set, runs a WebAssembly module over the stream.
 	Filter *FilterSpec
 	// ReadFrom chooses the replicas the stream reads (reads.go).

@@ -118,7 +118,23 @@ type Member struct {
 	Control chan stream.Control
 	g       *group
 	start   cursor.Start
+	record  bool
 	parts   []uint32 // under g.mu
+}
+
+// JoinSpec is how a member reads the partitions it is given.
+type JoinSpec struct {
+	ClientName string
+	// Start is where a partition without a committed offset starts.
+	Start cursor.Start
+	// RecordStart: when the member starts a partition without a committed
+	// offset at the partition's end, that end is committed for the group
+	// (a raft command in the partition's log) before the member reads, so
+	// the member's own commits move the group forward from where it
+	// started. With authorization on, a member that may not replay the
+	// topic needs this: a first commit below a partition's end needs the
+	// replay right, and records arrive between a start and its commit.
+	RecordStart bool
 }
 
 // New returns a coordinator.
@@ -186,10 +202,10 @@ func (g *group) existsLocked() (bool, error) {
 }
 
 // Join adds a member to group name on topic t and assigns it partitions.
-// start is where a partition without a committed offset starts. The
-// member's first assignment is waiting in its Control channel when Join
-// returns; call Leave when its stream ends.
-func (c *Coordinator) Join(ctx context.Context, name string, t Topic, clientName string, start cursor.Start) (*Member, error) {
+// The member's first assignment is waiting in its Control channel when
+// Join returns; call Leave when its stream ends.
+func (c *Coordinator) Join(ctx context.Context, name string, t Topic, spec JoinSpec) (*Member, error) {
+	start := spec.Start
 	if start.Kind == cursor.FromToken {
 		return nil, fmt.Errorf("%w: a group member starts from the group's commits, not a resume token", cursor.ErrInvalid)
 	}
@@ -204,7 +220,7 @@ func (c *Coordinator) Join(ctx context.Context, name string, t Topic, clientName
 	id := fmt.Sprintf("%s-%d-%d", name, c.cfg.Now()/int64(time.Millisecond), c.mu.nextID)
 	c.mu.Unlock()
 	m := &Member{
-		ID: id, ClientName: clientName, JoinTime: c.cfg.Now(), g: g, start: start,
+		ID: id, ClientName: spec.ClientName, JoinTime: c.cfg.Now(), g: g, start: start, record: spec.RecordStart,
 		Control: make(chan stream.Control, 64),
 	}
 	g.mu.Lock()
@@ -254,9 +270,11 @@ func (c *Coordinator) resolve(t Topic, parts []uint32, start cursor.Start) ([]cu
 	return cursor.Resolve(t.ID, logs, parts, start, cursor.Stop{}, c.cfg.Now())
 }
 
-// startCursor is where a member starts reading a partition it was given:
-// the group's committed offset, else the member's start policy.
-func (c *Coordinator) startCursor(g *group, m *Member, p uint32) (cursor.Cursor, error) {
+// startCursor is where a member of generation gen starts reading a
+// partition it was given: the group's committed offset, else the member's
+// start policy (recorded as the group's commit when the member asked and
+// it is at the partition's end).
+func (c *Coordinator) startCursor(ctx context.Context, g *group, m *Member, p uint32, gen uint64) (cursor.Cursor, error) {
 	part := g.topic.Parts[p]
 	st, ok, err := part.GroupState(g.name)
 	if err != nil {
@@ -272,9 +290,19 @@ func (c *Coordinator) startCursor(g *group, m *Member, p uint32) (cursor.Cursor,
 	}
 	start := m.start
 	start.Clamp = true
+	end := part.Bounds().Next
 	cs, err := c.resolve(g.topic, []uint32{p}, start)
 	if err != nil {
 		return cursor.Cursor{}, err
+	}
+	// The end only grows: a start at or past the end read before resolving
+	// is at the end (a start at latest always is).
+	if m.record && cs[0].Next >= end {
+		if _, err := part.GroupCommand(ctx, partition.GroupOp{
+			Kind: partition.OpCommit, Group: g.name, Generation: gen, Offset: cs[0].Next, Time: c.cfg.Now(),
+		}); err != nil {
+			return cursor.Cursor{}, fmt.Errorf("groups: record the start of partition %d: %w", p, err)
+		}
 	}
 	return cs[0], nil
 }
@@ -337,7 +365,7 @@ func (c *Coordinator) rebalanceLocked(ctx context.Context, g *group) error {
 		gained := without(next[m.ID], m.parts)
 		a := &stream.Assignment{MemberID: m.ID, Generation: gen, Epoch: g.epoch}
 		for _, p := range gained {
-			cur, err := c.startCursor(g, m, p)
+			cur, err := c.startCursor(ctx, g, m, p, gen)
 			if err != nil {
 				return err
 			}
