@@ -339,7 +339,7 @@ var errDenied = errors.New("not allowed")
 func newQuota(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quota",
-		Short: "Per-principal quotas on a server with --auth: publish and replay bytes per second, streams at once",
+		Short: "Per-principal quotas on a server with --auth: publish and replay bytes per second, streams at once, topics and partitions created",
 	}
 	cmd.AddCommand(newQuotaSet(g), newQuotaList(g))
 	return cmd
@@ -351,12 +351,13 @@ func newQuotaSet(g *globals) *cobra.Command {
 		publishRate, replayRate string
 		streams                 uint32
 		fuel                    uint64
+		topics, partitions      uint32
 	)
 	cmd := &cobra.Command{
 		Use:   "set [PRINCIPAL]",
 		Short: "Set a principal's quota (or --default); all limits 0 removes it",
 		Example: `  rewind quota set etl --publish-bytes-per-sec 10MB --streams 4
-  rewind quota set --default --replay-bytes-per-sec 50MB`,
+  rewind quota set --default --replay-bytes-per-sec 50MB --topics 20 --partitions 200`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			principal := ""
@@ -366,7 +367,7 @@ func newQuotaSet(g *globals) *cobra.Command {
 			if def == (principal != "") {
 				return fmt.Errorf("name a principal, or give --default")
 			}
-			q := &client.Quota{Streams: streams, FilterFuelPerSec: fuel}
+			q := &client.Quota{Streams: streams, FilterFuelPerSec: fuel, Topics: topics, Partitions: partitions}
 			var err error
 			if publishRate != "" {
 				if q.PublishBytesPerSec, err = parseBytes(publishRate); err != nil {
@@ -387,6 +388,8 @@ func newQuotaSet(g *globals) *cobra.Command {
 	f.StringVar(&replayRate, "replay-bytes-per-sec", "", "bytes of history replayed per second, e.g. 50MB (over it replays are paced, live reads are exempt); 0: no limit")
 	f.Uint32Var(&streams, "streams", 0, "streams open at once (over it: ResourceExhausted); 0: no limit")
 	f.Uint64Var(&fuel, "filter-fuel-per-sec", 0, "WebAssembly fuel the principal's filtered replays burn per second (over it they are paced); 0: no limit")
+	f.Uint32Var(&topics, "topics", 0, "topics the principal created that still exist, cluster-wide (over it: ResourceExhausted, nothing created); 0: no limit")
+	f.Uint32Var(&partitions, "partitions", 0, "partitions of those topics, all together (over it: ResourceExhausted, nothing created); 0: no limit")
 	return cmd
 }
 
@@ -414,22 +417,26 @@ func newQuotaList(g *globals) *cobra.Command {
 				return fmt.Sprint(v)
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PRINCIPAL\tPUBLISH B/S\tREPLAY B/S\tSTREAMS")
+			row := func(name string, q *client.Quota) {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", name, lim(q.GetPublishBytesPerSec()), lim(q.GetReplayBytesPerSec()),
+					lim(uint64(q.GetStreams())), lim(uint64(q.GetTopics())), lim(uint64(q.GetPartitions())))
+			}
+			fmt.Fprintln(w, "PRINCIPAL\tPUBLISH B/S\tREPLAY B/S\tSTREAMS\tTOPICS\tPARTITIONS")
 			if d := resp.GetDefaultQuota(); d != nil {
-				fmt.Fprintf(w, "(default)\t%s\t%s\t%s\n", lim(d.GetPublishBytesPerSec()), lim(d.GetReplayBytesPerSec()), lim(uint64(d.GetStreams())))
+				row("(default)", d)
 			}
 			for _, p := range slices.Sorted(maps.Keys(resp.GetQuotas())) {
-				q := resp.GetQuotas()[p]
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p, lim(q.GetPublishBytesPerSec()), lim(q.GetReplayBytesPerSec()), lim(uint64(q.GetStreams())))
+				row(p, resp.GetQuotas()[p])
 			}
 			if err := w.Flush(); err != nil {
 				return err
 			}
 			fmt.Println()
 			w = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PRINCIPAL\tPUBLISHED B\tREPLAYED B\tOPEN STREAMS\tREFUSED\tPACED")
+			fmt.Fprintln(w, "PRINCIPAL\tPUBLISHED B\tREPLAYED B\tOPEN STREAMS\tREFUSED\tPACED\tTOPICS\tPARTITIONS")
 			for _, u := range resp.GetUsage() {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\n", u.GetPrincipal(), u.GetPublishedBytes(), u.GetReplayedBytes(), u.GetOpenStreams(), u.GetRefused(), u.GetPaced().AsDuration())
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", u.GetPrincipal(), u.GetPublishedBytes(), u.GetReplayedBytes(), u.GetOpenStreams(),
+					u.GetRefused(), u.GetPaced().AsDuration(), u.GetTopics(), u.GetPartitions())
 			}
 			return w.Flush()
 		},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -168,14 +169,16 @@ func TestCLIAuth(t *testing.T) {
 
 // TestCLIQuota: an operator sets a principal's quota and the default with
 // `rewind quota set` and reads them back with `rewind quota list`; a
-// principal without the cluster admin right cannot.
+// principal without the cluster admin right cannot. A principal over its
+// topics or partitions quota is refused `topic create` with
+// resource_exhausted naming the limit, and `quota list` shows what it owns.
 func TestCLIQuota(t *testing.T) {
 	s, root := startAuthServer(t, t.TempDir(), freeAddr(t))
 	as := func(tok string, args ...string) result {
 		return runCLI(t, nil, nil, append([]string{"--server", s.url, "--token", tok}, args...)...)
 	}
 	for _, args := range [][]string{
-		{"quota", "set", "etl", "--publish-bytes-per-sec", "10KB", "--streams", "2"},
+		{"quota", "set", "etl", "--publish-bytes-per-sec", "10KB", "--streams", "2", "--topics", "2", "--partitions", "3"},
 		{"quota", "set", "--default", "--replay-bytes-per-sec", "1MiB"},
 	} {
 		if r := as(root, args...); r.code != 0 {
@@ -187,13 +190,16 @@ func TestCLIQuota(t *testing.T) {
 		Quotas map[string]struct {
 			PublishBytesPerSec uint64 `json:"publish_bytes_per_sec"`
 			Streams            int    `json:"streams"`
+			Topics             int    `json:"topics"`
+			Partitions         int    `json:"partitions"`
 		} `json:"quotas"`
 		DefaultQuota struct {
 			ReplayBytesPerSec uint64 `json:"replay_bytes_per_sec"`
 		} `json:"default_quota"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Quotas["etl"].PublishBytesPerSec != 10000 ||
-		got.Quotas["etl"].Streams != 2 || got.DefaultQuota.ReplayBytesPerSec != 1048576 {
+		got.Quotas["etl"].Streams != 2 || got.Quotas["etl"].Topics != 2 || got.Quotas["etl"].Partitions != 3 ||
+		got.DefaultQuota.ReplayBytesPerSec != 1048576 {
 		t.Fatalf("quota list: %v\n%s", err, r.stdout)
 	}
 	if r := as(root, "quota", "set", "--default", "etl"); r.code == 0 {
@@ -202,5 +208,21 @@ func TestCLIQuota(t *testing.T) {
 	tok := strings.TrimSpace(strings.Fields(as(root, "user", "create", "reader").stdout)[0])
 	if r := as(tok, "quota", "set", "reader", "--streams", "100"); r.code == 0 || !strings.Contains(r.stderr, "permission_denied") {
 		t.Fatalf("a reader setting its own quota: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	etl := strings.TrimSpace(strings.Fields(as(root, "user", "create", "etl").stdout)[0])
+	if r := as(root, "acl", "grant", "etl", "--topic", "*", "--allow", "create"); r.code != 0 {
+		t.Fatalf("acl grant: %s", r.stderr)
+	}
+	if r := as(etl, "topic", "create", "e1", "--partitions", "2"); r.code != 0 {
+		t.Fatalf("topic create within the quota: %s", r.stderr)
+	}
+	if r := as(etl, "topic", "create", "e2", "--partitions", "2"); r.code == 0 || !strings.Contains(r.stderr, "resource_exhausted") ||
+		!strings.Contains(r.stderr, "may have 3 partitions in all and has 2") {
+		t.Fatalf("topic create past the partitions quota: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = as(root, "quota", "list")
+	if r.code != 0 || !strings.Contains(r.stdout, "TOPICS") || !regexp.MustCompile(`(?m)^etl\s.*\s1\s+2\s*$`).MatchString(r.stdout) {
+		t.Fatalf("quota list does not show etl's 1 topic of 2 partitions:\n%s", r.stdout)
 	}
 }

@@ -108,7 +108,10 @@ func (c *Client) CheckACL(ctx context.Context, principal, op, resource string) (
 }
 
 // Quota is a principal's quota (zero fields: no limit): publish bytes per
-// second, replay bytes per second (paced), streams at once.
+// second, replay bytes per second (paced), streams at once, filter fuel per
+// second (paced), and the topics the principal created that still exist
+// and their partitions (a CreateTopic over them fails with
+// ResourceExhausted and creates nothing).
 type Quota = rewindv1.Quota
 
 // SetQuota sets principal's quota, or (principal "") the default quota of
