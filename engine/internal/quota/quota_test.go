@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -139,5 +140,39 @@ func TestLimitsChangeAtOnce(t *testing.T) {
 	delete(lim, "x")
 	if err := l.Publish("x", 1); err != nil {
 		t.Fatalf("quota removed, still refused: %v", err)
+	}
+}
+
+// TestCheckTopics: a creation passes while the principal stays within both
+// caps (equal to a cap is within it), is refused past either with the
+// limit, the usage and the request in the error, and zero limits nothing.
+func TestCheckTopics(t *testing.T) {
+	l := Limits{Topics: 3, Partitions: 16}
+	for _, tc := range []struct {
+		owned      Owned
+		partitions uint32
+		kind       Kind // "": admitted
+		msg        string
+	}{
+		{Owned{}, 16, "", ""},
+		{Owned{Topics: 2, Partitions: 8}, 8, "", ""},
+		{Owned{}, 1024, Partitions, `principal "p" may have 16 partitions in all and has 0; a topic of 1024 would make 1024`},
+		{Owned{Topics: 1, Partitions: 16}, 1, Partitions, "may have 16 partitions in all and has 16; a topic of 1 would make 17"},
+		{Owned{Topics: 3, Partitions: 3}, 1, Topics, `principal "p" may have 3 topics and has 3`},
+	} {
+		err := CheckTopics("p", l, tc.owned, tc.partitions)
+		if tc.kind == "" {
+			if err != nil {
+				t.Errorf("%+v + %d: %v, want admitted", tc.owned, tc.partitions, err)
+			}
+			continue
+		}
+		var ex *Exceeded
+		if !errors.As(err, &ex) || ex.Kind != tc.kind || !errors.Is(err, ErrExceeded) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%+v + %d: %v, want %s refused saying %q", tc.owned, tc.partitions, err, tc.kind, tc.msg)
+		}
+	}
+	if err := CheckTopics("p", Limits{}, Owned{Topics: 1 << 40, Partitions: 1 << 40}, 1024); err != nil {
+		t.Errorf("no limits: %v", err)
 	}
 }
