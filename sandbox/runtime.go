@@ -93,7 +93,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		WithMemoryLimitPages(lim.MaxMemoryPages).
 		WithCloseOnContextDone(false) // fuel bounds every call; see doc.go
 	if cfg.CacheDir != "" {
-		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+		// 0700, like the data directory it lives in (wazero writes its
+		// files 0600).
+		if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
 			return nil, fmt.Errorf("sandbox: cache dir: %w", err)
 		}
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)

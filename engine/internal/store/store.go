@@ -106,13 +106,17 @@ func Open(cfg Config) (*pebble.DB, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if vfs.Root(cfg.FS) == vfs.Default {
+		fixOpenDir(cfg.Dir, cfg.Logger)
+	}
 	logger := &pebbleLogger{l: cfg.Logger.Named("pebble"), onFatal: cfg.OnFatal}
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
 	opts := &pebble.Options{
 		// In a build with the failpoints tag the storage faults act here
-		// (internal/failpoint); otherwise this is cfg.FS.
-		FS:                          failpoint.FS(cfg.FS),
+		// (internal/failpoint); otherwise this is cfg.FS, creating its
+		// files 0600 and directories 0700 (private.go).
+		FS:                          failpoint.FS(newPrivateFS(cfg.FS)),
 		Cache:                       cache,
 		FormatMajorVersion:          FormatMajorVersion,
 		MemTableSize:                cfg.MemTableBytes,

@@ -72,9 +72,12 @@ func Open(rawURL string) (Store, error) {
 // FileStore keeps objects as files under a directory.
 type FileStore struct{ dir string }
 
-// NewFileStore returns a store over dir, creating it if needed.
+// NewFileStore returns a store over dir, creating it if needed. The
+// objects hold every record, so the store keeps them to the node's user:
+// the directories it creates are 0700 and its objects 0600 (an existing
+// dir keeps its mode: it may be a mount the operator shares on purpose).
 func NewFileStore(dir string) (*FileStore, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("tier: %w", err)
 	}
 	return &FileStore{dir: dir}, nil
@@ -108,10 +111,10 @@ func (s *FileStore) Put(ctx context.Context, name string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("tier: put %s: %w", name, err)
 	}
-	if err := atomicfile.WriteInSteps(p, data, 0o644, putStep); err != nil {
+	if err := atomicfile.WriteInSteps(p, data, 0o600, putStep); err != nil {
 		return fmt.Errorf("tier: put %s: %w", name, err)
 	}
 	return nil
