@@ -13,14 +13,17 @@
 //     failed and why). Compiles run one at a time, each within
 //     CompileTimeoutMillis, so a slow compile holds back other compiles,
 //     never a request. A module that does not compile is remembered, so
-//     asking again costs nothing; Forget drops it.
+//     asking again costs nothing; Forget drops it. A compile still
+//     waiting for its turn when every Compile waiting for it has gone
+//     (and Prepare did not ask for it) is dropped, never run.
 //  4. Compile returns the compiled module, starting its compile if needed
 //     and waiting for it up to CompileWaitMillis and ctx (then
 //     *CompilingError, ErrCompiling: the compile goes on). Release the
 //     module when done.
 //  5. Module.NewFilter binds a config; Filter.Run filters a Batch,
 //     splitting it into guest calls and returning the outputs in input
-//     order.
+//     order. Instances are kept for reuse between runs, bounded in count
+//     and in memory (MaxIdleInstances, MaxIdleMemoryBytes; pool.go).
 //  6. Close stops the runtime once calls in progress end.
 //
 // Every guest call is bounded by fuel, not by a context or a deadline:
