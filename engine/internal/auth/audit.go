@@ -24,6 +24,13 @@ type Event struct {
 	// Detail adds context (the error code, the rule that decided). Never a
 	// token.
 	Detail string `json:"detail,omitempty"`
+	// Source is the caller's address (an IPv4 address or an IPv6 /64) on
+	// a failed authentication.
+	Source string `json:"source,omitempty"`
+	// Suppressed counts the failed authentications of Source left out of
+	// the log since its previous line (auth.Failures): the line stands for
+	// them too.
+	Suppressed int `json:"suppressed,omitempty"`
 }
 
 // Audit writes events as JSON lines. It is safe for concurrent use.
