@@ -62,6 +62,9 @@ type AuthConfig struct {
 	// RecheckInterval is how often an open stream's token and rights are
 	// checked again (revoked or expired: the stream ends). Default 1 s.
 	RecheckInterval time.Duration
+	// Failures limits failed authentications by source and aggregates
+	// their audit lines (authgate.go); its zero value is the defaults.
+	Failures auth.FailureConfig
 }
 
 // guard holds the authentication and authorization configuration.
@@ -69,6 +72,8 @@ type guard struct {
 	cfg          AuthConfig
 	state        func() *auth.State
 	allCommitted func(group, topic string) bool
+	// failures counts failed authentications by source (authgate.go).
+	failures *auth.Failures
 }
 
 // EnableAuth turns authentication and authorization on for every public
@@ -80,7 +85,10 @@ func (s *Server) EnableAuth(cfg AuthConfig) {
 	if cfg.RecheckInterval <= 0 {
 		cfg.RecheckInterval = time.Second
 	}
-	s.guard = &guard{cfg: cfg, state: s.b.Auth, allCommitted: s.b.AllCommitted}
+	if cfg.Failures.Now == nil {
+		cfg.Failures.Now = cfg.Now
+	}
+	s.guard = &guard{cfg: cfg, state: s.b.Auth, allCommitted: s.b.AllCommitted, failures: auth.NewFailures(cfg.Failures)}
 }
 
 // caller is what the middleware learned of a request's credentials.
@@ -107,7 +115,9 @@ func (g *guard) authenticate(next http.Handler) http.Handler {
 			c.requestID = hex.EncodeToString(b[:])
 		}
 		w.Header().Set(RequestIDHeader, c.requestID)
-		c.id, c.err = g.identify(r)
+		if !g.admit(w, r, c) { // authgate.go: refused before the body is read
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
 }
