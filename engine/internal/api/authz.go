@@ -60,7 +60,8 @@ type env struct {
 	// partition of topic.
 	allCommitted func(group, topic string) bool
 	// pluginNames returns the name of every registered plugin version
-	// whose module has the digest sha (lowercase hex).
+	// whose module has the digest sha (lowercase hex); sha empty: every
+	// registered name.
 	pluginNames func(sha string) []string
 	// now is the server's clock.
 	now time.Time
@@ -183,9 +184,10 @@ func filterNeeds(e env, f *rewindv1.ReplayFilter) []need {
 // "name@3" name one; a digest ("sha256:HEX", or the digest part of
 // "name@sha256:HEX") names every plugin whose module has that digest, so
 // the right is needed on each of them (a deny on any one wins). A digest
-// no plugin has needs the right on every plugin (pattern "*"): a caller
-// without it cannot tell an unknown digest from a forbidden one. A denial
-// names the digest as given.
+// no plugin has needs the right on every plugin: on the pattern "*" and on
+// each registered name (a deny on any one wins), so a caller without it
+// cannot tell an unknown digest from a forbidden one. A denial names the
+// digest as given.
 func pluginNeeds(e env, op auth.Op, ref string) []need {
 	var out []need
 	hexsum, byDigest := strings.CutPrefix(ref, "sha256:")
@@ -200,7 +202,7 @@ func pluginNeeds(e env, op auth.Op, ref string) []need {
 	shown := pluginRes("sha256:" + hexsum)
 	names := e.pluginNames(strings.ToLower(hexsum))
 	if len(names) == 0 {
-		names = []string{"*"}
+		names = append(e.pluginNames(""), "*")
 	}
 	for _, n := range names {
 		out = append(out, need{op: op, res: pluginRes(n), shown: shown})
@@ -424,21 +426,23 @@ func (s *Server) checkCommit(ctx context.Context, req *rewindv1.CommitRequest) e
 		if err != nil {
 			return toConnect(s.log, err)
 		}
-		var why, op string
+		var why, lacks string
+		audited := need{op: auth.Reset, res: group}
 		switch {
 		case base.Committed && off < base.Offset:
-			op, why = string(auth.Reset)+" on "+group.String(), fmt.Sprintf("the commit moves partition %d back from offset %d to %d", p, base.Offset, off)
+			lacks, why = fmt.Sprintf("%s on %s", auth.Reset, group), fmt.Sprintf("the commit moves partition %d back from offset %d to %d", p, base.Offset, off)
 		case !base.Committed && off < base.End && !replay:
-			op, why = fmt.Sprintf("%s on %s or %s on %s", auth.Replay, topic, auth.Reset, group),
-				fmt.Sprintf("the group's first commit in partition %d, offset %d, is below its end %d: it would start the group in the history", p, off, base.End)
+			audited = need{op: auth.Replay, res: topic}
+			lacks = fmt.Sprintf("%s on %s or %s on %s", auth.Replay, topic, auth.Reset, group)
+			why = fmt.Sprintf("the group's first commit in partition %d, offset %d, is below its end %d: it would start the group in the history", p, off, base.End)
 		default:
 			continue
 		}
 		if c := callerOf(ctx); c != nil && c.id != nil {
-			s.guard.cfg.Audit.Log(auth.Event{Principal: c.id.Principal, Operation: string(auth.Reset), Resource: group.String(), Outcome: "denied",
+			s.guard.cfg.Audit.Log(auth.Event{Principal: c.id.Principal, Operation: string(audited.op), Resource: audited.res.String(), Outcome: "denied",
 				RequestID: c.requestID, Procedure: rewindv1connect.GroupServiceCommitProcedure, Detail: why})
 		}
-		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("permission denied: %s (%s)", op, why))
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("permission denied: %s (%s)", lacks, why))
 	}
 	return nil
 }

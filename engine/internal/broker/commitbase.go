@@ -51,11 +51,12 @@ func (b *Broker) CommitBase(group, topic string, p uint32) (CommitBase, error) {
 }
 
 // PluginNames returns the names (sorted, each once) of every registered
-// plugin version whose module has the digest sha256 (lowercase hex).
+// plugin version whose module has the digest sha256 (lowercase hex), or
+// with sha256 empty every registered name.
 func (b *Broker) PluginNames(sha256 string) []string {
 	var out []string
 	for _, p := range b.meta.Plugins().List("") {
-		if p.SHA256 == sha256 && !slices.Contains(out, p.Name) {
+		if (sha256 == "" || p.SHA256 == sha256) && !slices.Contains(out, p.Name) {
 			out = append(out, p.Name)
 		}
 	}
