@@ -64,7 +64,7 @@ func clusterRoot(t *testing.T, dirs map[uint64]string, url string) string {
 func TestAuthCluster(t *testing.T) {
 	dirs := map[uint64]string{}
 	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.Auth, c.AuthRecheckInterval = true, 100*time.Millisecond
+		c.Auth, c.AuthRecheckInterval, c.ClusterSecret = true, 100*time.Millisecond, testSecret
 		dirs[id] = c.Dir
 	})
 	root := clusterRoot(t, dirs, urls[0])
@@ -161,7 +161,7 @@ func TestAuthCluster(t *testing.T) {
 func TestAuthJoin(t *testing.T) {
 	dirs := map[uint64]string{}
 	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.Auth = true
+		c.Auth, c.ClusterSecret = true, testSecret
 		dirs[id] = c.Dir
 	})
 	root := clusterRoot(t, dirs, urls[0])
@@ -174,7 +174,7 @@ func TestAuthJoin(t *testing.T) {
 	}
 	defer ln.Close()
 	cfg := engine.Config{
-		Dir: t.TempDir(), NodeID: 4, Logger: hclog.NewNullLogger(), Auth: true, TickInterval: 20 * time.Millisecond,
+		Dir: t.TempDir(), NodeID: 4, Logger: hclog.NewNullLogger(), Auth: true, ClusterSecret: testSecret, TickInterval: 20 * time.Millisecond,
 		Join: []string{strings.TrimPrefix(urls[0], "http://")}, Advertise: ln.Addr().String(),
 		StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
 	}

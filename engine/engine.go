@@ -354,9 +354,6 @@ func Open(cfg Config) (*Node, error) {
 	}
 	br.Store(b)
 	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID, sec: sec, tierCache: bc.TierCache}
-	if fw, ok := bc.Forward.(*api.Forwarder); ok {
-		fw.SetAuth(b.Auth)
-	}
 	if cfg.Auth {
 		n.startAuth(cfg, log)
 	}
@@ -377,25 +374,32 @@ func Open(cfg Config) (*Node, error) {
 // and reflection, the /healthz, /livez and /readyz probes, /metrics
 // (Prometheus), and the raft transport between members; in a build with
 // the failpoints tag also /debug/failpoints (internal/failpoint).
+//
+// Clients never speak for a member: the public paths refuse the member
+// assertion headers (api/member.go), and a cluster serves its members'
+// calls to each other on paths of their own, behind the member guard
+// (security.go).
 func (n *Node) Handler() http.Handler {
 	h := n.api.Handler()
+	public := api.RefuseMemberHeaders(h)
 	if failpoint.Available {
 		mux := http.NewServeMux()
 		mux.Handle(failpoint.Path, failpoint.Handler())
 		mux.Handle(failpoint.Path+"/", failpoint.Handler())
-		mux.Handle("/", h)
-		h = mux
+		mux.Handle("/", public)
+		public = mux
 	}
 	if n.tr == nil {
-		return h
+		return public
 	}
 	mux := http.NewServeMux()
 	path, th := n.tr.Handler()
 	mux.Handle(path, th)
 	readsPath, rh := n.api.PeerReads(n.clusterID).Handler()
 	mux.Handle(readsPath, rh)
-	mux.Handle("/", h)
-	return n.sec.guard(mux, path, readsPath)
+	mux.Handle(api.MemberPrefix+"/", api.MemberHandler(h))
+	mux.Handle("/", public)
+	return n.sec.guard(mux, n.b.IsMember, path, readsPath, api.MemberPrefix+"/")
 }
 
 // TLSConfig is the TLS configuration to serve Handler with, or nil when

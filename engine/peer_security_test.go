@@ -284,6 +284,13 @@ func testSecuredCluster(t *testing.T, s *secured) {
 			ci.RequestHeader().Set("Rewind-Forwarded-By", "2")
 			_, err := pc.Publish(ctx, &rewindv1.PublishRequest{Topic: "t", Records: []*rewindv1.PublishRecord{{Value: []byte("forged")}}})
 			return err
+		}, connect.CodePermissionDenied}, // the public port never takes a hop header
+		{"publish on the member path, without credentials", func() error {
+			pc := rewindv1connect.NewPublishServiceClient(asClient, s.base(1)+"/rewind.member")
+			ctx, ci := connect.NewClientContext(ctx)
+			ci.RequestHeader().Set("Rewind-Forwarded-By", "2")
+			_, err := pc.Publish(ctx, &rewindv1.PublishRequest{Topic: "t", Records: []*rewindv1.PublishRecord{{Value: []byte("forged")}}})
+			return err
 		}, connect.CodeUnauthenticated},
 		{"join without credentials", func() error {
 			cc := rewindv1connect.NewClusterServiceClient(asClient, s.base(1))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +67,13 @@ func newSecurity(cfg Config) (*security, error) {
 	}
 	if cluster && cfg.TLSCertFile != "" && !peerSet {
 		errs = append(errs, errors.New("engine: a cluster member with TLS on its port needs peer TLS too (--peer-tls-cert, --peer-tls-key, --peer-tls-ca): its peers dial that port"))
+	}
+	if cfg.Auth && cluster && !peerSet && cfg.ClusterSecret == nil {
+		// Members read each other's partitions (the peer read service) and
+		// take each other's raft messages; unauthenticated, those would
+		// serve every record to anyone, whatever the ACLs say.
+		errs = append(errs, errors.New("engine: authentication (--auth) in a cluster needs its members to authenticate each other too (--cluster-secret-file, or --peer-tls-cert, --peer-tls-key and --peer-tls-ca): "+
+			"otherwise anyone who reaches a member reads every record through the members' own services, with no token"))
 	}
 	if cfg.ClusterSecret != nil && len(cfg.ClusterSecret) < peerauth.MinSecretBytes {
 		errs = append(errs, fmt.Errorf("engine: the cluster secret has %d bytes, at least %d are needed (for example: openssl rand -hex 32)", len(cfg.ClusterSecret), peerauth.MinSecretBytes))
@@ -194,29 +200,42 @@ func (s *security) authenticate(r *http.Request, join bool) (uint64, error) {
 	return id, nil
 }
 
-// guard refuses every peer-only request that is not from an authenticated
-// member, before the handler sees it: the raft transport, the peer read
-// service, the join call, and any request carrying a forwarding or relay
-// mark (whose sender must be the member the mark names). Other requests
-// pass; those from a member are marked with it (peerauth.WithPeer).
-func (s *security) guard(h http.Handler, peerPaths ...string) http.Handler {
-	if !s.authenticates() {
-		return h
-	}
+// guard serves a cluster member's port: it decides, in one place, which
+// requests speak for a member (api/member.go). Peer-only requests are the
+// raft transport, the peer read service and the member path (peerPaths),
+// the join call, and any request with a peer authenticator. With member
+// authentication (peer TLS or a cluster secret), a peer-only request must
+// authenticate as a current member (isMember; a joining node, only on the
+// join call), and a hop mark must name that member; without it, every
+// caller is taken for a member, as by the raft transport beside it
+// (`rewind serve` refuses that on non-loopback addresses). Requests on the
+// peer paths are marked api.WithMember; members' authenticated requests
+// also peerauth.WithPeer. Public paths refuse member assertions
+// (api.RefuseMemberHeaders, in Handler).
+func (s *security) guard(h http.Handler, isMember func(uint64) bool, peerPaths ...string) http.Handler {
 	ew := connect.NewErrorWriter()
 	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, err error) {
 		_ = ew.Write(w, r, connect.NewError(code, fmt.Errorf("%s is for cluster members only: %w", r.URL.Path, err)))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		join := r.URL.Path == rewindv1connect.ClusterServiceAddNodeProcedure
-		hop := r.Header.Get(api.ForwardedHeader)
-		if v := r.Header.Get(api.RelayedHeader); v != "" {
-			hop = v
-		}
-		peerOnly := join || hop != "" || r.Header.Get(peerauth.Header) != ""
+		peerPath := false
 		for _, p := range peerPaths {
-			peerOnly = peerOnly || strings.HasPrefix(r.URL.Path, p)
+			peerPath = peerPath || strings.HasPrefix(r.URL.Path, p)
 		}
+		hop, hopSet, hopOK := api.AssertedMember(r.Header)
+		if peerPath && !hopOK {
+			refuse(w, r, connect.CodeInvalidArgument, fmt.Errorf("malformed %s or %s header", api.ForwardedHeader, api.RelayedHeader))
+			return
+		}
+		if !s.authenticates() {
+			if peerPath {
+				r = r.WithContext(api.WithMember(r.Context(), 0))
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		peerOnly := peerPath || join || r.Header.Get(peerauth.Header) != ""
 		id, err := s.authenticate(r, join)
 		if err != nil {
 			if peerOnly {
@@ -226,11 +245,19 @@ func (s *security) guard(h http.Handler, peerPaths ...string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if hop != "" && hop != strconv.FormatUint(id, 10) {
-			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("node %d sent a request marked as node %s's", id, hop))
+		if !join && !isMember(id) {
+			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("node %d is not a member of the cluster (removed, or never added)", id))
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(peerauth.WithPeer(r.Context(), id)))
+		if hopSet && hop != id {
+			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("node %d sent a request marked as node %d's", id, hop))
+			return
+		}
+		ctx := peerauth.WithPeer(r.Context(), id)
+		if peerPath {
+			ctx = api.WithMember(ctx, id)
+		}
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -62,8 +62,8 @@ func (g *globals) clientAt(addr string) *client.Client { return client.New(addr,
 // CAs).
 func (g *globals) clientOptions() []client.Option {
 	var opts []client.Option
-	if g.token != "" {
-		opts = append(opts, client.WithToken(g.token))
+	if tok := g.bearer(); tok != "" {
+		opts = append(opts, client.WithToken(tok))
 	}
 	switch {
 	case g.tls != nil:
@@ -78,6 +78,15 @@ func (g *globals) clientOptions() []client.Option {
 
 // loadTLS reads the TLS files of the global flags, so a missing or bad
 // file is reported before any call is tried.
+// bearer is the token to send: --token, else REWIND_TOKEN. It is read
+// here rather than made the flag's default, which help and usage print.
+func (g *globals) bearer() string {
+	if g.token != "" {
+		return g.token
+	}
+	return os.Getenv("REWIND_TOKEN")
+}
+
 func (g *globals) loadTLS(cmd *cobra.Command, _ []string) error {
 	if cmd.Name() == "serve" || (g.tlsCA == "" && g.tlsCert == "" && g.tlsKey == "") {
 		return nil // serve's --tls-cert and --tls-key are its own
@@ -120,7 +129,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.tlsCA, "tls-ca", os.Getenv("REWIND_TLS_CA"), "CA certificate (PEM) to verify the server with; implies https (env REWIND_TLS_CA)")
 	pf.StringVar(&g.tlsCert, "tls-cert", os.Getenv("REWIND_TLS_CERT"), "client certificate (PEM) for a server that requires one; implies https (env REWIND_TLS_CERT)")
 	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("REWIND_TLS_KEY"), "private key of --tls-cert (PEM) (env REWIND_TLS_KEY)")
-	pf.StringVar(&g.token, "token", os.Getenv("REWIND_TOKEN"), "bearer token for a server with --auth (env REWIND_TOKEN)")
+	// A secret is never a flag's default: help and usage print defaults.
+	pf.StringVar(&g.token, "token", "", "bearer token for a server with --auth (default: env REWIND_TOKEN)")
 	root.AddCommand(newUser(g), newACL(g), newQuota(g), newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")

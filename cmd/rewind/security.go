@@ -56,23 +56,48 @@ func (s *securityFlags) secret(log hclog.Logger) ([]byte, error) {
 	return b, nil
 }
 
-// refuseExposed is serve's safe default: without client authentication
-// (clientAuth) a node listens on loopback only, and the members of a
-// cluster (clusterAddrs) on non-loopback addresses must authenticate each
-// other (peerAuth); insecure lifts both.
-func refuseExposed(listen string, clientAuth bool, clusterAddrs []string, peerAuth, insecure bool) error {
-	if insecure {
+// exposure is what refuseExposed weighs: where the node listens, how
+// clients and members authenticate, and whether the operator accepted
+// the risk.
+type exposure struct {
+	listen string
+	// clientCerts: clients must present certificates (--tls-client-ca).
+	clientCerts bool
+	// tokens: --auth (bearer tokens); tls: the port speaks TLS.
+	tokens, tls bool
+	// cluster is every member's address (and --join's); peerAuth: members
+	// authenticate each other (peer TLS or the cluster secret).
+	cluster  []string
+	peerAuth bool
+	insecure bool
+}
+
+// refuseExposed is serve's safe default (docs/security.md, "Safe
+// defaults"): a node listens on a non-loopback address only when its
+// clients authenticate in a way the network cannot steal, client
+// certificates or tokens over TLS (--auth without TLS would send every
+// bearer token in clear), and the members of a cluster on non-loopback
+// addresses authenticate each other; insecure lifts both.
+func refuseExposed(e exposure) error {
+	if e.insecure {
 		return nil
 	}
-	if !clientAuth && !isLoopback(listen) {
-		return fmt.Errorf("refusing to listen on %s without client authentication: anyone who reaches it could publish, replay every topic and reset groups. "+
-			"Require client certificates (--tls-cert, --tls-key, --tls-client-ca; docs/security.md), listen on loopback (127.0.0.1), or pass --insecure to accept the risk", listen)
+	if !isLoopback(e.listen) {
+		switch {
+		case e.clientCerts, e.tokens && e.tls:
+		case e.tokens:
+			return fmt.Errorf("refusing to listen on %s with --auth but without TLS: every bearer token would cross the network in clear, for anyone on the path to reuse. "+
+				"Serve TLS (--tls-cert, --tls-key; docs/security.md), listen on loopback (127.0.0.1), or pass --insecure to accept the risk", e.listen)
+		default:
+			return fmt.Errorf("refusing to listen on %s without client authentication: anyone who reaches it could publish, replay every topic and reset groups. "+
+				"Turn on --auth with TLS (--tls-cert, --tls-key), or require client certificates (--tls-client-ca; docs/security.md), listen on loopback (127.0.0.1), or pass --insecure to accept the risk", e.listen)
+		}
 	}
-	if peerAuth {
+	if e.peerAuth {
 		return nil
 	}
 	var exposed []string
-	for _, a := range clusterAddrs {
+	for _, a := range e.cluster {
 		if !isLoopback(a) {
 			exposed = append(exposed, a)
 		}
@@ -82,6 +107,16 @@ func refuseExposed(listen string, clientAuth bool, clusterAddrs []string, peerAu
 			"Give every member --cluster-secret-file or peer TLS (--peer-tls-cert, --peer-tls-key, --peer-tls-ca; docs/security.md), or pass --insecure to accept the risk", strings.Join(exposed, ", "))
 	}
 	return nil
+}
+
+// orEnv is v, or when it is empty the environment variable env: secrets
+// are read so rather than given as a flag's default, which help and
+// usage print.
+func orEnv(v, env string) string {
+	if v != "" {
+		return v
+	}
+	return os.Getenv(env)
 }
 
 // isLoopback reports whether host:port names only a loopback address:

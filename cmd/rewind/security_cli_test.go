@@ -10,34 +10,49 @@ import (
 )
 
 func TestRefuseExposed(t *testing.T) {
+	certs := exposure{clientCerts: true, tls: true}
 	for _, tc := range []struct {
-		name       string
-		listen     string
-		clientAuth bool
-		cluster    []string
-		peerAuth   bool
-		insecure   bool
-		want       string // "" allowed
+		name string
+		e    exposure
+		want string // "" allowed
 	}{
-		{"default", "127.0.0.1:7070", false, nil, false, false, ""},
-		{"localhost", "localhost:7070", false, nil, false, false, ""},
-		{"ipv6 loopback", "[::1]:7070", false, nil, false, false, ""},
-		{"every interface", ":7070", false, nil, false, false, "refusing to listen on :7070"},
-		{"0.0.0.0", "0.0.0.0:7070", false, nil, false, false, "refusing to listen"},
-		{"a host name", "rewind.example:7070", false, nil, false, false, "refusing to listen"},
-		{"exposed with client certificates", "0.0.0.0:7070", true, nil, false, false, ""},
-		{"exposed, insecure", "0.0.0.0:7070", false, nil, false, true, ""},
-		{"loopback cluster", "127.0.0.1:7071", false, []string{"127.0.0.1:7071", "127.0.0.1:7072"}, false, false, ""},
-		{"exposed cluster", "10.0.0.1:7071", true, []string{"10.0.0.1:7071", "10.0.0.2:7071"}, false, false, "refusing to run a cluster on 10.0.0.1:7071, 10.0.0.2:7071"},
-		{"exposed cluster with peer auth", "10.0.0.1:7071", true, []string{"10.0.0.1:7071", "10.0.0.2:7071"}, true, false, ""},
-		{"exposed cluster, insecure", "10.0.0.1:7071", false, []string{"10.0.0.1:7071"}, false, true, ""},
+		{"default", exposure{listen: "127.0.0.1:7070"}, ""},
+		{"localhost", exposure{listen: "localhost:7070"}, ""},
+		{"ipv6 loopback", exposure{listen: "[::1]:7070"}, ""},
+		{"every interface", exposure{listen: ":7070"}, "refusing to listen on :7070"},
+		{"0.0.0.0", exposure{listen: "0.0.0.0:7070"}, "refusing to listen"},
+		{"a host name", exposure{listen: "rewind.example:7070"}, "refusing to listen"},
+		{"exposed with client certificates", exposure{listen: "0.0.0.0:7070", clientCerts: true, tls: true}, ""},
+		{"exposed with tokens over TLS", exposure{listen: "0.0.0.0:7070", tokens: true, tls: true}, ""},
+		// The pentest's finding: --auth lifted the refusal without TLS.
+		{"exposed with tokens in clear", exposure{listen: "0.0.0.0:7070", tokens: true}, "with --auth but without TLS"},
+		{"loopback with tokens in clear", exposure{listen: "127.0.0.1:7070", tokens: true}, ""},
+		{"exposed, insecure", exposure{listen: "0.0.0.0:7070", insecure: true}, ""},
+		{"exposed with tokens in clear, insecure", exposure{listen: "0.0.0.0:7070", tokens: true, insecure: true}, ""},
+		{"loopback cluster", exposure{listen: "127.0.0.1:7071", cluster: []string{"127.0.0.1:7071", "127.0.0.1:7072"}}, ""},
+		{"exposed cluster", exposure{listen: "10.0.0.1:7071", clientCerts: certs.clientCerts, tls: true, cluster: []string{"10.0.0.1:7071", "10.0.0.2:7071"}}, "refusing to run a cluster on 10.0.0.1:7071, 10.0.0.2:7071"},
+		{"exposed cluster with peer auth", exposure{listen: "10.0.0.1:7071", clientCerts: true, tls: true, cluster: []string{"10.0.0.1:7071", "10.0.0.2:7071"}, peerAuth: true}, ""},
+		{"exposed cluster, insecure", exposure{listen: "10.0.0.1:7071", cluster: []string{"10.0.0.1:7071"}, insecure: true}, ""},
 	} {
-		err := refuseExposed(tc.listen, tc.clientAuth, tc.cluster, tc.peerAuth, tc.insecure)
+		err := refuseExposed(tc.e)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", tc.name, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--insecure")):
 			t.Errorf("%s: %v, want an error containing %q and naming --insecure", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestHelpShowsNoSecret: the pentest found the bearer token printed as
+// the default of --token in every command's help and usage, and the join
+// token in serve --help, when REWIND_TOKEN was set.
+func TestHelpShowsNoSecret(t *testing.T) {
+	const secret = "rwd_pentest-secret-in-the-environment"
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"replay", "--help"}, {"topic", "list", "--bogus-flag"}} {
+		r := runCLI(t, nil, cliEnv("REWIND_TOKEN="+secret), args...)
+		if out := r.stdout + r.stderr; strings.Contains(out, secret) || !strings.Contains(out, "REWIND_TOKEN") && args[0] != "topic" {
+			t.Errorf("rewind %s printed the token, or no longer names REWIND_TOKEN:\n%s", strings.Join(args, " "), out)
 		}
 	}
 }

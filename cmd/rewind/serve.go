@@ -150,7 +150,8 @@ cluster secret, unless --insecure is given.`,
 			if advertise != "" && (members != nil || joins != nil) {
 				clusterAddrs = append(clusterAddrs, advertise)
 			}
-			if err := refuseExposed(listen, sec.clientAuth() || authOn, clusterAddrs, sec.peerAuth(), sec.insecure); err != nil {
+			if err := refuseExposed(exposure{listen: listen, clientCerts: sec.clientAuth(), tokens: authOn, tls: sec.cert != "",
+				cluster: clusterAddrs, peerAuth: sec.peerAuth(), insecure: sec.insecure}); err != nil {
 				return err
 			}
 			secret, err := sec.secret(log)
@@ -173,7 +174,7 @@ cluster secret, unless --insecure is given.`,
 				PeerDialer:     via.dialer(),
 				TLSCertFile:    sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
 				PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
-				ClusterSecret: secret, Auth: authOn, AuditLog: audit, JoinToken: joinToken,
+				ClusterSecret: secret, Auth: authOn, AuditLog: audit, JoinToken: orEnv(joinToken, "REWIND_TOKEN"),
 			})
 			if err != nil {
 				return err
@@ -232,7 +233,8 @@ cluster secret, unless --insecure is given.`,
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	f.BoolVar(&authOn, "auth", false, "require a bearer token or client certificate on every call, and check its rights (ACLs); the first start writes a superuser token to DATA/bootstrap-token (docs/security.md)")
 	f.StringVar(&auditLog, "audit-log", "", "with --auth: append the audit log (JSON lines: denials and admin operations) to this file; default: the server log")
-	f.StringVar(&joinToken, "join-token", os.Getenv("REWIND_TOKEN"), "with --join to a cluster with --auth: a token with the cluster admin right (env REWIND_TOKEN)")
+	// Not os.Getenv as the default: help and usage print defaults.
+	f.StringVar(&joinToken, "join-token", "", "with --join to a cluster with --auth: a token with the cluster admin right (default: env REWIND_TOKEN)")
 	return cmd
 }
 

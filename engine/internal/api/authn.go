@@ -2,13 +2,9 @@ package api
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,10 +28,15 @@ import (
 //     refused even if a client certificate is verified as well;
 //  2. a verified TLS client certificate: its CN (or first SAN) is the
 //     principal (auth.CertPrincipal);
-//  3. a request forwarded by another member on behalf of a certificate
-//     caller: PrincipalHeader, signed by ForwardSigHeader (an HMAC under a
-//     key derived from the metadata group's secret key, which only members
-//     hold), valid for a minute.
+//  3. a request another member sent on behalf of a certificate caller:
+//     PrincipalHeader, honoured only on the member path from an
+//     authenticated member (member.go). A cluster with auth on always
+//     authenticates its members (engine.Open refuses it otherwise), so the
+//     assertion needs no signature of its own: the member's peer TLS
+//     certificate or cluster secret authenticator vouches for it. (It
+//     used to carry an HMAC under a key derived from the resume-token key,
+//     accepted from any client: whoever read that key off the disk became
+//     any principal.)
 //
 // Requests forwarded between members with a token carry the client's
 // Authorization header (the tokens are replicated, so the receiver checks
@@ -47,10 +48,9 @@ const (
 	// server makes up); every answer carries it back, and the audit log
 	// names it.
 	RequestIDHeader = "Rewind-Request-Id"
-	// PrincipalHeader and ForwardSigHeader assert a certificate caller's
-	// principal on a request forwarded between members.
-	PrincipalHeader  = "Rewind-Principal"
-	ForwardSigHeader = "Rewind-Principal-Sig"
+	// PrincipalHeader asserts a certificate caller's principal on a
+	// request sent on between members (member.go).
+	PrincipalHeader = "Rewind-Principal"
 )
 
 // AuthConfig turns authentication and authorization on.
@@ -145,51 +145,29 @@ func (g *guard) identify(r *http.Request) (*auth.Identity, error) {
 		}
 	}
 	if p := r.Header.Get(PrincipalHeader); p != "" {
-		if checkForwardSig(st, p, r.Header.Get(ForwardSigHeader), g.cfg.Now()) {
+		if node, ok := memberOf(r.Context()); ok && node != 0 && auth.ValidatePrincipal(p) == nil {
 			return &auth.Identity{Principal: p}, nil
 		}
-		return nil, connect.NewError(connect.CodeUnauthenticated, auth.ErrUnauthenticated)
+		return nil, connect.NewError(connect.CodeUnauthenticated, errAssertion)
 	}
 	return nil, connect.NewError(connect.CodeUnauthenticated, errNoCredentials)
 }
 
-var errNoCredentials = unauthenticatedError("auth: no credentials (a bearer token or a client certificate)")
+var (
+	errNoCredentials = unauthenticatedError("auth: no credentials (a bearer token or a client certificate)")
+	errAssertion     = unauthenticatedError("auth: a principal assertion is honoured only from an authenticated cluster member")
+)
 
 type unauthenticatedError string
 
 func (e unauthenticatedError) Error() string { return string(e) }
 
-// forwardValidity is how long a forwarded principal assertion holds.
-const forwardValidity = time.Minute
-
-// forwardSig signs principal until expiry (Unix seconds).
-func forwardSig(st *auth.State, principal string, expiry int64) string {
-	k := hmac.New(sha256.New, st.ResumeKey)
-	k.Write([]byte("rewind forward key v1"))
-	m := hmac.New(sha256.New, k.Sum(nil))
-	m.Write([]byte(principal))
-	m.Write([]byte{0})
-	m.Write([]byte(strconv.FormatInt(expiry, 10)))
-	return strconv.FormatInt(expiry, 10) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-func checkForwardSig(st *auth.State, principal, sig string, now time.Time) bool {
-	exp, _, ok := strings.Cut(sig, ".")
-	if !ok {
-		return false
-	}
-	e, err := strconv.ParseInt(exp, 10, 64)
-	if err != nil || now.Unix() > e || e > now.Add(2*forwardValidity).Unix() {
-		return false
-	}
-	return hmac.Equal([]byte(sig), []byte(forwardSig(st, principal, e)))
-}
-
 // carryCredentials gives an outgoing call to another member (a forwarded
 // publish, a membership call sent to the metadata leader) the caller's
 // credentials: its Authorization header, or for a certificate caller a
-// signed principal assertion.
-func carryCredentials(ctx context.Context, h http.Header, st func() *auth.State, now time.Time) {
+// principal assertion, which the receiver honours because the call comes
+// on the member path from an authenticated member.
+func carryCredentials(ctx context.Context, h http.Header) {
 	id, ok := auth.FromContext(ctx)
 	if !ok {
 		return
@@ -198,10 +176,7 @@ func carryCredentials(ctx context.Context, h http.Header, st func() *auth.State,
 		h.Set("Authorization", id.Authorization)
 		return
 	}
-	if st != nil && st() != nil && st().Initialized() {
-		h.Set(PrincipalHeader, id.Principal)
-		h.Set(ForwardSigHeader, forwardSig(st(), id.Principal, now.Add(forwardValidity).Unix()))
-	}
+	h.Set(PrincipalHeader, id.Principal)
 }
 
 // adminOnly guards a plain HTTP endpoint (/metrics) with the cluster admin

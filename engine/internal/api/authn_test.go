@@ -1,37 +1,43 @@
 package api
 
 import (
+	"context"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine/internal/auth"
 )
 
-// TestForwardSig: a member's principal assertion holds for its principal
-// until it expires, under the cluster's key only.
-func TestForwardSig(t *testing.T) {
+// TestPrincipalAssertion: a principal assertion names the caller only on
+// a request the member path marked as an authenticated member's; from a
+// client, or from an unauthenticated member path, it is refused, whatever
+// it carries beside it.
+func TestPrincipalAssertion(t *testing.T) {
 	st := &auth.State{ResumeKey: auth.NewResumeKey()}
-	other := &auth.State{ResumeKey: auth.NewResumeKey()}
-	now := time.Unix(1_000_000, 0)
-	sig := forwardSig(st, "svc", now.Add(forwardValidity).Unix())
+	g := &guard{cfg: AuthConfig{Now: time.Now}, state: func() *auth.State { return st }}
 	for _, c := range []struct {
 		name      string
-		st        *auth.State
+		ctx       context.Context
 		principal string
-		sig       string
-		at        time.Time
-		want      bool
+		want      string // "" refused
 	}{
-		{"valid", st, "svc", sig, now, true},
-		{"another principal", st, "root", sig, now, false},
-		{"another cluster", other, "svc", sig, now, false},
-		{"expired", st, "svc", sig, now.Add(2 * forwardValidity), false},
-		{"too far ahead", st, "svc", forwardSig(st, "svc", now.Add(time.Hour).Unix()), now, false},
-		{"garbage", st, "svc", "x", now, false},
-		{"empty", st, "svc", "", now, false},
+		{"from an authenticated member", WithMember(context.Background(), 2), "svc", "svc"},
+		{"from a client", context.Background(), "root", ""},
+		{"from an unauthenticated member path", WithMember(context.Background(), 0), "root", ""},
+		{"an invalid principal", WithMember(context.Background(), 2), "a b\x00", ""},
 	} {
-		if got := checkForwardSig(c.st, c.principal, c.sig, c.at); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		r := httptest.NewRequestWithContext(c.ctx, "POST", "/rewind.v1.AuthService/ListUsers", nil)
+		r.Header.Set(PrincipalHeader, c.principal)
+		r.Header.Set("Rewind-Principal-Sig", "4102444800.anything")
+		id, err := g.identify(r)
+		switch {
+		case c.want == "" && (err == nil || connect.CodeOf(err) != connect.CodeUnauthenticated):
+			t.Errorf("%s: %v, %v; want Unauthenticated", c.name, id, err)
+		case c.want != "" && (err != nil || id.Principal != c.want):
+			t.Errorf("%s: %v, %v; want principal %q", c.name, id, err, c.want)
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,7 +58,7 @@ func (s *Server) clusterClient(addr string) rewindv1connect.ClusterServiceClient
 	if c == nil {
 		c = http.DefaultClient
 	}
-	return rewindv1connect.NewClusterServiceClient(c, s.peer.url(addr), PeerClientOptions(connect.WithInterceptors(carrier{s.b.Auth}))...)
+	return rewindv1connect.NewClusterServiceClient(c, s.peer.memberURL(addr), PeerClientOptions(connect.WithInterceptors(carrier{}))...)
 }
 
 // metaLeaderCtx marks ctx for the metadata leader named by err.
@@ -263,28 +262,15 @@ func (s *Server) TransferLeader(ctx context.Context, req *rewindv1.TransferLeade
 type Forwarder struct {
 	self  uint64
 	conns *peerClients[rewindv1connect.PublishServiceClient]
-	// auth is the authorization state, once the broker is open (SetAuth).
-	auth atomic.Pointer[func() *auth.State]
-}
-
-// SetAuth gives the forwarder the authorization state, so a certificate
-// caller's forwarded publish carries a signed principal assertion.
-func (f *Forwarder) SetAuth(state func() *auth.State) { f.auth.Store(&state) }
-
-func (f *Forwarder) state() *auth.State {
-	if fn := f.auth.Load(); fn != nil {
-		return (*fn)()
-	}
-	return nil
 }
 
 // NewForwarder returns a forwarder for node self calling through peer.
 func NewForwarder(self uint64, peer PeerHTTP) *Forwarder {
 	f := &Forwarder{self: self}
 	f.conns = newPeerClients(func(addr string) rewindv1connect.PublishServiceClient {
-		return rewindv1connect.NewPublishServiceClient(peer.Client, peer.url(addr),
+		return rewindv1connect.NewPublishServiceClient(peer.Client, peer.memberURL(addr),
 			PeerClientOptions(connect.WithReadMaxBytes(MaxResponseBytes), connect.WithSendMaxBytes(MaxRequestBytes),
-				connect.WithInterceptors(carrier{f.state}))...)
+				connect.WithInterceptors(carrier{}))...)
 	})
 	return f
 }

@@ -86,12 +86,17 @@ const (
 )
 
 // hopContext marks ctx with how another node sent the request the handler
-// serves (forwarded or relayed), from the request's headers.
+// serves (forwarded or relayed), from the request's headers: only on the
+// member path (member.go), where the member guard checked the sender.
 func hopContext(ctx context.Context) context.Context {
 	ci, ok := connect.CallInfoForHandlerContext(ctx)
-	switch {
-	case !ok:
+	if !ok {
 		return ctx
+	}
+	if _, member := memberOf(ctx); !member {
+		return ctx
+	}
+	switch {
 	case ci.RequestHeader().Get(RelayedHeader) != "":
 		return broker.WithRelayed(ctx)
 	case ci.RequestHeader().Get(ForwardedHeader) != "":

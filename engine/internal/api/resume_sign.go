@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -61,13 +60,11 @@ func unsigned(token string) string {
 
 // carrier is the client interceptor of calls to other members: it carries
 // the caller's credentials along (carryCredentials).
-type carrier struct {
-	state func() *auth.State
-}
+type carrier struct{}
 
 func (c carrier) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		carryCredentials(ctx, req.Header(), c.state, time.Now())
+		carryCredentials(ctx, req.Header())
 		return next(ctx, req)
 	}
 }

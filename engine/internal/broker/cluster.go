@@ -211,8 +211,14 @@ func (b *Broker) Addr(node uint64) (string, bool) {
 	return addr, ok
 }
 
-// IsMember reports whether node may send this node raft messages.
+// IsMember reports whether node is a current member: it may send this
+// node raft messages and call its member services. A removed member is
+// not, from the moment this node applies its removal, though it was in
+// the initial cluster.
 func (b *Broker) IsMember(node uint64) bool {
+	if node == 0 || b.meta.Removed(node) {
+		return false
+	}
 	if _, ok := b.cfg.Peers[node]; ok {
 		return true
 	}
