@@ -37,7 +37,8 @@ func (n *Node) startAuth(cfg Config, log hclog.Logger) {
 	if audit == nil {
 		audit = logWriter{log.Named("audit")}
 	}
-	n.api.EnableAuth(api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.Clock, RecheckInterval: cfg.AuthRecheckInterval})
+	n.api.EnableAuth(api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.Clock, RecheckInterval: cfg.AuthRecheckInterval,
+		Failures: cfg.AuthFailures.auth(cfg.Clock)})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.auth = &authRun{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{})}
 	go func() {

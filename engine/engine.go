@@ -162,6 +162,12 @@ type Config struct {
 	// AuthRecheckInterval is how often open streams' tokens and rights are
 	// checked again. Default 1 s.
 	AuthRecheckInterval time.Duration
+
+	// Slow and idle clients, bad-token floods (issue 24; the HTTP server's
+	// own limits are HTTPConfig, httpserver.go).
+	//
+	// AuthFailures limits failed authentications by source, with Auth.
+	AuthFailures AuthFailureConfig
 }
 
 // join asks the members in turn to add this node, for up to a minute.
@@ -415,35 +421,6 @@ func (n *Node) Listener(ln net.Listener) net.Listener {
 		return ln
 	}
 	return tlsconf.NewListener(ln, n.sec.server)
-}
-
-// NewHTTPServer returns the HTTP server configuration Rewind serves with:
-// HTTP/1.1 and unencrypted HTTP/2 (h2c) on one port (or, on a TLS
-// listener, HTTP/2 and HTTP/1.1 by ALPN), so Connect, gRPC and
-// gRPC-web clients all connect, with flow-control windows large enough for
-// a replay stream at loopback speed (the defaults throttle it), liveness
-// pings, and a bound on header reads.
-func NewHTTPServer(h http.Handler) *http.Server {
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetHTTP2(true)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Server{
-		Handler:           h,
-		Protocols:         p,
-		ReadHeaderTimeout: 10 * time.Second,
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams:          1000,
-			MaxReceiveBufferPerConnection: 64 << 20,
-			MaxReceiveBufferPerStream:     16 << 20,
-			// A connection silent for 15 s is pinged and closed if the ping
-			// goes unanswered for 15 s more: a subscriber group member that
-			// vanished without closing its stream loses its partitions
-			// within about 30 s (its session timeout).
-			SendPingTimeout: 15 * time.Second,
-			PingTimeout:     15 * time.Second,
-		},
-	}
 }
 
 // Drain starts shutting down: a cluster member first hands the leadership

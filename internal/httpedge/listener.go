@@ -47,7 +47,7 @@ type Listener struct {
 	cfg ConnLimits
 	mu  struct {
 		sync.Mutex
-		open   int
+		open  int
 		bySrc map[netip.Prefix]int
 	}
 	refusedTotal, refusedSource atomic.Uint64

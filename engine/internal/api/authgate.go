@@ -34,11 +34,12 @@ import (
 // header, without its credentials being checked, and the audit log gets at
 // most one line per source and interval, with the count of those it left
 // out. Calls from authenticated members are neither limited nor counted:
-// their callers' failures were counted where the callers connected.
+// their callers' failures were counted where the callers connected; nor
+// are loopback callers, unless configured (auth.FailureConfig.Loopback).
 func (g *guard) admit(w http.ResponseWriter, r *http.Request, c *caller) bool {
 	src := ""
 	if _, member := peerauth.PeerOf(r.Context()); !member {
-		src = sourceOf(r)
+		src = g.sourceOf(r)
 	}
 	if src != "" {
 		if retry, limited := g.failures.Limited(src); limited {
@@ -76,12 +77,16 @@ func (g *guard) auditFailure(r *http.Request, c *caller, src string, err error) 
 }
 
 // sourceOf is the source r's failures are counted under: the IPv4 address
-// or IPv6 /64 of the connection's peer. Headers (X-Forwarded-For) are not
-// believed: behind a proxy, every client is the proxy.
-func sourceOf(r *http.Request) string {
+// or IPv6 /64 of the connection's peer; "" for a source not counted
+// (loopback, by default). Headers (X-Forwarded-For) are not believed:
+// behind a proxy, every client is the proxy.
+func (g *guard) sourceOf(r *http.Request) string {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
+	}
+	if g.failures.Exempt(ap.Addr()) {
+		return ""
 	}
 	p := httpedge.SourceOf(ap.Addr())
 	if p.Addr().Is4() {

@@ -89,6 +89,7 @@ func (s *Server) metricsHandler() http.Handler {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&collector{s: s},
+		edgeCollector{}, // edgemetrics.go
 	)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"math"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -34,6 +35,10 @@ type FailureConfig struct {
 	MaxSources int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Loopback counts the failures of loopback sources too. By default
+	// they are neither limited nor aggregated: every caller on a developer's
+	// machine, and every member of a cluster run on one host, is loopback.
+	Loopback bool
 }
 
 // Failures tracks failed authentications by source. Safe for concurrent
@@ -79,6 +84,12 @@ func NewFailures(cfg FailureConfig) *Failures {
 	f := &Failures{cfg: cfg}
 	f.mu.sources = map[string]*failSource{}
 	return f
+}
+
+// Exempt reports whether the failures of a source at addr are not
+// counted (see FailureConfig.Loopback).
+func (f *Failures) Exempt(addr netip.Addr) bool {
+	return !f.cfg.Loopback && addr.Unmap().IsLoopback()
 }
 
 // Limited reports whether src has used its failures, and if so when it
