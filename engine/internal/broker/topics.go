@@ -99,6 +99,14 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if s.Creator != "" {
+		// A first look at the durable catalog refuses a principal already
+		// over its quota without a metadata entry (that log is never
+		// truncated). The apply checks again, and decides (meta/quota.go).
+		if err := quota.CheckTopics(s.Creator, b.Auth().QuotaFor(s.Creator), b.TopicsOwned()[s.Creator], s.Partitions); err != nil {
+			return nil, err
+		}
+	}
 	t, err := b.meta.Create(ctx, meta.Spec{
 		Name: s.Name, Partitions: s.Partitions, ReplicationFactor: s.ReplicationFactor,
 		MaxRecordBytes: s.MaxRecordBytes, Retention: s.Retention, CreateTime: b.Now(),
