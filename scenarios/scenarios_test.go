@@ -3,8 +3,8 @@ package scenarios_test
 import (
 	"testing"
 
-	"github.com/rewind-io/rewind/chaos/spec"
 	"github.com/rewind-io/rewind/scenarios"
+	"github.com/rewind-io/rewind/scenarios/spec"
 )
 
 // TestBuiltinsParse: every shipped scenario file is valid, is named after

@@ -13,12 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rewind-io/rewind/chaos/check"
-	"github.com/rewind-io/rewind/chaos/history"
-	"github.com/rewind-io/rewind/chaos/report"
-	"github.com/rewind-io/rewind/chaos/runner"
-	"github.com/rewind-io/rewind/chaos/spec"
 	"github.com/rewind-io/rewind/scenarios"
+	"github.com/rewind-io/rewind/scenarios/check"
+	"github.com/rewind-io/rewind/scenarios/history"
+	"github.com/rewind-io/rewind/scenarios/report"
+	"github.com/rewind-io/rewind/scenarios/runner"
+	"github.com/rewind-io/rewind/scenarios/spec"
 )
 
 func newScenario() *cobra.Command {

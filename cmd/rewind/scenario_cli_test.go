@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rewind-io/rewind/chaos/check"
-	"github.com/rewind-io/rewind/chaos/history"
+	"github.com/rewind-io/rewind/scenarios/check"
+	"github.com/rewind-io/rewind/scenarios/history"
 )
 
 // readRun reads the history a scenario run wrote into dir and judges it.

@@ -3,7 +3,7 @@
 // the health probes that carry it with the node's id.
 //
 // The engine sets the headers (engine/internal/api, health.go); the
-// scenario runner (chaos/runner), which drives real processes and never
+// scenario runner (scenarios/runner), which drives real processes and never
 // imports the engine, checks them, so that a probe answered by another
 // process that took a node's port is not taken for the node. An operator
 // reads them to learn which node a load balancer reached.
