@@ -46,6 +46,7 @@ func newServe() *cobra.Command {
 		authOn                               bool
 		auditLog, joinToken                  string
 		withConsole                          bool
+		edge                                 edgeFlags // edgeflags.go
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -154,6 +155,14 @@ cluster secret, unless --insecure is given.`,
 				cluster: clusterAddrs, peerAuth: sec.peerAuth(), insecure: sec.insecure}); err != nil {
 				return err
 			}
+			httpCfg, err := edge.http(listen, advertise, clusterAddrs)
+			if err != nil {
+				return err
+			}
+			authFailures, err := edge.authFailures()
+			if err != nil {
+				return err
+			}
 			secret, err := sec.secret(log)
 			if err != nil {
 				return err
@@ -175,6 +184,7 @@ cluster secret, unless --insecure is given.`,
 				TLSCertFile:    sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
 				PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
 				ClusterSecret: secret, Auth: authOn, AuditLog: audit, JoinToken: orEnv(joinToken, "REWIND_TOKEN"),
+				AuthFailures: authFailures,
 			})
 			if err != nil {
 				return err
@@ -195,7 +205,7 @@ cluster secret, unless --insecure is given.`,
 				}
 				log.Info("web console", "url", scheme+"://"+listen+console.Prefix)
 			}
-			return serve(cmd.Context(), log, node, listen, api)
+			return serve(cmd.Context(), log, node, listen, api, httpCfg)
 		},
 	}
 	f := cmd.Flags()
@@ -229,6 +239,7 @@ cluster secret, unless --insecure is given.`,
 	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); every member needs the same")
 	f.Int64Var(&tierCacheMiB, "tier-cache-mib", 64, "with --tier: memory for recently read parts of tiered history (windows of batches and segment indexes), shared by every partition, MiB (0: keep none; concurrent reads of the same part are still shared)")
 	sec.register(f)
+	edge.register(f)
 	f.BoolVar(&withConsole, "console", true, "serve the web console at /console/ (on the same origin as the API)")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	f.BoolVar(&authOn, "auth", false, "require a bearer token or client certificate on every call, and check its rights (ACLs); the first start writes a superuser token to DATA/bootstrap-token (docs/security.md)")
@@ -334,26 +345,27 @@ func newLogger(level, format string) (hclog.Logger, error) {
 // serve runs the HTTP server until ctx ends, then shuts down: the node
 // drains (streams end), the server finishes in-flight requests, the node
 // closes its store. If the store fails first, it exits at once (failed).
-func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen string, h http.Handler) error {
+func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen string, h http.Handler, hc engine.HTTPConfig) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		node.Close()
 		return err
 	}
-	return serveHandler(ctx, log, node, ln, h)
+	return serveHandler(ctx, log, node, ln, h, hc)
 }
 
 // serveOn is serve on a listener the caller opened, of the API alone.
 func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
-	return serveHandler(ctx, log, node, ln, withCORS(node.Handler(), origins))
+	return serveHandler(ctx, log, node, ln, withCORS(node.Handler(), origins), engine.HTTPConfig{})
 }
 
-// serveHandler serves h (the node's API, and maybe the console) on ln.
-func serveHandler(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, h http.Handler) error {
-	srv := engine.NewHTTPServer(h)
+// serveHandler serves h (the node's API, and maybe the console) on ln
+// under hc's limits: the connection caps on the TCP listener, TLS over it.
+func serveHandler(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, h http.Handler, hc engine.HTTPConfig) error {
+	srv := hc.Server(h)
 	srv.ErrorLog = stdlog.New(httpLogWriter{log.Named("http")}, "", 0)
 	tc := node.TLSConfig()
-	ln = node.Listener(ln)
+	ln = node.Listener(hc.Listener(ln))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "address", ln.Addr().String(), "tls", tc != nil)
