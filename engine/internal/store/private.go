@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
@@ -150,7 +151,13 @@ func fixModes(dir string) (fixed int, err error) {
 // change is logged, not fatal: refusing to start would stop the upgrade of
 // every node whose directory an older version created 0755, and a path
 // the node's user cannot chmod is one it does not own.
+//
+// On Windows modes do not say who may read a file (ACLs do), so it does
+// nothing there.
 func fixOpenDir(dir string, log hclog.Logger) {
+	if runtime.GOOS == "windows" {
+		return
+	}
 	fixed, err := fixModes(dir)
 	if fixed > 0 {
 		log.Warn("data directory was open to other users: made it private (directories 0700, files 0600)",
