@@ -80,6 +80,11 @@ type Config struct {
 	// its members read from. Default 2 s.
 	CommitCatchUp time.Duration
 	Logger        hclog.Logger
+
+	// groupCommand proposes op in p's raft log and waits until it is
+	// applied. Default (*partition.Partition).GroupCommand; the package's
+	// tests put a fake in front of it to fail chosen commands.
+	groupCommand func(ctx context.Context, p *partition.Partition, op partition.GroupOp) (partition.GroupState, error)
 }
 
 // Coordinator runs every group of a node. Safe for concurrent use.
@@ -150,6 +155,11 @@ func New(cfg Config) *Coordinator {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.groupCommand == nil {
+		cfg.groupCommand = func(ctx context.Context, p *partition.Partition, op partition.GroupOp) (partition.GroupState, error) {
+			return p.GroupCommand(ctx, op)
+		}
 	}
 	c := &Coordinator{cfg: cfg}
 	c.mu.groups = make(map[key]*group)
@@ -298,7 +308,7 @@ func (c *Coordinator) startCursor(ctx context.Context, g *group, m *Member, p ui
 	// The end only grows: a start at or past the end read before resolving
 	// is at the end (a start at latest always is).
 	if m.record && cs[0].Next >= end {
-		if _, err := part.GroupCommand(ctx, partition.GroupOp{
+		if _, err := c.cfg.groupCommand(ctx, part, partition.GroupOp{
 			Kind: partition.OpCommit, Group: g.name, Generation: gen, Offset: cs[0].Next, Time: c.cfg.Now(),
 		}); err != nil {
 			return cursor.Cursor{}, fmt.Errorf("groups: record the start of partition %d: %w", p, err)
@@ -354,7 +364,7 @@ func (c *Coordinator) rebalanceLocked(ctx context.Context, g *group) error {
 		if mv.To == "" {
 			continue
 		}
-		if _, err := g.topic.Parts[mv.Partition].GroupCommand(ctx, partition.GroupOp{
+		if _, err := c.cfg.groupCommand(ctx, g.topic.Parts[mv.Partition], partition.GroupOp{
 			Kind: partition.OpFence, Group: g.name, Generation: gen, Time: c.cfg.Now(),
 		}); err != nil {
 			return fmt.Errorf("groups: fence partition %d: %w", mv.Partition, err)

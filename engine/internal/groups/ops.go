@@ -51,7 +51,7 @@ func (c *Coordinator) Commit(ctx context.Context, name string, t Topic, gen uint
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := t.Parts[p].GroupCommand(ctx, partition.GroupOp{Kind: partition.OpCommit, Group: name, Generation: gen, Offset: off, Time: now})
+			_, err := c.cfg.groupCommand(ctx, t.Parts[p], partition.GroupOp{Kind: partition.OpCommit, Group: name, Generation: gen, Offset: off, Time: now})
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("partition %d: %w", p, err))
@@ -188,7 +188,7 @@ func (c *Coordinator) Reset(ctx context.Context, name string, t Topic, target Ta
 	for i, r := range rows {
 		err := resetFailpoint(r.Partition)
 		if err == nil {
-			_, err = t.Parts[r.Partition].GroupCommand(ctx, partition.GroupOp{
+			_, err = c.cfg.groupCommand(ctx, t.Parts[r.Partition], partition.GroupOp{
 				Kind: partition.OpReset, Group: name, Generation: gen, Offset: r.New, Epoch: epoch, Time: now,
 			})
 		}
