@@ -15,6 +15,8 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/prometheus/client_golang v1.16.0
+	github.com/rewind-io/rewind/sdk/client v0.0.0-00010101000000-000000000000
+	github.com/rewind-io/rewind/sdk/gen v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.2
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/zclconf/go-cty v1.19.0
@@ -65,4 +67,17 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
+)
+
+// The client and the generated API are modules of their own (users of the
+// client need neither the server's dependencies nor the server); the
+// server builds them from this checkout. Go refuses
+// `go install github.com/rewind-io/rewind/cmd/rewind@version` for a module
+// with replace lines: until a release tags sdk/gen/vX.Y.Z and
+// sdk/client/vX.Y.Z and requires those versions without these lines, the
+// server is built from a checkout (docs/design.md, "Why two client
+// modules").
+replace (
+	github.com/rewind-io/rewind/sdk/client => ./sdk/client
+	github.com/rewind-io/rewind/sdk/gen => ./sdk/gen
 )

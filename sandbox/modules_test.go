@@ -57,8 +57,8 @@ func module(tb testing.TB, lang, name string) []byte {
 }
 
 // cacheDir is a compilation cache shared by the runtimes of the test
-// binaries (sdk/client's servers use it too), kept between runs, so a
-// module compiles once: compiling a Go module takes seconds, and 5-8x
+// binaries (the client's end-to-end tests, internal/cliente2e, use it
+// too), kept between runs, so a module compiles once: compiling a Go module takes seconds, and 5-8x
 // longer under the race detector (.ci/run fills it without). wazero keys
 // entries by the module's bytes and the CPU, and writes them atomically.
 // It would key them by its version too, read from the binary's build

@@ -1,4 +1,4 @@
-package client_test
+package cliente2e_test
 
 // How streams end and go on: a group member stopped by its context commits
 // what it was given before it leaves, and streams outlive a server restart.

@@ -1,4 +1,4 @@
-package client_test
+package cliente2e_test
 
 import (
 	"bytes"
@@ -37,9 +37,9 @@ func guest(t testing.TB, ref string) []byte {
 	var b []byte
 	var err error
 	if lang == "go" {
-		b, err = build.Go(context.Background(), filepath.Join("..", "guest", "examples", "go", name))
+		b, err = build.Go(context.Background(), filepath.Join("..", "..", "sdk", "guest", "examples", "go", name))
 	} else {
-		b, err = build.AssemblyScript(filepath.Join("..", "guest", "assemblyscript"), name)
+		b, err = build.AssemblyScript(filepath.Join("..", "..", "sdk", "guest", "assemblyscript"), name)
 	}
 	if err != nil {
 		t.Fatalf("build %s: %v", ref, err)

@@ -1,4 +1,4 @@
-package client_test
+package cliente2e_test
 
 // Gray failures seen from the client: a node that is paused (it accepts
 // connections and answers nothing) or broken (it answers Unavailable). The

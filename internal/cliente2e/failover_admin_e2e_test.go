@@ -1,4 +1,4 @@
-package client_test
+package cliente2e_test
 
 // Topic, group, plugin and cluster calls through a client whose first node
 // is paused, refuses connections or answers Unavailable: reads move on to

@@ -1,4 +1,4 @@
-package client_test
+package cliente2e_test
 
 import (
 	"context"

@@ -1,0 +1,17 @@
+// Module client is the Go client of Rewind. It depends on connect,
+// protobuf and the generated API (sdk/gen) only: never on the server
+// (.ci/run checks that no storage, sandbox or browser module enters its
+// graph). The replace line builds against the API in this checkout; it
+// has no effect for users, so a release of the client first tags
+// sdk/gen/vX.Y.Z and requires that version here.
+module github.com/rewind-io/rewind/sdk/client
+
+go 1.26.8
+
+require (
+	connectrpc.com/connect v1.21.1
+	github.com/rewind-io/rewind/sdk/gen v0.0.0-00010101000000-000000000000
+	google.golang.org/protobuf v1.36.12
+)
+
+replace github.com/rewind-io/rewind/sdk/gen => ../gen
