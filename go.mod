@@ -15,8 +15,8 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/prometheus/client_golang v1.16.0
-	github.com/rewind-io/rewind/sdk/client v0.0.0-00010101000000-000000000000
-	github.com/rewind-io/rewind/sdk/gen v0.0.0-00010101000000-000000000000
+	github.com/rewind-io/rewind/sdk/client v0.0.0-20261207050449-b209f6201f2d
+	github.com/rewind-io/rewind/sdk/gen v0.0.0-20261207050449-b209f6201f2d
 	github.com/spf13/cobra v1.10.2
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/zclconf/go-cty v1.19.0
@@ -71,7 +71,9 @@ require (
 
 // The client and the generated API are modules of their own (users of the
 // client need neither the server's dependencies nor the server); the
-// server builds them from this checkout. Go refuses
+// server builds them from this checkout. The versions required above are
+// what a module importing the server's packages gets: pseudo-versions of
+// commits that hold each module (bump them with the API). Go refuses
 // `go install github.com/rewind-io/rewind/cmd/rewind@version` for a module
 // with replace lines: until a release tags sdk/gen/vX.Y.Z and
 // sdk/client/vX.Y.Z and requires those versions without these lines, the

@@ -58,13 +58,13 @@ func module(tb testing.TB, lang, name string) []byte {
 
 // cacheDir is a compilation cache shared by the runtimes of the test
 // binaries (the client's end-to-end tests, internal/cliente2e, use it
-// too), kept between runs, so a module compiles once: compiling a Go module takes seconds, and 5-8x
-// longer under the race detector (.ci/run fills it without). wazero keys
-// entries by the module's bytes and the CPU, and writes them atomically.
-// It would key them by its version too, read from the binary's build
-// information, but test binaries lack that ("dev"): so the directory is
-// per wazero version in go.mod, and entries of another version are never
-// loaded.
+// too), kept between runs, so a module compiles once: compiling a Go
+// module takes seconds, and 5-8x longer under the race detector (.ci/run
+// fills it without). wazero keys entries by the module's bytes and the
+// CPU, and writes them atomically. It would key them by its version too,
+// read from the binary's build information, but test binaries lack that
+// ("dev"): so the directory is per wazero version in go.mod, and entries
+// of another version are never loaded.
 var cacheDir = filepath.Join(os.TempDir(), "rewind-wasm-test-cache", wazeroVersion(filepath.Join("..", "go.mod")))
 
 // wazeroVersion is the wazero version go.mod requires, or "unknown".
