@@ -115,6 +115,7 @@ type tmember struct {
 	stuck  bool
 	zombie bool // its coordinator was replaced
 	got    []string
+	parts  []uint32 // what its stream reads, from the control messages
 }
 
 // fault fails the next command of kind (any if empty) to partition.
@@ -377,13 +378,18 @@ func (h *harness) join(t *testing.T, d *datadriven.TestData) string {
 	if m == nil {
 		return out
 	}
+	var sb strings.Builder
+	h.print(&sb, h.added(name, m))
+	return out + sb.String()
+}
+
+// added records a member that joined and receives its first assignment,
+// queued before Join returned.
+func (h *harness) added(name string, m *Member) *tmember {
 	tm := &tmember{name: name, m: m}
 	h.members = append(h.members, tm)
-	// Its first assignment was queued before Join returned.
-	var sb strings.Builder
 	h.drain(tm)
-	h.print(&sb, tm)
-	return out + sb.String()
+	return tm
 }
 
 func parseOffsets(t *testing.T, d *datadriven.TestData) map[uint32]uint64 {
@@ -560,6 +566,7 @@ func (h *harness) receive(m *tmember, ctl stream.Control) {
 		parts = append(parts, fmt.Sprintf("gen=%d epoch=%d", a.Generation, a.Epoch))
 		if len(a.Revoke) > 0 {
 			parts = append(parts, fmt.Sprintf("revoke=%v", a.Revoke))
+			m.parts = slices.DeleteFunc(m.parts, func(p uint32) bool { return slices.Contains(a.Revoke, p) })
 		}
 		if len(a.Add) > 0 {
 			var adds []string
@@ -569,7 +576,9 @@ func (h *harness) receive(m *tmember, ctl stream.Control) {
 					s += "(clamped)"
 				}
 				adds = append(adds, s)
+				m.parts = append(m.parts, ad.Cursor.Partition)
 			}
+			slices.Sort(m.parts)
 			parts = append(parts, "add=["+strings.Join(adds, " ")+"]")
 		}
 	}
