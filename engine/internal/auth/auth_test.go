@@ -248,3 +248,27 @@ func FuzzParseRule(f *testing.F) {
 		_, _ = VerifyResume([]byte("k"), "p", name)
 	})
 }
+
+// TestDuplicateTokenIDRefused: a second token with an id in use is
+// refused. (The check read the index, which Apply's clone leaves empty,
+// so both were stored; found by the meta package's tests.)
+func TestDuplicateTokenIDRefused(t *testing.T) {
+	s, _ := initState(t)
+	_, a := NewToken("alice", 2, 0)
+	s, _, err := s.Apply(Command{CreateToken: &a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b := NewToken("bob", 3, 0)
+	b.ID = a.ID
+	n, _, err := s.Apply(Command{CreateToken: &b})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a second token with id %s: %v, want ErrInvalid", a.ID, err)
+	}
+	if n != nil && len(n.Tokens) != len(s.Tokens) {
+		t.Fatalf("%d tokens after the refusal, want %d", len(n.Tokens), len(s.Tokens))
+	}
+	if tok, ok := s.TokenByID(a.ID); !ok || tok.Principal != "alice" {
+		t.Fatalf("token %s is %+v, want alice's", a.ID, tok)
+	}
+}

@@ -376,7 +376,8 @@ func (s *State) applyCreateToken(t Token) error {
 	if !IsTokenID(t.ID) || len(t.Hash) != sha256.Size {
 		return fmt.Errorf("%w: malformed token record", ErrInvalid)
 	}
-	if _, dup := s.byID[t.ID]; dup {
+	// (Not s.byID: Apply runs on a clone, whose index is rebuilt after.)
+	if slices.ContainsFunc(s.Tokens, func(o Token) bool { return o.ID == t.ID }) {
 		return fmt.Errorf("%w: token id %s in use", ErrInvalid, t.ID)
 	}
 	if len(s.Tokens) >= MaxTokens {

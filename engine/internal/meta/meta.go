@@ -208,7 +208,8 @@ type Config struct {
 	// that became durable. It must not block or call the host synchronously.
 	OnChange func([]Change)
 	// DefaultReplicas is the replication factor of a topic created without
-	// one, capped at the number of members. Default 3.
+	// one, capped at the number of members. Zero means 1 (the broker
+	// passes its own default, 3).
 	DefaultReplicas uint32
 	Logger          hclog.Logger
 }
