@@ -144,13 +144,19 @@ type ResetResult struct {
 	Generation uint64
 }
 
-// ResetOption changes a ResetGroup.
-type ResetOption func(*rewindv1.ResetGroupRequest)
+// ResetOption changes a ResetGroup: CreateGroup. It is opaque, so the
+// wire types are not part of the client's API; the zero ResetOption does
+// nothing.
+type ResetOption struct {
+	apply func(*rewindv1.ResetGroupRequest)
+}
 
 // CreateGroup lets ResetGroup act on a group that has no committed offset
 // and no member on the topic (creating it), for example to start a new
 // group at Latest before its first member joins.
-func CreateGroup() ResetOption { return func(r *rewindv1.ResetGroupRequest) { r.Create = true } }
+func CreateGroup() ResetOption {
+	return ResetOption{apply: func(r *rewindv1.ResetGroupRequest) { r.Create = true }}
+}
 
 // ResetGroup moves a group's committed offsets on topic to target (a
 // position: Earliest, Latest, Offset, Time, MessageID, TimeBack, or Shift).
@@ -187,7 +193,9 @@ func (c *Client) ResetGroup(ctx context.Context, group, topic string, target Pos
 	}
 	req := &rewindv1.ResetGroupRequest{Group: group, Topic: topic, Target: rt, Partitions: partitions, DryRun: dryRun}
 	for _, o := range opts {
-		o(req)
+		if o.apply != nil {
+			o.apply(req)
+		}
 	}
 	k := once
 	if dryRun {

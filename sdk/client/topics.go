@@ -48,33 +48,47 @@ type PartitionInfo struct {
 	TieredBytes      uint64
 }
 
-// TopicOption configures CreateTopic.
-type TopicOption func(*rewindv1.TopicConfig)
+// TopicOption configures CreateTopic or AlterTopic: one of the WithX
+// functions below. It is opaque, so the wire types are not part of the
+// client's API; the zero TopicOption does nothing.
+type TopicOption struct{ apply func(*rewindv1.TopicConfig) }
+
+func topicOption(f func(*rewindv1.TopicConfig)) TopicOption { return TopicOption{apply: f} }
+
+// topicConfig applies opts to c and returns it.
+func topicConfig(c *rewindv1.TopicConfig, opts []TopicOption) *rewindv1.TopicConfig {
+	for _, o := range opts {
+		if o.apply != nil {
+			o.apply(c)
+		}
+	}
+	return c
+}
 
 // WithPartitions sets the partition count (default 1).
 func WithPartitions(n uint32) TopicOption {
-	return func(c *rewindv1.TopicConfig) { c.Partitions = n }
+	return topicOption(func(c *rewindv1.TopicConfig) { c.Partitions = n })
 }
 
 // WithReplicationFactor sets the replicas per partition.
 func WithReplicationFactor(n uint32) TopicOption {
-	return func(c *rewindv1.TopicConfig) { c.ReplicationFactor = n }
+	return topicOption(func(c *rewindv1.TopicConfig) { c.ReplicationFactor = n })
 }
 
 // WithMaxRecordBytes sets the largest record accepted.
 func WithMaxRecordBytes(n uint32) TopicOption {
-	return func(c *rewindv1.TopicConfig) { c.MaxRecordBytes = n }
+	return topicOption(func(c *rewindv1.TopicConfig) { c.MaxRecordBytes = n })
 }
 
 // WithRetention sets the retention limits; zero values mean no limit.
 func WithRetention(maxAge time.Duration, maxBytes, maxRecords uint64) TopicOption {
-	return func(c *rewindv1.TopicConfig) {
+	return topicOption(func(c *rewindv1.TopicConfig) {
 		r := retention(c)
 		r.MaxBytes, r.MaxRecords, r.MaxAge = maxBytes, maxRecords, nil
 		if maxAge > 0 {
 			r.MaxAge = durationpb.New(maxAge)
 		}
-	}
+	})
 }
 
 // Cleanup policies.
@@ -87,7 +101,7 @@ const (
 // WithCleanup sets the cleanup policy: CleanupDelete (the default),
 // CleanupCompact or CleanupCompactDelete.
 func WithCleanup(policy string) TopicOption {
-	return func(c *rewindv1.TopicConfig) {
+	return topicOption(func(c *rewindv1.TopicConfig) {
 		r := retention(c)
 		switch policy {
 		case CleanupCompact:
@@ -99,25 +113,25 @@ func WithCleanup(policy string) TopicOption {
 		default:
 			r.Cleanup = rewindv1.CleanupPolicy(-1) // refused by the server
 		}
-	}
+	})
 }
 
 // WithLocalRetention bounds what stays on the servers' disks when they run
 // with tiered storage (--tier): older records move to the object store and
 // are read from there. Zero values mean no local limit.
 func WithLocalRetention(maxAge time.Duration, maxBytes uint64) TopicOption {
-	return func(c *rewindv1.TopicConfig) {
+	return topicOption(func(c *rewindv1.TopicConfig) {
 		r := retention(c)
 		r.LocalMaxBytes, r.LocalMaxAge = maxBytes, nil
 		if maxAge > 0 {
 			r.LocalMaxAge = durationpb.New(maxAge)
 		}
-	}
+	})
 }
 
 // WithDeleteRetention sets how long tombstones survive compaction.
 func WithDeleteRetention(d time.Duration) TopicOption {
-	return func(c *rewindv1.TopicConfig) { retention(c).DeleteRetention = durationpb.New(d) }
+	return topicOption(func(c *rewindv1.TopicConfig) { retention(c).DeleteRetention = durationpb.New(d) })
 }
 
 func retention(c *rewindv1.TopicConfig) *rewindv1.Retention {
@@ -132,10 +146,7 @@ func retention(c *rewindv1.TopicConfig) *rewindv1.Retention {
 // ignored). It sets the policy rather than changing it, so it is repeated
 // on another node when its node fails.
 func (c *Client) AlterTopic(ctx context.Context, name string, opts ...TopicOption) (*Topic, error) {
-	cfg := &rewindv1.TopicConfig{}
-	for _, o := range opts {
-		o(cfg)
-	}
+	cfg := topicConfig(&rewindv1.TopicConfig{}, opts)
 	req := &rewindv1.AlterTopicRequest{Name: name, Retention: retention(cfg)}
 	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.AlterTopicResponse, error) {
 		return cl.topics.AlterTopic(ctx, req)
@@ -149,7 +160,7 @@ func (c *Client) AlterTopic(ctx context.Context, name string, opts ...TopicOptio
 // WithDedupeWindow sets how long idempotency keys are remembered (default
 // 24 h); 0 turns deduplication off.
 func WithDedupeWindow(d time.Duration) TopicOption {
-	return func(c *rewindv1.TopicConfig) { c.DedupeWindow = durationpb.New(d) }
+	return topicOption(func(c *rewindv1.TopicConfig) { c.DedupeWindow = durationpb.New(d) })
 }
 
 // CreateTopic creates a topic. Errors carry Connect codes: AlreadyExists,
@@ -157,10 +168,7 @@ func WithDedupeWindow(d time.Duration) TopicOption {
 // only when the first attempt certainly did nothing; when its node failed
 // meanwhile, the error is ErrOutcomeUnknown (the topic may exist).
 func (c *Client) CreateTopic(ctx context.Context, name string, opts ...TopicOption) (*Topic, error) {
-	cfg := &rewindv1.TopicConfig{Partitions: 1}
-	for _, o := range opts {
-		o(cfg)
-	}
+	cfg := topicConfig(&rewindv1.TopicConfig{Partitions: 1}, opts)
 	req := &rewindv1.CreateTopicRequest{Name: name, Config: cfg}
 	resp, err := unary(ctx, c, once, func(ctx context.Context, cl *Client) (*rewindv1.CreateTopicResponse, error) {
 		return cl.topics.CreateTopic(ctx, req)
