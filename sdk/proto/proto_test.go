@@ -1,8 +1,3 @@
-// Package proto holds the public API definitions (rewind/v1/*.proto): the
-// buf module clients generate from. The peer protocol between cluster
-// members (rewind.peer.v1) is another module, internal/proto (see
-// buf.yaml). Its tests keep the checked-in generated code of both honest
-// and the public module free of the peer protocol.
 package proto
 
 import (
