@@ -1,35 +1,3 @@
-// Package groups is the coordinator of server-managed subscriber groups.
-//
-// A member joins a group on a topic by opening a stream; the coordinator
-// assigns it a share of the topic's partitions (engine/internal/assign:
-// balanced and sticky) and steers its stream through a control channel. A
-// member leaves when its stream ends, and its partitions move to the others.
-// Clients need no group protocol: everything happens on the server.
-//
-// # Generations and fencing
-//
-// Every rebalance and every reset bumps the group's generation, announced
-// to each member in an assignment event. A member commits with the
-// generation of its latest assignment. Before a moved partition is given to
-// its new owner, the coordinator raises that partition's fence for the
-// group to the new generation — a raft command in the partition's own log —
-// so a commit from the previous owner that arrives later is rejected at
-// apply, in log order, on every replica. The generation survives restarts
-// without being stored on its own: it is the highest fence found in the
-// partitions.
-//
-// # Reset (group replay)
-//
-// A reset computes a plan (per partition: current, new offset, records to
-// re-read), then bumps the epoch and generation, writes every new offset
-// with the new fence (one raft command per partition), and tells the
-// members owning those partitions to seek in place: their streams say
-// replay_started and continue from the new offset, without reconnecting.
-//
-// # Lock order
-//
-// Coordinator.mu, then group.mu. group.mu is held across raft commands
-// (a rebalance is serialized per group); Coordinator.mu never is.
 package groups
 
 import (
