@@ -1,19 +1,15 @@
 // Everything both entry points (index.ts, node.ts) export besides
 // createClient.
 
-export { Client, bytes, text, normalize } from "./client.js";
+export { Client } from "./client.js";
+export { bytes, text, normalize } from "./wire.js";
 export type {
-  Bytes,
-  CallOptions,
   ClientOptions,
   DurationLike,
-  FilterSpec,
-  Header,
   Message,
   Protocol,
   PublishOptions,
   PublishResult,
-  Record,
   ResetOptions,
   RetentionOptions,
   TestRecord,
@@ -21,6 +17,7 @@ export type {
   TopicOptions,
   TransportFactory,
 } from "./client.js";
+export type { Bytes, CallOptions, FilterSpec, Header, Record } from "./wire.js";
 export { Subscription } from "./subscription.js";
 export type { PartitionPosition, ReplayEvent, SubscribeOptions } from "./subscription.js";
 export { Code, ConnectError, PartialError, ReconnectError, RewindError } from "./errors.js";

@@ -1,6 +1,7 @@
 // The client: one or several nodes of a Rewind cluster, calls that move to
 // another node when theirs fails, publishing, and the admin of topics,
-// groups, plugins and the cluster. Streams are in subscription.ts.
+// groups, plugins and the cluster. Streams are in subscription.ts, and
+// what both use (records, filters, a node's connections) in wire.ts.
 //
 // Which node a call goes to (as in the Go client, sdk/client/nodes.go): the
 // client uses one node at a time, the first given, until a call to it
@@ -14,7 +15,7 @@
 // nothing, and otherwise fail with outcomeUnknown set.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { createClient as createConnectClient, type Client as ConnectClient, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createClient as createConnectClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import { ClusterService, type GetClusterStatusResponse, type ReplicaMove } from "./gen/rewind/v1/cluster_pb.js";
 import {
@@ -25,8 +26,8 @@ import {
 } from "./gen/rewind/v1/group_pb.js";
 import { PluginService, type Plugin, type TestPluginResponse } from "./gen/rewind/v1/plugin_pb.js";
 import { PublishService, PublishRecordSchema, type PublishRecord } from "./gen/rewind/v1/publish_pb.js";
-import { RecordSchema, type Record as RecordProto } from "./gen/rewind/v1/record_pb.js";
-import { ReplayFilterSchema, SubscribeService, type ReplayFilter } from "./gen/rewind/v1/subscribe_pb.js";
+import { RecordSchema } from "./gen/rewind/v1/record_pb.js";
+import { SubscribeService } from "./gen/rewind/v1/subscribe_pb.js";
 import {
   CleanupPolicy,
   RetentionSchema,
@@ -49,6 +50,7 @@ import {
 } from "./errors.js";
 import { resetTargetProto, startProto, toPosition, type PositionLike } from "./position.js";
 import { Subscription, type SubscribeOptions } from "./subscription.js";
+import { bytes, filterProto, normalize, type Bytes, type CallOptions, type Clients, type FilterSpec } from "./wire.js";
 
 /** Wire protocols: Connect (the default), gRPC-web, and in Node gRPC. */
 export type Protocol = "connect" | "grpc-web" | "grpc";
@@ -91,21 +93,6 @@ export interface ClientOptions {
   token?: string;
 }
 
-/** Options every call takes. */
-export interface CallOptions {
-  /** Aborts the call. */
-  signal?: AbortSignal;
-}
-
-/** A header of a record. */
-export interface Header {
-  key: string;
-  value: Uint8Array;
-}
-
-/** Bytes, or a string (sent as UTF-8). */
-export type Bytes = Uint8Array | string;
-
 /** A record to publish: its value alone, or the record. */
 export type Message =
   | Bytes
@@ -146,22 +133,6 @@ export interface PublishResult {
   appendTimeUnixNanos: bigint;
   /** The record was stored before under its idempotency key: the fields are the original's. */
   duplicate: boolean;
-}
-
-/** A delivered record. */
-export interface Record {
-  partition: number;
-  offset: bigint;
-  messageId: string;
-  /** The broker's append time (millisecond precision; appendTimeUnixNanos is exact). */
-  appendTime: Date;
-  appendTimeUnixNanos: bigint;
-  key: Uint8Array;
-  value: Uint8Array;
-  headers: Header[];
-  idempotencyKey: string;
-  /** The producer's timestamp, if it sent one. */
-  eventTime?: Date;
 }
 
 /** A duration: milliseconds, or a Go duration string with days ("15m", "7d"). */
@@ -216,48 +187,10 @@ export interface TestRecord {
   idempotencyKey?: string;
 }
 
-/** A filter a stream or a plugin test runs: a registered plugin ("NAME", "NAME@VERSION", "sha256:HEX") or a module sent inline. */
-export interface FilterSpec {
-  plugin?: string;
-  module?: Uint8Array;
-  /** Given to the module's rewind_init (e.g. JSON). */
-  config?: Bytes;
-}
-
-type Clients = {
-  url: string;
-  topics: ConnectClient<typeof TopicService>;
-  publish: ConnectClient<typeof PublishService>;
-  subscribe: ConnectClient<typeof SubscribeService>;
-  groups: ConnectClient<typeof GroupService>;
-  plugins: ConnectClient<typeof PluginService>;
-  cluster: ConnectClient<typeof ClusterService>;
-};
-
-const utf8 = new TextEncoder();
-
-/** bytes turns a string into UTF-8 bytes; bytes stay as they are. */
-export function bytes(b: Bytes | undefined): Uint8Array {
-  if (b === undefined) return new Uint8Array();
-  return typeof b === "string" ? utf8.encode(b) : b;
-}
-
-/** text decodes UTF-8 bytes (a record's key or value) into a string. */
-export function text(b: Uint8Array): string {
-  return new TextDecoder().decode(b);
-}
-
 /** durationProto turns a DurationLike into a protobuf Duration. */
 export function durationProto(d: DurationLike): Duration {
   const ns = typeof d === "string" ? parseDuration(d) : BigInt(Math.round(d * 1e6));
   return create(DurationSchema, { seconds: ns / 1_000_000_000n, nanos: Number(ns % 1_000_000_000n) });
-}
-
-/** normalize turns a node address into the base URL calls use. */
-export function normalize(addr: string): string {
-  addr = addr.trim();
-  if (!addr.includes("://")) addr = "http://" + addr;
-  return addr.replace(/\/+$/, "");
 }
 
 const sleep = (ms: number, signal?: AbortSignal) =>
@@ -713,16 +646,6 @@ export class Client {
   }
 }
 
-/** @internal */
-export function filterProto(f: FilterSpec): MessageInitShape<typeof ReplayFilterSchema> {
-  if ((f.plugin === undefined) === (f.module === undefined)) {
-    throw new RewindError(new ConnectError("a filter names a plugin or carries a module (one of them)", Code.InvalidArgument));
-  }
-  const module: ReplayFilter["module"] =
-    f.plugin !== undefined ? { case: "plugin", value: f.plugin } : { case: "inline", value: f.module! };
-  return { module, config: bytes(f.config) };
-}
-
 function retentionProto(o: RetentionOptions): Retention | undefined {
   if (
     o.maxAge === undefined &&
@@ -788,22 +711,6 @@ function generatedKey(): string {
   let s = "";
   for (const x of b) s += String.fromCharCode(x);
   return "gen-" + btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-/** @internal recordOf converts a delivered record. */
-export function recordOf(r: RecordProto): Record {
-  return {
-    partition: r.partition,
-    offset: r.offset,
-    messageId: r.messageId,
-    appendTime: new Date(Number(r.appendTimeUnixNanos / 1_000_000n)),
-    appendTimeUnixNanos: r.appendTimeUnixNanos,
-    key: r.key,
-    value: r.value,
-    headers: r.headers.map((h) => ({ key: h.key, value: h.value })),
-    idempotencyKey: r.idempotencyKey,
-    eventTime: r.eventTimeUnixNanos !== 0n ? new Date(Number(r.eventTimeUnixNanos / 1_000_000n)) : undefined,
-  };
 }
 
 /**

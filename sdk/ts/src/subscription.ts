@@ -21,10 +21,34 @@ import {
   type SubscribeRequest,
   type SubscribeResponse,
 } from "./gen/rewind/v1/subscribe_pb.js";
-import type { Client, FilterSpec, Record } from "./client.js";
-import { filterProto, normalize, recordOf } from "./client.js";
 import { Code, ConnectError, ReconnectError, RewindError, badNode, noAnswer, toRewindError } from "./errors.js";
 import { startProto, stopProto, toPosition, type PositionLike } from "./position.js";
+import { filterProto, normalize, recordOf, type CallOptions, type Clients, type FilterSpec, type Record } from "./wire.js";
+
+/**
+ * @internal What a Subscription uses of the Client that opened it (Client
+ * implements it): its nodes and their connections, the stream-open bound,
+ * and commits. Declared here so that this module does not import
+ * client.ts, which imports it.
+ */
+export interface StreamHost {
+  readonly options: { readonly streamOpenTimeoutMs: number };
+  /** How many nodes the client knows. */
+  readonly count: number;
+  /** The connections of the node the next call goes to. */
+  pick(avoid?: Set<string>): Clients;
+  /** Penalises the node at url (it failed). */
+  fail(url: string): void;
+  /** The connections of the node at url. */
+  conn(url: string): Clients;
+  commit(
+    group: string,
+    topic: string,
+    generation: bigint,
+    offsets: Map<number, bigint | number> | { [partition: number]: bigint | number },
+    opts?: CallOptions,
+  ): Promise<void>;
+}
 
 /** Options of subscribe and replay. */
 export interface SubscribeOptions {
@@ -95,7 +119,7 @@ const COMMIT_TIMEOUT_MS = 10000;
  * iterate twice.
  */
 export class Subscription implements AsyncIterable<ReplayEvent> {
-  readonly #client: Client;
+  readonly #client: StreamHost;
   readonly #topic: string;
   readonly #opts: SubscribeOptions;
   #req: SubscribeRequest | undefined;
@@ -120,7 +144,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
   #handed = -1;
 
   /** @internal use Client.subscribe or Client.replay. */
-  constructor(client: Client, topic: string, opts: SubscribeOptions) {
+  constructor(client: StreamHost, topic: string, opts: SubscribeOptions) {
     this.#client = client;
     this.#topic = topic;
     this.#opts = opts;
@@ -312,7 +336,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
   // #open opens a stream on node (following a refusal that names the
   // groups' coordinator), bounded by the open timeout until its first
   // event.
-  async *#open(node: ReturnType<Client["pick"]>, req: SubscribeRequest): AsyncGenerator<SubscribeResponse> {
+  async *#open(node: Clients, req: SubscribeRequest): AsyncGenerator<SubscribeResponse> {
     let cur = node;
     for (let redirects = 0; ; redirects++) {
       const ctrl = new AbortController();
