@@ -1,23 +1,3 @@
-// Package partition is one partition of a topic: the raft state machine that
-// turns committed record batches into offsets and indexes, the publish queue
-// that coalesces concurrent appends into batches, and the readers that serve
-// history from Pebble and the tail from the cache.
-//
-// # Offsets and time
-//
-// Offsets are assigned at apply: a batch's base offset is the partition's
-// next offset when its entry is applied, so every replica agrees and a
-// dropped proposal leaves no hole. The leader stamps each batch with its
-// clock when it proposes it; apply takes max(that time, the previous
-// batch's), so append times never decrease within a partition and a time
-// seek is an exact lower bound.
-//
-// # Concurrency
-//
-// Apply, Durable, TakeProposals and the other raftlog.StateMachine methods
-// run on the raft host's loop goroutine and own the fields marked
-// "loop-owned". Everything shared with publishers and readers is under mu.
-// Lock order: Partition.mu, then Cache.mu.
 package partition
 
 import (
