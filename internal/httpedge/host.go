@@ -50,7 +50,7 @@ func CheckHosts(h http.Handler, allowed []string) http.Handler {
 		}
 		counters.hostsRefused.Add(1)
 		err := connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
-			"Host %q is not a name of this node (DNS rebinding protection): add it to --allowed-hosts", host))
+			"the Host header %q is not a name of this node (DNS rebinding protection): add it to --allowed-hosts", host))
 		if r.ProtoMajor == 1 && r.ContentLength != 0 {
 			w.Header().Set("Connection", "close")
 		}
