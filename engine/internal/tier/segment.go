@@ -1,28 +1,3 @@
-// Package tier keeps sealed ranges of a partition's history as segment
-// objects in an object store (tiered storage), and reads them back.
-//
-// A segment object holds the batches of offsets [Base, End) of one
-// partition, back to back as they were stored locally, followed by an index
-// of them and a fixed footer:
-//
-//	off        size     field
-//	0          8        magic "RWSEG\x00\x00\x01"
-//	8          ...      the batches (record format, package record), in
-//	                    offset order; each keeps its own CRC-32C
-//	idx        36 × n   one index entry per batch, big-endian:
-//	                      base offset 8, span 4, append time 8 (as applied),
-//	                      position in the object 8, length 4, CRC-32C of the
-//	                      batch bytes 4
-//	end - 48   48       footer, big-endian: index position 8, batch count 4,
-//	                      base 8, end 8, first append time 8, last append
-//	                      time 8, CRC-32C of the index and the footer's
-//	                      first 44 bytes 4
-//
-// Readers fetch the footer (the last 48 bytes), then the index, then the
-// batches they need, each by a range read; every piece is checked before it
-// is used, so a corrupt or truncated object is reported, never delivered.
-// Objects are immutable and uniquely named (Name): an upload that is
-// repeated writes the same bytes under the same name.
 package tier
 
 import (
