@@ -1,7 +1,3 @@
-// Package broker is a Rewind node's core: it opens the store, runs the raft
-// host with the metadata group and one group per partition, and offers the
-// operations the API edge serves (topics, publish, subscribe). It speaks Go
-// types and sentinel errors; the api package maps them to Connect.
 package broker
 
 import (
