@@ -15,7 +15,7 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/prometheus/client_golang v1.16.0
-	github.com/rewind-io/rewind/sdk/client v0.0.0-20261207050449-b209f6201f2d
+	github.com/rewind-io/rewind/sdk/client v0.0.0-20261207050737-7d571fc11c8b
 	github.com/rewind-io/rewind/sdk/gen v0.0.0-20261207050449-b209f6201f2d
 	github.com/spf13/cobra v1.10.2
 	github.com/tetratelabs/wazero v1.12.0
