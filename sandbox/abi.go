@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// This file is the host side of ABI v1's byte layout (docs/design.md,
-// "WebAssembly filters and transforms — ABI v1"): Batch encodes the input of
+// This file is the host side of ABI v1's byte layout (sdk/guest/ABI.md,
+// "Record encoding"): Batch encodes the input of
 // a call, decodeOutputs checks and decodes what the guest wrote back. Both
 // are pure and fuzzed; nothing here trusts a length it did not check.
 

@@ -1,5 +1,5 @@
 // Package sandbox runs untrusted WebAssembly filter and transform modules
-// (ABI v1, docs/design.md §13) under wazero, the only package that imports
+// (ABI v1, sdk/guest/ABI.md) under wazero, the only package that imports
 // it. A Runtime is safe for concurrent use; one serves a whole process.
 //
 // Using it:

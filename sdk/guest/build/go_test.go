@@ -47,7 +47,7 @@ func goModule(tb testing.TB, name string) []byte {
 	return b
 }
 
-// goAllowedWASI is ABI v1's allow-list of WASI functions (docs/design.md,
+// goAllowedWASI is ABI v1's allow-list of WASI functions (sdk/guest/ABI.md,
 // "Imports a module may use").
 var goAllowedWASI = []string{
 	"args_get", "args_sizes_get", "environ_get", "environ_sizes_get", "clock_time_get", "clock_res_get",

@@ -4,7 +4,7 @@ package filter
 
 import "unsafe"
 
-// The ABI v1 exports (docs/design.md, section 13). They are thin: every
+// The ABI v1 exports (sdk/guest/ABI.md). They are thin: every
 // decision is in portable code (dispatch.go), tested natively. Being in
 // this package, they are part of any module that imports it; a module's
 // main package only needs an empty func main.

@@ -2,7 +2,7 @@ package filter
 
 import "unsafe"
 
-// The ABI v1 byte layouts (docs/design.md, section 13), little-endian:
+// The ABI v1 byte layouts (sdk/guest/ABI.md), little-endian:
 //
 //	input, per record: u32 record_len, then record_len bytes:
 //	  u64 offset, i64 append_time, u32 key_len, key, u32 value_len, value,

@@ -15,8 +15,8 @@ const (
 	MaxBufferSize = 1 << 30
 )
 
-// Return codes of rewind_filter (docs/design.md, "Return codes of
-// rewind_filter"); n >= 0 is a count of output bytes.
+// Return codes of rewind_filter (sdk/guest/ABI.md, "Return codes and
+// errors"); n >= 0 is a count of output bytes.
 const (
 	codeFailed = -1
 	codeFull   = -2

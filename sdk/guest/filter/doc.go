@@ -1,10 +1,9 @@
 // Package filter is the Go SDK for Rewind filter and transform modules:
 // WebAssembly modules that a replay carries to decide, record by record,
 // what the subscriber receives (a filter) or to rewrite it (a transform).
-// The package implements the module side of ABI v1 (docs/design.md,
-// section 13): its exports, the input and output encodings and the return
-// codes. A module written with it is a Go main package that registers one
-// function.
+// The package implements the module side of ABI v1 (sdk/guest/ABI.md):
+// its exports, the input and output encodings and the return codes. A
+// module written with it is a Go main package that registers one function.
 //
 // # Writing a module
 //

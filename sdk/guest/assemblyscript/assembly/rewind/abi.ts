@@ -1,4 +1,4 @@
-// The exports of ABI v1 (docs/design.md §13). A module's entry file
+// The exports of ABI v1 (sdk/guest/ABI.md). A module's entry file
 // re-exports them with
 //
 //   export * from "../assembly/rewind/abi";
