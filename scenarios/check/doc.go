@@ -22,6 +22,32 @@
 // to call concurrently). A verdict keeps the first MaxViolations
 // violations; Stats["violations"] counts all of them.
 //
+// # The checkers
+//
+// All runs them in this order; each function's comment lists its Stats.
+//
+//   - Log: what the replicas hold against what publishers were told. An
+//     acknowledged record is on every replica once, at the offset its
+//     acknowledgement named; a failed publish is nowhere; an unknown
+//     outcome is stored at most once; offsets are dense and replicas agree.
+//   - Reads: every unfiltered replay returned exactly the records its start
+//     and (exclusive) stop name, in order.
+//   - Follows: every live follower saw each record once, in order, across
+//     reconnects and resumes from its tokens.
+//   - Groups: no commit accepted from a fenced generation, no commit moving
+//     back except by a reset, every committed offset delivered, a reset
+//     re-read exactly from its target.
+//   - Filters: a filtered replay returned exactly the records of the
+//     unfiltered range that the filter's predicate accepts (a transformed
+//     one, what the transform makes of them).
+//   - RaftSafety: at most one leader per raft group and term.
+//   - Gauntlet: every malformed request got a client error from a node that
+//     stayed up.
+//   - Liveness: recovery after each fault and publish p99 during and after
+//     it, against the scenario's bounds; skipped when no bounds are set
+//     (the runner's --skip-bounds), since they depend on the machine's
+//     speed.
+//
 // # The reference
 //
 // Replays and followers are compared with one replica per partition, its
