@@ -6,7 +6,7 @@
 // Inside, the node is a broker (engine/internal/broker) running one raft
 // group per partition plus a metadata group on a multi-raft host
 // (raftlog), over one Pebble store, with the Connect edge in
-// engine/internal/api. docs/design.md walks through the whole path.
+// engine/internal/api. docs/architecture.md walks through the whole path.
 package engine
 
 import (
