@@ -70,10 +70,14 @@ func testHopHeadersFromAClient(t *testing.T, c *rpcs) {
 	rec := func(value string, p uint32) *rewindv1.PublishRequest {
 		return &rewindv1.PublishRequest{Topic: "keys", Records: []*rewindv1.PublishRecord{{Value: []byte(value), IdempotencyKey: "X", Partition: &p}}}
 	}
-	first, err := c.pub.Publish(ctx, rec("a", 3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// (A new topic's partitions take a moment to elect leaders in a
+	// cluster: the first publish waits for them.)
+	var first *rewindv1.PublishResponse
+	eventually(t, "first publish", func() error {
+		var err error
+		first, err = c.pub.Publish(ctx, rec("a", 3))
+		return err
+	})
 	if r := first.GetResults()[0]; r.GetPartition() != 3 || r.GetOffset() != 0 {
 		t.Fatalf("first publish stored at %d/%d, want 3/0", r.GetPartition(), r.GetOffset())
 	}
