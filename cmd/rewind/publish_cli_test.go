@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
@@ -139,5 +140,47 @@ func TestPublishCtrlCWhileWaitingForInput(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "interrupted after reading 1 line: each was sent") {
 		t.Errorf("stderr %q does not say what was sent", stderr.String())
+	}
+}
+
+// TestPublishJSONKeepsHeaderOrder: the same JSON line with an idempotency
+// key and several headers, published again and again, is a duplicate
+// every time. (The headers went out in Go map order, and the payload hash
+// covers them in order: about 1 republish in 5 was refused as another
+// record.)
+func TestPublishJSONKeepsHeaderOrder(t *testing.T) {
+	s := startServer(t, t.TempDir(), freeAddr(t))
+	s.ok(t, nil, "topic", "create", "h", "--partitions", "1")
+	line := []byte(`{"key":"k","value":"v","headers":{"h1":"1","h2":"2","h3":"3","h4":"4","h5":"5","h6":"6"},"idempotency_key":"ik-h"}` + "\n")
+	first := parseResults(t, s.ok(t, line, "publish", "h", "--input", "json"), 1)[0]
+	for i := range 10 {
+		again := parseResults(t, s.ok(t, line, "publish", "h", "--input", "json"), 1)[0]
+		if !again.duplicate || again.offset != first.offset {
+			t.Fatalf("republish %d: duplicate %v at offset %d, want a duplicate of offset %d", i+1, again.duplicate, again.offset, first.offset)
+		}
+	}
+}
+
+// TestOrderedHeaders: the headers of a JSON input line keep their order,
+// and anything but an object of strings is refused.
+func TestOrderedHeaders(t *testing.T) {
+	var in jsonInput
+	if err := json.Unmarshal([]byte(`{"headers":{"z":"1","a":"2","m":"3","a":"4"}}`), &in); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range in.Headers {
+		got = append(got, h.Key+"="+string(h.Value))
+	}
+	if want := []string{"z=1", "a=2", "m=3", "a=4"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("headers %v, want %v in the line's order", got, want)
+	}
+	for _, bad := range []string{`{"headers":["a"]}`, `{"headers":{"a":1}}`, `{"headers":"a"}`} {
+		if err := json.Unmarshal([]byte(bad), &in); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	if err := json.Unmarshal([]byte(`{"headers":null}`), &in); err != nil || in.Headers != nil {
+		t.Errorf("null headers: %v %v", in.Headers, err)
 	}
 }
