@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -51,9 +52,20 @@ type healthChecker struct {
 	services map[string]bool
 }
 
-// Check implements grpchealth.Checker.
-func (h *healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+// statusServiceUnknown is the gRPC health protocol's SERVICE_UNKNOWN,
+// which a Watch of an unknown service streams (grpchealth has no name for
+// it).
+const statusServiceUnknown grpchealth.Status = 3
+
+// Check implements grpchealth.Checker: an unknown service is NotFound for
+// Check, and SERVICE_UNKNOWN on a Watch's stream, as the gRPC health
+// protocol says (a watcher waits for the service to appear; a check does
+// not).
+func (h *healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	if req.Service != "" && !h.services[req.Service] {
+		if ci, ok := connect.CallInfoForHandlerContext(ctx); ok && strings.HasSuffix(ci.Spec().Procedure, "/Watch") {
+			return &grpchealth.CheckResponse{Status: statusServiceUnknown}, nil
+		}
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %s", req.Service))
 	}
 	if h.b.Ready() != nil {
@@ -69,6 +81,10 @@ func (h *healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (
 func (h *healthChecker) Watch(ctx context.Context, req *grpchealth.CheckRequest, onChange func()) (func(), error) {
 	if _, err := h.Check(ctx, req); err != nil {
 		return nil, err
+	}
+	if req.Service != "" && !h.services[req.Service] {
+		// SERVICE_UNKNOWN for good: the services are fixed at start.
+		return func() {}, nil
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
