@@ -64,6 +64,7 @@ func (s *Server) Handler() http.Handler {
 		connect.WithReadMaxBytes(int(s.maxRequest)),
 		connect.WithSendMaxBytes(MaxResponseBytes),
 	}
+	opts = append(opts, jsonCodecs()...)
 	mux := http.NewServeMux()
 	handle := func(path string, h http.Handler) { mux.Handle(path, limitBody(h, s.maxRequest)) }
 	if s.guard != nil {
