@@ -67,13 +67,12 @@ func demo(ctx context.Context) error {
 		node.Close()
 		return err
 	}
-	srv := engine.NewHTTPServer(node.Handler())
-	go srv.Serve(ln)
-	defer func() {
-		node.Drain()
-		srv.Close()
-		node.Close()
-	}()
+	// The node serves until the demo ends; then it drains, its
+	// connections close at once, and its store closes (Node.Serve).
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- node.Serve(sctx, ln, engine.ServeConfig{ShutdownTimeout: -1}) }()
+	defer func() { stop(); <-served }()
 	addr := "http://" + ln.Addr().String()
 	c := client.New(addr)
 	say := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }

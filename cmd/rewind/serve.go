@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	stdlog "log"
 	"maps"
 	"net"
 	"net/http"
@@ -342,99 +341,17 @@ func newLogger(level, format string) (hclog.Logger, error) {
 	}), nil
 }
 
-// serve runs the HTTP server until ctx ends, then shuts down: the node
-// drains (streams end), the server finishes in-flight requests, the node
-// closes its store. If the store fails first, it exits at once (failed).
+// serve listens on listen and serves h (the node's API, and maybe the
+// console) under hc's limits until ctx ends (SIGINT, SIGTERM) or the
+// store fails: engine.Node.Serve, which drains the node, shuts the HTTP
+// server down and closes the store, in that order.
 func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen string, h http.Handler, hc engine.HTTPConfig) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		node.Close()
 		return err
 	}
-	return serveHandler(ctx, log, node, ln, h, hc)
-}
-
-// serveOn is serve on a listener the caller opened, of the API alone.
-func serveOn(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, origins string) error {
-	return serveHandler(ctx, log, node, ln, withCORS(node.Handler(), origins), engine.HTTPConfig{})
-}
-
-// serveHandler serves h (the node's API, and maybe the console) on ln
-// under hc's limits: the connection caps on the TCP listener, TLS over it.
-func serveHandler(ctx context.Context, log hclog.Logger, node *engine.Node, ln net.Listener, h http.Handler, hc engine.HTTPConfig) error {
-	srv := hc.Server(h)
-	srv.ErrorLog = stdlog.New(httpLogWriter{log.Named("http")}, "", 0)
-	tc := node.TLSConfig()
-	ln = node.Listener(hc.Listener(ln))
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("serving", "address", ln.Addr().String(), "tls", tc != nil)
-	select {
-	case err := <-errc:
-		node.Close()
-		return err
-	case <-node.Failed():
-		return failed(log, node, srv, errc)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	node.Drain()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	err := node.Close()
-	if err == nil {
-		log.Info("stopped")
-	}
-	if e := <-errc; !errors.Is(e, http.ErrServerClosed) {
-		err = errors.Join(err, e)
-	}
-	return err
-}
-
-// failCloseTimeout bounds how long a node whose store failed waits for the
-// store to close before the process exits anyway.
-const failCloseTimeout = 5 * time.Second
-
-// failed stops a node whose store failed and returns the error the process
-// exits with (status 1). A store that failed a WAL write or fsync cannot
-// tell which of its last writes are on disk, and Pebble refuses to go on;
-// serving reads alone from such a node would be a half-alive node that
-// health checks, clients and operators cannot tell from a healthy one. So
-// it exits promptly, with the disk error in its last log line, and a
-// supervisor restarts it: on restart it recovers from its WAL and catches
-// up from the other replicas (docs/operations.md, "Disk full").
-func failed(log hclog.Logger, node *engine.Node, srv *http.Server, errc <-chan error) error {
-	err := node.Err()
-	log.Error("storage failed: exiting; restart the node once its disk is healthy (free space, mounted, writable)", "error", err)
-	srv.Close() // connections end now: clients move to other nodes
-	closed := make(chan error, 1)
-	go func() { closed <- node.Close() }()
-	select {
-	case <-closed:
-	case <-time.After(failCloseTimeout):
-		log.Warn("the failed store did not close in time; exiting anyway", "timeout", failCloseTimeout)
-	}
-	<-errc
-	return fmt.Errorf("storage failed, node stopped (restart it once the disk is healthy): %w", err)
-}
-
-// httpLogWriter puts the HTTP server's own messages in the node's log:
-// failed TLS handshakes (scanners, clients without the right certificate
-// or CA, plaintext clients) at debug level, so they cannot flood it; the
-// rest as warnings.
-type httpLogWriter struct{ log hclog.Logger }
-
-func (w httpLogWriter) Write(b []byte) (int, error) {
-	msg := strings.TrimSpace(string(b))
-	if strings.Contains(msg, "TLS handshake error") {
-		w.log.Debug("tls handshake failed", "detail", msg)
-	} else {
-		w.log.Warn("http server", "detail", msg)
-	}
-	return len(b), nil
+	return node.Serve(ctx, ln, engine.ServeConfig{HTTP: hc, Handler: h, Logger: log})
 }
 
 // withCORS lets browsers on the given origins call the API (Connect and

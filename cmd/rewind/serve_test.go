@@ -1,63 +1,6 @@
 package main
 
-import (
-	"context"
-	"net"
-	"os"
-	"strings"
-	"sync/atomic"
-	"syscall"
-	"testing"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/rewind-io/rewind/engine"
-	"github.com/rewind-io/rewind/sdk/client"
-)
-
-// TestServeExitsWhenTheStoreFails fills the disk under a serving node
-// (every WAL write fails with ENOSPC): serve returns on its own, without
-// a signal, with an error naming the disk error, so the process exits 1
-// and a supervisor restarts it. Before, the node stayed up with every raft
-// group stopped, answering health checks as SERVING.
-func TestServeExitsWhenTheStoreFails(t *testing.T) {
-	var full atomic.Bool
-	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if full.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasSuffix(op.Path, ".log") {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	}))
-	node, err := engine.Open(engine.Config{Dir: "data", FS: fs, MinFreeBytes: -1, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		node.Close()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- serveOn(context.Background(), hclog.NewNullLogger(), node, ln, "") }()
-	ctx := context.Background()
-	c := client.New(ln.Addr().String())
-	if _, err := c.CreateTopic(ctx, "t"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Publish(ctx, "t", client.Message{Value: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	full.Store(true)
-	if _, err := c.Publish(ctx, "t", client.Message{Value: []byte("y")}); err == nil {
-		t.Fatal("a publish was acknowledged on a full disk")
-	}
-	err = <-done
-	if err == nil || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) || !strings.Contains(err.Error(), "storage failed") {
-		t.Fatalf("serve returned %v, want a storage failure naming %q", err, syscall.ENOSPC)
-	}
-}
+import "testing"
 
 // --tier-cache-mib 0 keeps nothing: the engine's zero would mean its
 // 64 MiB default.
