@@ -31,6 +31,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/engine/internal/route"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/internal/identity"
 	"github.com/rewind-io/rewind/internal/tlsconf"
@@ -189,7 +190,7 @@ func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, member
 					}
 				}
 			}
-			c := rewindv1connect.NewClusterServiceClient(hc, sec.scheme()+"://"+addr, api.PeerClientOptions(bearerOption(cfg.JoinToken))...)
+			c := rewindv1connect.NewClusterServiceClient(hc, sec.scheme()+"://"+addr, route.ClientOptions(bearerOption(cfg.JoinToken))...)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Advertise})
 			cancel()
@@ -292,6 +293,7 @@ func Open(cfg Config) (*Node, error) {
 		bc.Peers, bc.ClusterID, bc.Join = members, id, true
 	}
 	var tr *transport.Transport
+	var peers *route.Peers
 	// The transport and the broker need each other: the broker is set once
 	// it is open; until then inbound messages are dropped (raft resends).
 	var br atomic.Pointer[broker.Broker]
@@ -347,9 +349,11 @@ func Open(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		bc.Transport, bc.Reachable, bc.UpFor = tr, tr.Reachable, tr.UpFor
-		bc.Forward = api.NewForwarder(cfg.NodeID, sec.peerHTTP(cfg.PeerDialer))
-		peers := api.NewPeerReader(cfg.ClusterID, cfg.NodeID, sec.peerHTTP(cfg.PeerDialer))
-		bc.Fetch, bc.Bind = peers, peers
+		peers = route.NewPeers(route.PeersConfig{
+			Self: cfg.NodeID, ClusterID: cfg.ClusterID, Credentials: api.CarryCredentials,
+			HTTP: sec.peerHTTP(cfg.PeerDialer), PartitionHTTP: sec.peerHTTP(cfg.PeerDialer),
+		})
+		bc.PeerClients = peers
 	}
 	b, err := broker.Open(bc)
 	if err != nil {
@@ -359,19 +363,19 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	br.Store(b)
-	n := &Node{b: b, api: api.New(b, log.Named("api")), tr: tr, clusterID: cfg.ClusterID, sec: sec, tierCache: bc.TierCache}
-	if cfg.Auth {
-		n.startAuth(cfg, log)
-	}
+	acfg := api.Config{Logger: log.Named("api"), Peers: peers}
 	if tr != nil {
-		n.api.SetPeerClient(sec.peerHTTP(cfg.PeerDialer))
-		n.api.SetPeerStats(func() map[uint64]api.PeerStat {
+		acfg.PeerStats = func() map[uint64]api.PeerStat {
 			out := map[uint64]api.PeerStat{}
 			for _, p := range tr.Stats().Peers {
 				out[p.Node] = api.PeerStat{Connected: p.Connected, Dropped: p.Dropped}
 			}
 			return out
-		})
+		}
+	}
+	n := &Node{b: b, api: api.New(b, acfg), tr: tr, clusterID: cfg.ClusterID, sec: sec, tierCache: bc.TierCache}
+	if cfg.Auth {
+		n.startAuth(cfg, log)
 	}
 	return n, nil
 }

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine/internal/api"
+	"github.com/rewind-io/rewind/engine/internal/route"
 	"github.com/rewind-io/rewind/internal/peerauth"
 	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/raftlog/transport"
@@ -119,8 +120,8 @@ func (s *security) scheme() string {
 }
 
 // peerHTTP is peerClient with its scheme.
-func (s *security) peerHTTP(dial func(ctx context.Context, network, addr string) (net.Conn, error)) api.PeerHTTP {
-	return api.PeerHTTP{Client: s.client(dial, false), Scheme: s.scheme()}
+func (s *security) peerHTTP(dial func(ctx context.Context, network, addr string) (net.Conn, error)) route.HTTP {
+	return route.HTTP{Client: s.client(dial, false), Scheme: s.scheme()}
 }
 
 // client is the HTTP/2 client members call each other with: h2c, or

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/quota"
+	"github.com/rewind-io/rewind/engine/internal/route"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
@@ -32,7 +33,9 @@ type Server struct {
 	b         *broker.Broker
 	log       hclog.Logger
 	peerStats func() map[uint64]PeerStat
-	peer      PeerHTTP
+	// peers carries membership calls to the metadata leader and status
+	// calls to the members (nil alone).
+	peers *route.Peers
 	// maxRequest is MaxRequestBytes; tests lower it.
 	maxRequest int64
 	// publishDurations times client publishes to their acknowledgement;
@@ -46,12 +49,24 @@ type Server struct {
 	quotas    *quota.Limiter
 }
 
+// Config configures a Server; the zero value serves a node alone.
+type Config struct {
+	Logger hclog.Logger
+	// Peers are the clients of the other members (membership calls go to
+	// the metadata leader). Nil: a node alone.
+	Peers *route.Peers
+	// PeerStats, if set, gives the cluster status the raft transport's
+	// view of the peers.
+	PeerStats func() map[uint64]PeerStat
+}
+
 // New returns the handlers for b.
-func New(b *broker.Broker, log hclog.Logger) *Server {
+func New(b *broker.Broker, cfg Config) *Server {
+	log := cfg.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Server{b: b, log: log, maxRequest: MaxRequestBytes}
+	return &Server{b: b, log: log, maxRequest: MaxRequestBytes, peers: cfg.Peers, peerStats: cfg.PeerStats}
 }
 
 // Handler returns an http.Handler serving every service, plus gRPC health,

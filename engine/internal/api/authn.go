@@ -162,12 +162,12 @@ type unauthenticatedError string
 
 func (e unauthenticatedError) Error() string { return string(e) }
 
-// carryCredentials gives an outgoing call to another member (a forwarded
+// CarryCredentials gives an outgoing call to another member (a forwarded
 // publish, a membership call sent to the metadata leader) the caller's
 // credentials: its Authorization header, or for a certificate caller a
 // principal assertion, which the receiver honours because the call comes
 // on the member path from an authenticated member.
-func carryCredentials(ctx context.Context, h http.Header) {
+func CarryCredentials(ctx context.Context, h http.Header) {
 	id, ok := auth.FromContext(ctx)
 	if !ok {
 		return

@@ -26,7 +26,7 @@ func testServer(t *testing.T, setup ...func(*Server)) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(b, nil)
+	s := New(b, Config{})
 	for _, f := range setup {
 		f(s)
 	}

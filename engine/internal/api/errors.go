@@ -20,6 +20,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/remote"
 	"github.com/rewind-io/rewind/engine/internal/resume"
+	"github.com/rewind-io/rewind/engine/internal/route"
 	"github.com/rewind-io/rewind/engine/internal/stream"
 	"github.com/rewind-io/rewind/sandbox"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -64,10 +65,10 @@ var codes = []struct {
 const (
 	// NotStoredHeader is set on an error whose request stored nothing
 	// (safe to retry without duplicating).
-	NotStoredHeader = "Rewind-Not-Stored"
+	NotStoredHeader = route.NotStoredHeader
 	// LeaderHeader names the node the answering node believes leads the
 	// partition.
-	LeaderHeader = "Rewind-Leader"
+	LeaderHeader = route.LeaderHeader
 	// LeaderAddressHeader is the address clients reach that leader at, on
 	// an Unavailable error of a node that could not get the request to it
 	// (it cannot reach the leader, or lost it meanwhile): the client may
@@ -78,11 +79,11 @@ const (
 	CoordinatorHeader = "Rewind-Coordinator"
 	// ForwardedHeader marks a publish forwarded by another node (its id):
 	// the receiver serves it only if it leads the partition.
-	ForwardedHeader = "Rewind-Forwarded-By"
+	ForwardedHeader = route.ForwardedHeader
 	// RelayedHeader marks a publish or binding relayed by another node
 	// (its id) that cannot reach the partition's leader: a receiver that
 	// does not lead the partition forwards it once to the leader.
-	RelayedHeader = "Rewind-Relayed-By"
+	RelayedHeader = route.RelayedHeader
 )
 
 // hopContext marks ctx with how another node sent the request the handler
@@ -98,22 +99,10 @@ func hopContext(ctx context.Context) context.Context {
 	}
 	switch {
 	case ci.RequestHeader().Get(RelayedHeader) != "":
-		return broker.WithRelayed(ctx)
+		return route.WithHop(ctx, route.Relayed)
 	case ci.RequestHeader().Get(ForwardedHeader) != "":
-		return broker.WithForwarded(ctx)
+		return route.WithHop(ctx, route.Forwarded)
 	}
-	return ctx
-}
-
-// setHop marks an outgoing peer call from node self as forwarded, or
-// relayed when relay is set.
-func setHop(ctx context.Context, self uint64, relay bool) context.Context {
-	ctx, ci := connect.NewClientContext(ctx)
-	h := ForwardedHeader
-	if relay {
-		h = RelayedHeader
-	}
-	ci.RequestHeader().Set(h, strconv.FormatUint(self, 10))
 	return ctx
 }
 

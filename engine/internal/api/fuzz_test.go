@@ -30,7 +30,7 @@ var fuzzServer = sync.OnceValue(func() string {
 	if _, err := b.CreateTopic(context.Background(), broker.TopicSpec{Name: "t", Partitions: 3, MaxRecordBytes: 4096}); err != nil {
 		panic(err)
 	}
-	srv := httptest.NewServer(New(b, nil).Handler())
+	srv := httptest.NewServer(New(b, Config{}).Handler())
 	return srv.URL
 })
 

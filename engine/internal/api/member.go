@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"connectrpc.com/connect"
+
+	"github.com/rewind-io/rewind/engine/internal/route"
 )
 
 // Member assertions are the headers with which one member speaks to
@@ -38,7 +40,7 @@ import (
 
 // MemberPrefix is the path prefix under which a cluster member serves its
 // public services to the other members (MemberURL).
-const MemberPrefix = "/rewind.member"
+const MemberPrefix = route.MemberPrefix
 
 // memberHeaders are the member assertions.
 var memberHeaders = []string{ForwardedHeader, RelayedHeader, PrincipalHeader}
@@ -123,6 +125,3 @@ func RefuseMemberHeaders(h http.Handler) http.Handler {
 func MemberHandler(h http.Handler) http.Handler {
 	return http.StripPrefix(MemberPrefix, h)
 }
-
-// memberURL is the base URL of the member path of the member at addr.
-func (p PeerHTTP) memberURL(addr string) string { return p.url(addr) + MemberPrefix }

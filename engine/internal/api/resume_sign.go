@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"connectrpc.com/connect"
-
 	"github.com/rewind-io/rewind/engine/internal/auth"
 	"github.com/rewind-io/rewind/engine/internal/stream"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -56,23 +54,4 @@ func (k *signingSink) Send(resp *rewindv1.SubscribeResponse) error {
 func unsigned(token string) string {
 	t, _, _ := strings.Cut(token, ".")
 	return t
-}
-
-// carrier is the client interceptor of calls to other members: it carries
-// the caller's credentials along (carryCredentials).
-type carrier struct{}
-
-func (c carrier) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		carryCredentials(ctx, req.Header())
-		return next(ctx, req)
-	}
-}
-
-func (c carrier) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (c carrier) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }

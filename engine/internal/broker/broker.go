@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/route"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/store"
 	"github.com/rewind-io/rewind/engine/internal/tier"
@@ -39,8 +40,9 @@ var (
 	ErrTopicDeleted = errors.New("topic was deleted")
 	// ErrClosed is returned once the broker is closing.
 	ErrClosed = errors.New("broker is shutting down")
-	// ErrUnavailable marks a request that may succeed if retried later.
-	ErrUnavailable = errors.New("temporarily unavailable")
+	// ErrUnavailable marks a request that may succeed if retried later
+	// (route.ErrUnavailable: the router classifies its hops with it).
+	ErrUnavailable = route.ErrUnavailable
 )
 
 // Limits.
@@ -114,8 +116,11 @@ type Config struct {
 	ClusterID uint64
 	// Transport carries raft messages to the other members.
 	Transport raftlog.Transport
-	// Forward sends a publish to another node (the partition's leader).
-	Forward Forwarder
+	// PeerClients are the clients of the other members (package route): every
+	// publish, key binding and read this node sends to a partition's
+	// leader goes through them. Nil: the node never hops (alone, or a
+	// test's cluster that only replicates).
+	PeerClients *route.Peers
 	// ForwardTimeout bounds one request forwarded to a partition's leader
 	// (a publish, a key binding); one cut short fails with Unavailable and
 	// a leader hint, its outcome unknown. Default 5 s.
@@ -136,12 +141,6 @@ type Config struct {
 	// crashing, is not given its partitions back at once. Default: every
 	// node counts as up for good.
 	UpFor func(node uint64) time.Duration
-	// Bind binds idempotency keys on the node that leads their home
-	// partition (idempotency.go).
-	Bind Binder
-	// Fetch reads a partition on the node that leads it, for streams that
-	// read through the leader (reads.go).
-	Fetch Fetcher
 	// FollowerReads makes streams that do not say otherwise read this
 	// node's replicas (fetch from follower) instead of the leaders'.
 	FollowerReads bool
@@ -283,9 +282,8 @@ type Broker struct {
 		sync.Mutex
 		list []meta.Change
 	}
-	// stuck remembers partitions whose leader this node cannot reach
-	// (cluster.go, onLeader).
-	stuck stuckSince
+	// route takes requests to partitions' leaders (routing.go).
+	route *route.Router
 	wake  chan struct{}
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -344,6 +342,7 @@ func Open(cfg Config) (*Broker, error) {
 		fatal:     make(chan struct{}),
 		fetchGate: make(chan struct{}, maxServingFetches),
 	}
+	b.route = b.newRouter()
 	var err error
 	if b.sched, err = sched.New(cfg.Replay); err != nil {
 		return nil, err

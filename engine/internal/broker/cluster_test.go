@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -80,35 +79,6 @@ func TestLeaderBalanceHoldsOffAGroupThatCameStraightBack(t *testing.T) {
 	for k := range 4 {
 		if !hand(9, 3, t0.Add(time.Duration(k)*interval)) {
 			t.Fatalf("round %d: a group whose transfer never happened was held off", k)
-		}
-	}
-}
-
-// A relay goes to a replica other than this node and the leader it
-// cannot reach, preferring replicas to other members, and skipping any
-// the transport finds down; when no leader is known, the last one is
-// avoided like the leader (CI saw a publish relayed to the leader across
-// a cut, whose dead connection the transport had not noticed yet, end
-// with an unknown outcome).
-func TestPickRelay(t *testing.T) {
-	up := func(down ...uint64) func(uint64) bool {
-		return func(n uint64) bool { return !slices.Contains(down, n) }
-	}
-	for _, tc := range []struct {
-		name              string
-		self, avoid       uint64
-		replicas, members []uint64
-		usable            func(uint64) bool
-		want              uint64
-	}{
-		{"first other replica", 1, 2, []uint64{1, 2, 3}, []uint64{1, 2, 3, 4}, up(), 3},
-		{"the leader is never picked", 1, 2, []uint64{2, 1}, []uint64{1, 2}, up(), 0},
-		{"a down replica is skipped for a member", 1, 2, []uint64{1, 2, 3}, []uint64{1, 2, 3, 4}, up(3), 4},
-		{"replicas first, in their order", 3, 1, []uint64{1, 2, 3}, []uint64{4, 5, 1, 2, 3}, up(), 2},
-		{"none usable", 1, 2, []uint64{1, 2, 3}, []uint64{1, 2, 3}, up(3), 0},
-	} {
-		if got := pickRelay(tc.self, tc.avoid, tc.replicas, tc.members, tc.usable); got != tc.want {
-			t.Errorf("%s: pickRelay(self %d, avoid %d, %v, %v) = %d, want %d", tc.name, tc.self, tc.avoid, tc.replicas, tc.members, got, tc.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rewind-io/rewind/engine/internal/meta"
+	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/sandbox"
 )
 
@@ -81,7 +82,7 @@ func TestLeaderHintSurvivesThePublishPath(t *testing.T) {
 		notStored bool
 	}{
 		{fmt.Errorf("%w: %w: node 2 cannot reach node 3", ErrUnavailable, ErrNotStored), true},
-		{fmt.Errorf("%w: forward to node 3 %w: %w", ErrUnavailable, errCutShort, errLeaderMoved), false},
+		{fmt.Errorf("%w: call to node 3 cut short: %w", ErrUnavailable, partition.ErrOutcomeUnknown), false},
 	} {
 		hinted := &LeaderHintError{Partition: 1, Leader: 3, Addr: "h3:7070", Err: tc.cause}
 		err := b.publishError("t", hinted)
@@ -92,25 +93,5 @@ func TestLeaderHintSurvivesThePublishPath(t *testing.T) {
 		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotStored) != tc.notStored {
 			t.Errorf("%v: unavailable %v, not stored %v (want %v)", err, errors.Is(err, ErrUnavailable), errors.Is(err, ErrNotStored), tc.notStored)
 		}
-	}
-}
-
-// TestStuckSinceIsSharedByRequests: the first request to find a partition
-// without a reachable leader starts the wait; later ones see how long it
-// has lasted, until a leader is reachable again.
-func TestStuckSinceIsSharedByRequests(t *testing.T) {
-	var s stuckSince
-	if s.over(7, 0) {
-		t.Fatal("the first request must wait")
-	}
-	if !s.over(7, 0) || s.over(7, time.Hour) {
-		t.Fatal("a later request must see the wait so far")
-	}
-	if s.over(8, 0) {
-		t.Fatal("groups are independent")
-	}
-	s.clear(7)
-	if s.over(7, 0) {
-		t.Fatal("a cleared group starts over")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/route"
 )
 
 // Idempotency keys are topic-wide (partition/bind.go). Before a publish
@@ -23,15 +24,6 @@ import (
 //
 // Binding happens on the node that took the client's request; a publish
 // forwarded to a partition's leader arrives bound.
-
-// Binder binds idempotency keys on the node that leads their home
-// partition. An error that is ErrNotStored bound nothing and is safe to
-// retry (a *NotLeaderError names the leader, as far as that node knows).
-// With relay set the node asked, if it does not lead home, forwards the
-// bindings once to the leader it reaches (see onLeader).
-type Binder interface {
-	Bind(ctx context.Context, node uint64, addr string, topicID uint64, home uint32, bs []partition.Binding, relay bool) ([]partition.Bound, error)
-}
 
 // bindKeys binds the keys of the records routed away from their keys' home
 // partitions and updates dest with where each belongs.
@@ -112,20 +104,26 @@ func (b *Broker) bindKeys(ctx context.Context, lt *liveTopic, recs []PublishReco
 	return nil
 }
 
-// bindPartition binds keys in their home partition, on its leader.
+// bindPartition binds keys in their home partition, on its leader
+// (route.Router.Write).
 func (b *Broker) bindPartition(ctx context.Context, lt *liveTopic, home uint32, bs []partition.Binding) (out []partition.Bound, err error) {
-	err = b.onLeader(ctx, lt, home, func(part *partition.Partition) error {
+	op := route.Op{Local: func() error {
+		part := lt.parts[home]
+		if part == nil {
+			return b.noReplica(lt, home)
+		}
 		var err error
 		out, err = part.Bind(ctx, bs)
 		return err
-	}, func(ctx context.Context, node uint64, addr string, relay bool) error {
-		if b.cfg.Bind == nil {
-			return fmt.Errorf("%w: no binder to reach node %d", ErrUnavailable, node)
+	}}
+	if b.cfg.PeerClients != nil {
+		op.Remote = func(ctx context.Context, node uint64, addr string, relay bool) error {
+			var err error
+			out, err = b.cfg.PeerClients.Bind(ctx, node, addr, lt.meta.ID, home, bs, relay)
+			return peerError(err, true)
 		}
-		var err error
-		out, err = b.cfg.Bind.Bind(ctx, node, addr, lt.meta.ID, home, bs, relay)
-		return err
-	})
+	}
+	err = b.route.Write(ctx, b.routed(lt, home, false), op)
 	return out, err
 }
 

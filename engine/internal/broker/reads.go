@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rewind-io/rewind/engine/internal/cursor"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/remote"
+	"github.com/rewind-io/rewind/engine/internal/route"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/stream"
 	"github.com/rewind-io/rewind/raftlog"
@@ -35,16 +35,6 @@ const (
 	// sees, and catching up costs the leader nothing.
 	ReadAuto
 )
-
-// Fetcher reads a partition on the node that leads it (the api package's
-// PeerReader, over PartitionService). Errors that are ErrUnavailable are
-// transient; a *NotLeaderError names the leader that node knows of.
-type Fetcher interface {
-	Fetch(ctx context.Context, node uint64, addr string, topicID uint64, partition uint32, f remote.Fetch) (remote.Fetched, error)
-	// Locate resolves a time to an offset (at != nil) or an offset to its
-	// append time.
-	Locate(ctx context.Context, node uint64, addr string, topicID uint64, partition uint32, at *int64, offset uint64) (uint64, int64, error)
-}
 
 // maxServingFetches bounds the fetches a leader reads the store for at
 // once (each builds up to MaxBytes of batches); more wait their turn.
@@ -147,7 +137,7 @@ func (l *lazyLog) source() (stream.Source, error) {
 		l.src, l.log = stream.Local(part), part
 		return l.src, nil
 	}
-	if l.b.cfg.Fetch == nil {
+	if l.b.cfg.PeerClients == nil {
 		return nil, fmt.Errorf("%w: partition %d of %q has no replica on node %d", ErrUnavailable, l.index, l.lt.meta.Name, l.b.cfg.NodeID)
 	}
 	share := streamFetchBytes / max(l.budget, 1)
@@ -213,18 +203,15 @@ func retryableRead(err error) bool {
 	return errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrTopicDeleted)
 }
 
-// leaderLink reaches the leader of one partition for a remote.Source: this
-// node's replica when this node leads, otherwise the leader over the
-// Fetcher. It follows the leadership: the leader the last node asked named,
-// else the leader this node's replica knows of, else the replicas in turn.
-// It looks the topic up again on every call: replicas move.
+// leaderLink reaches the leader of one partition for a remote.Source
+// (route.Router.Read): this node's replica when this node leads, otherwise
+// the leader through the peer clients. The link remembers who led, across
+// calls. It looks the topic up again on every call: replicas move.
 type leaderLink struct {
 	b     *Broker
 	lt    *liveTopic // as the stream opened; current() has the latest
 	index uint32
-	mu    sync.Mutex
-	hint  uint64
-	turn  int
+	link  route.Link
 }
 
 func (b *Broker) leaderOf(lt *liveTopic, p uint32) *leaderLink {
@@ -241,47 +228,6 @@ func (l *leaderLink) current() *liveTopic {
 	return l.lt
 }
 
-// target returns the node to ask, and when that is this replica's raft
-// leader, a channel closed once raft sees another one (or none).
-func (l *leaderLink) target() (uint64, <-chan struct{}) {
-	l.mu.Lock()
-	hint, turn := l.hint, l.turn
-	l.mu.Unlock()
-	if hint != 0 {
-		return hint, nil
-	}
-	lt := l.current()
-	if part := lt.parts[l.index]; part != nil && part.Err() == nil {
-		if id, changed := part.LeaderWatch(); id != 0 && turn%2 == 0 {
-			return id, changed
-		}
-	}
-	reps := lt.meta.ReplicasOf(int(l.index))
-	if len(reps) == 0 {
-		return 0, nil
-	}
-	return reps[turn%len(reps)], nil
-}
-
-// learn records what asking node taught: who leads, or that it is of no
-// help.
-func (l *leaderLink) learn(node uint64, err error) {
-	if err == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var nl *NotLeaderError
-	if errors.As(err, &nl) && nl.Leader != 0 {
-		// Maybe node itself: a new leader that has not applied an entry
-		// of its term yet, soon to serve.
-		l.hint = nl.Leader
-		return
-	}
-	l.hint = 0
-	l.turn++
-}
-
 // Calls to a leader have a deadline: a node that hangs without closing its
 // connection must not stall a stream (the call is retried elsewhere).
 const (
@@ -289,62 +235,25 @@ const (
 	locateTimeout      = 5 * time.Second
 )
 
-// via returns what reaches node: this broker itself, or the Fetcher.
-func (l *leaderLink) via(node uint64) Fetcher {
-	if node == l.b.cfg.NodeID {
-		return (*selfFetcher)(l.b)
+// call runs one read on the leader: local on this node, remote on another.
+func (l *leaderLink) call(ctx context.Context, timeout time.Duration, local func() error, remote func(ctx context.Context, node uint64, addr string) error) error {
+	op := route.Op{Local: local}
+	if l.b.cfg.PeerClients != nil {
+		op.Remote = func(ctx context.Context, node uint64, addr string, _ bool) error {
+			return peerError(remote(ctx, node, addr), true)
+		}
 	}
-	return l.b.cfg.Fetch
-}
-
-// selfFetcher serves a Fetcher's calls from this node's own replicas, for
-// a remote source whose partition's leader became this node.
-type selfFetcher Broker
-
-func (f *selfFetcher) Fetch(ctx context.Context, _ uint64, _ string, topicID uint64, p uint32, fe remote.Fetch) (remote.Fetched, error) {
-	return (*Broker)(f).ServeFetch(ctx, topicID, p, fe)
-}
-
-func (f *selfFetcher) Locate(_ context.Context, _ uint64, _ string, topicID uint64, p uint32, at *int64, offset uint64) (uint64, int64, error) {
-	return (*Broker)(f).ServeLocate(topicID, p, at, offset)
-}
-
-func (l *leaderLink) call(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, node uint64, addr string) error) error {
-	node, changed := l.target()
-	if node == 0 {
-		return fmt.Errorf("%w: no leader known for partition %d of %q", ErrUnavailable, l.index, l.lt.meta.Name)
-	}
-	addr, _ := l.b.Addr(node)
-	cctx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(timeout, func() { cancel(fmt.Errorf("node %d did not answer within %s", node, timeout)) })
-	if changed != nil {
-		// A leader raft has replaced is not waited for (it may be paused
-		// with its connection open): the call is retried on the new one.
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			select {
-			case <-changed:
-				cancel(fmt.Errorf("raft on this node no longer sees node %d as the leader", node))
-			case <-stop:
-			}
-		}()
-	}
-	err := fn(cctx, node, addr)
-	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("%w: %w: %w", ErrUnavailable, context.Cause(cctx), err)
-	}
-	timer.Stop()
-	cancel(nil)
-	l.learn(node, err)
-	return err
+	return l.b.route.Read(ctx, &l.link, l.b.routed(l.current(), l.index, true), timeout, op)
 }
 
 // Fetch implements remote.Leader.
 func (l *leaderLink) Fetch(ctx context.Context, f remote.Fetch) (remote.Fetched, error) {
 	var res remote.Fetched
-	err := l.call(ctx, f.Wait+fetchAnswerTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
-		res, err = l.via(node).Fetch(ctx, node, addr, l.lt.meta.ID, l.index, f)
+	err := l.call(ctx, f.Wait+fetchAnswerTimeout, func() (err error) {
+		res, err = l.b.ServeFetch(ctx, l.lt.meta.ID, l.index, f)
+		return err
+	}, func(ctx context.Context, node uint64, addr string) (err error) {
+		res, err = l.b.cfg.PeerClients.Fetch(ctx, node, addr, l.lt.meta.ID, l.index, f)
 		return err
 	})
 	return res, err
@@ -353,8 +262,11 @@ func (l *leaderLink) Fetch(ctx context.Context, f remote.Fetch) (remote.Fetched,
 // SeekTime implements remote.Leader.
 func (l *leaderLink) SeekTime(ctx context.Context, t int64) (uint64, error) {
 	var off uint64
-	err := l.call(ctx, locateTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
-		off, _, err = l.via(node).Locate(ctx, node, addr, l.lt.meta.ID, l.index, &t, 0)
+	err := l.call(ctx, locateTimeout, func() (err error) {
+		off, _, err = l.b.ServeLocate(l.lt.meta.ID, l.index, &t, 0)
+		return err
+	}, func(ctx context.Context, node uint64, addr string) (err error) {
+		off, _, err = l.b.cfg.PeerClients.Locate(ctx, node, addr, l.lt.meta.ID, l.index, &t, 0)
 		return err
 	})
 	return off, err
@@ -363,8 +275,11 @@ func (l *leaderLink) SeekTime(ctx context.Context, t int64) (uint64, error) {
 // TimeOf implements remote.Leader.
 func (l *leaderLink) TimeOf(ctx context.Context, offset uint64) (int64, error) {
 	var at int64
-	err := l.call(ctx, locateTimeout, func(ctx context.Context, node uint64, addr string) (err error) {
-		_, at, err = l.via(node).Locate(ctx, node, addr, l.lt.meta.ID, l.index, nil, offset)
+	err := l.call(ctx, locateTimeout, func() (err error) {
+		_, at, err = l.b.ServeLocate(l.lt.meta.ID, l.index, nil, offset)
+		return err
+	}, func(ctx context.Context, node uint64, addr string) (err error) {
+		_, at, err = l.b.cfg.PeerClients.Locate(ctx, node, addr, l.lt.meta.ID, l.index, nil, offset)
 		return err
 	})
 	return at, err

@@ -1,4 +1,4 @@
-package api
+package route
 
 import (
 	"context"
@@ -27,8 +27,9 @@ func TestPeerCallsDoNotAskForCompression(t *testing.T) {
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	ctx := context.Background()
-	_, _ = NewPeerReader(1, 1, PeerHTTP{Client: srv.Client()}).Fetch(ctx, 2, addr, 3, 0, remote.Fetch{MaxBytes: 1})
-	_, _ = NewForwarder(1, PeerHTTP{Client: srv.Client()}).Publish(ctx, 2, addr, "t", 0, []record.Record{{Value: []byte("v")}}, false)
+	peers := NewPeers(PeersConfig{Self: 1, ClusterID: 1, HTTP: HTTP{Client: srv.Client()}})
+	_, _ = peers.Fetch(ctx, 2, addr, 3, 0, remote.Fetch{MaxBytes: 1})
+	_, _ = peers.Publish(ctx, 2, addr, "t", 0, []record.Record{{Value: []byte("v")}}, false)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(seen) != 2 {
