@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -35,7 +34,6 @@ import (
 	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/internal/identity"
 	"github.com/rewind-io/rewind/internal/tlsconf"
-	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/raftlog/transport"
 	"github.com/rewind-io/rewind/sandbox"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -292,63 +290,19 @@ func Open(cfg Config) (*Node, error) {
 		sec.cluster = id // before any peer client signs with it
 		bc.Peers, bc.ClusterID, bc.Join = members, id, true
 	}
-	var tr *transport.Transport
 	var peers *route.Peers
-	// The transport and the broker need each other: the broker is set once
-	// it is open; until then inbound messages are dropped (raft resends).
-	var br atomic.Pointer[broker.Broker]
 	if len(cfg.InitialCluster) > 0 {
 		if _, ok := cfg.InitialCluster[cfg.NodeID]; !ok {
 			return nil, fmt.Errorf("engine: node %d is not in the initial cluster %v", cfg.NodeID, slices.Sorted(maps.Keys(cfg.InitialCluster)))
 		}
-		tcfg := transport.Config{
-			ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Logger: log.Named("transport"), Dial: cfg.PeerDialer,
-			Resolve: func(n uint64) (string, bool) {
-				if b := br.Load(); b != nil {
-					return b.Addr(n)
-				}
-				addr, ok := cfg.InitialCluster[n]
-				return addr, ok
-			},
-			Deliver: func(envs []raftlog.Envelope) {
-				if b := br.Load(); b != nil {
-					b.Deliver(envs)
-				}
-			},
-			Unreachable: func(n uint64) {
-				if b := br.Load(); b != nil {
-					b.ReportUnreachable(n)
-				}
-			},
-			SnapshotStatus: func(g, n uint64, failed bool) {
-				if b := br.Load(); b != nil {
-					b.ReportSnapshot(g, n, failed)
-				}
-			},
-			Allowed: func(n uint64) bool {
-				if b := br.Load(); b != nil {
-					return b.IsMember(n)
-				}
-				_, ok := cfg.InitialCluster[n]
-				return ok
-			},
-		}
+		// The broker builds the raft transport (it wires the transport's
+		// callbacks to itself); the engine gives it what security decides.
+		bc.Transport = transport.Config{Logger: log.Named("transport"), Dial: cfg.PeerDialer}
+		bc.PeerScheme = sec.scheme()
 		if sec.authenticates() {
-			tcfg.Authorize = sec.authorize
-			tcfg.HTTPClient = sec.client(cfg.PeerDialer, true)
-			if sec.peer != nil {
-				resolve := tcfg.Resolve
-				tcfg.Resolve = func(n uint64) (string, bool) {
-					addr, ok := resolve(n)
-					return "https://" + addr, ok
-				}
-			}
+			bc.Transport.Authorize = sec.authorize
+			bc.Transport.HTTPClient = sec.client(cfg.PeerDialer, true)
 		}
-		tr, err = transport.New(tcfg)
-		if err != nil {
-			return nil, err
-		}
-		bc.Transport, bc.Reachable, bc.UpFor = tr, tr.Reachable, tr.UpFor
 		peers = route.NewPeers(route.PeersConfig{
 			Self: cfg.NodeID, ClusterID: cfg.ClusterID, Credentials: api.CarryCredentials,
 			HTTP: sec.peerHTTP(cfg.PeerDialer), PartitionHTTP: sec.peerHTTP(cfg.PeerDialer),
@@ -357,12 +311,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	b, err := broker.Open(bc)
 	if err != nil {
-		if tr != nil {
-			tr.Close()
-		}
 		return nil, err
 	}
-	br.Store(b)
+	tr := b.Transport()
 	acfg := api.Config{Logger: log.Named("api"), Peers: peers}
 	if tr != nil {
 		acfg.PeerStats = func() map[uint64]api.PeerStat {

@@ -25,6 +25,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/tier"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog"
+	"github.com/rewind-io/rewind/raftlog/transport"
 	"github.com/rewind-io/rewind/sandbox"
 )
 
@@ -114,8 +115,16 @@ type Config struct {
 	// ClusterID names the cluster; a data directory of another cluster is
 	// refused, and so are raft messages from one.
 	ClusterID uint64
-	// Transport carries raft messages to the other members.
-	Transport raftlog.Transport
+	// Transport configures the raft transport between members (package
+	// raftlog/transport), which Open builds when Peers is set. Open sets
+	// its ClusterID, NodeID, Resolve (the members' addresses, with
+	// PeerScheme), Deliver, Unreachable, SnapshotStatus and Allowed
+	// (current members only) to the broker's own; the rest (Authorize,
+	// HTTPClient, Dial, Logger, limits) is the caller's.
+	Transport transport.Config
+	// PeerScheme is the URL scheme the transport dials members with:
+	// "http" (h2c, the default) or "https" (peer TLS).
+	PeerScheme string
 	// PeerClients are the clients of the other members (package route): every
 	// publish, key binding and read this node sends to a partition's
 	// leader goes through them. Nil: the node never hops (alone, or a
@@ -130,17 +139,6 @@ type Config struct {
 	// old leader (likely dead or paused). Default half an election
 	// timeout.
 	NewLeaderWait time.Duration
-	// Reachable reports whether this node's raft stream to node is up (the
-	// transport's view); a request for a partition whose leader is not is
-	// refused at once with Unavailable and a leader hint. Default: always.
-	Reachable func(node uint64) bool
-	// UpFor reports how long this node's raft stream to node has worked
-	// without failing (the transport's view). A leader hands a partition
-	// to its preferred leader only once that node has been up for two
-	// LeaderBalanceIntervals, so a node that just restarted, or keeps
-	// crashing, is not given its partitions back at once. Default: every
-	// node counts as up for good.
-	UpFor func(node uint64) time.Duration
 	// FollowerReads makes streams that do not say otherwise read this
 	// node's replicas (fetch from follower) instead of the leaders'.
 	FollowerReads bool
@@ -284,9 +282,12 @@ type Broker struct {
 	}
 	// route takes requests to partitions' leaders (routing.go).
 	route *route.Router
-	wake  chan struct{}
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// tr carries raft messages to the other members (nil alone); the
+	// caller closes it (Transport).
+	tr   *transport.Transport
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
 	// diskFull is set while free space is below MinFreeBytes.
 	diskFull atomic.Bool
 	// reads counts reads served for and through other nodes (reads.go);
@@ -371,11 +372,21 @@ func Open(cfg Config) (*Broker, error) {
 		db.Close()
 		return nil, err
 	}
+	var rt raftlog.Transport // nil alone: a nil *transport.Transport is not
+	if b.clustered() {
+		if b.tr, err = b.newTransport(); err != nil {
+			_ = b.sandbox.Close(context.Background())
+			db.Close()
+			return nil, err
+		}
+		rt = b.tr
+	}
 	host, err := raftlog.Open(raftlog.Config{
 		NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.TickInterval,
-		Transport: cfg.Transport, ElectionTicks: cfg.ElectionTicks,
+		Transport: rt, ElectionTicks: cfg.ElectionTicks,
 	})
 	if err != nil {
+		b.closeTransport()
 		_ = b.sandbox.Close(context.Background())
 		db.Close()
 		return nil, err
@@ -385,6 +396,7 @@ func Open(cfg Config) (*Broker, error) {
 	go b.watchHost()
 	fail := func(err error) (*Broker, error) {
 		host.Close()
+		b.closeTransport()
 		<-b.watched
 		_ = b.sandbox.Close(context.Background())
 		db.Close()

@@ -145,18 +145,6 @@ func (b *Broker) IsMember(node uint64) bool {
 	return slices.ContainsFunc(b.meta.Nodes(), func(n meta.Node) bool { return n.ID == node })
 }
 
-// Deliver hands the raft host messages from other nodes (the transport's
-// receiving side).
-func (b *Broker) Deliver(envs []raftlog.Envelope) { b.host.Deliver(envs) }
-
-// ReportUnreachable tells raft a peer could not be reached.
-func (b *Broker) ReportUnreachable(node uint64) { b.host.ReportUnreachable(node) }
-
-// ReportSnapshot tells raft whether a snapshot reached a peer.
-func (b *Broker) ReportSnapshot(group, node uint64, failed bool) {
-	b.host.ReportSnapshot(group, node, failed)
-}
-
 // NodeID returns this node's id.
 func (b *Broker) NodeID() uint64 { return b.cfg.NodeID }
 
@@ -342,7 +330,7 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 // every 5 s) a preferred leader was handed its partition back about 2 s
 // after each restart, so every kill moved the leadership twice.
 func (b *Broker) settled(node uint64) bool {
-	return b.cfg.UpFor == nil || b.cfg.UpFor(node) >= 2*b.cfg.LeaderBalanceInterval
+	return b.tr == nil || b.tr.UpFor(node) >= 2*b.cfg.LeaderBalanceInterval
 }
 
 // handOffTarget picks the replica a leader low on disk hands a group to:

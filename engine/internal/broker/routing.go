@@ -9,6 +9,8 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
 	"github.com/rewind-io/rewind/engine/internal/route"
+	"github.com/rewind-io/rewind/raftlog"
+	"github.com/rewind-io/rewind/raftlog/transport"
 )
 
 // Routing is package route's (every hop to another member); this file is
@@ -60,7 +62,45 @@ func (k *book) Members() []uint64 {
 	return ids
 }
 
-func (k *book) Reachable(node uint64) bool { return k.cfg.Reachable == nil || k.cfg.Reachable(node) }
+func (k *book) Reachable(node uint64) bool { return k.tr == nil || k.tr.Reachable(node) }
+
+// newTransport builds the raft transport between members from
+// Config.Transport, wired to this broker. Its callbacks need no reference
+// to anything built later: the transport calls Resolve, Unreachable and
+// SnapshotStatus only for messages the host sends, so after Open has set
+// b.host and b.meta and added the metadata group, and Deliver and Allowed
+// only for inbound streams, which reach it once the caller serves its
+// Handler, after Open returns.
+func (b *Broker) newTransport() (*transport.Transport, error) {
+	tc := b.cfg.Transport
+	tc.ClusterID, tc.NodeID = b.cfg.ClusterID, b.cfg.NodeID
+	if tc.Logger == nil {
+		tc.Logger = b.log.Named("transport")
+	}
+	tc.Resolve = func(n uint64) (string, bool) {
+		addr, ok := b.Addr(n)
+		if ok && b.cfg.PeerScheme != "" && b.cfg.PeerScheme != "http" {
+			addr = b.cfg.PeerScheme + "://" + addr
+		}
+		return addr, ok
+	}
+	tc.Deliver = func(envs []raftlog.Envelope) { b.host.Deliver(envs) }
+	tc.Unreachable = func(n uint64) { b.host.ReportUnreachable(n) }
+	tc.SnapshotStatus = func(g, n uint64, failed bool) { b.host.ReportSnapshot(g, n, failed) }
+	tc.Allowed = b.IsMember
+	return transport.New(tc)
+}
+
+// Transport returns the raft transport between members (nil alone): the
+// caller serves its Handler, reads its Stats, and closes it after Close
+// (or before Drain, to end the raft streams first).
+func (b *Broker) Transport() *transport.Transport { return b.tr }
+
+func (b *Broker) closeTransport() {
+	if b.tr != nil {
+		b.tr.Close()
+	}
+}
 
 // newRouter returns the router of a broker configured by cfg: without
 // peers it never hops.
