@@ -2,9 +2,10 @@
 // host with the metadata group and one group per partition, and offers the
 // operations the API edge serves (topics, publish, subscribe, groups,
 // plugins, cluster). It speaks Go types and sentinel errors; the api package
-// maps them to Connect. It is also the one router of the node: every hop to
-// another member (forwarding to a leader, relaying, leader hints, fetching
-// from a leader, sending group calls to the coordinator) is decided here.
+// maps them to Connect. Where a request runs is package route's: every hop
+// to another member (forwarding to a leader, relaying, leader hints,
+// fetching from a leader) goes through its Router and Peers; the broker
+// gives it each partition as this node sees it and the operation to run.
 //
 // # What it owns
 //
@@ -21,39 +22,35 @@
 // all. Streams are counted, and Close waits up to 10 s for them to let go
 // of the store.
 //
-// # Publishing and routing (publish.go, cluster.go, idempotency.go)
+// # Publishing and routing (publish.go, routing.go, idempotency.go)
 //
 // Publish validates every record first (sizes, names, partitions, keys),
 // picks partitions (explicit, FNV-1a of the key, FNV-1a of the idempotency
 // key, else sticky runs of 16 KiB), binds the idempotency keys of records
 // routed away from their key's home partition (on that partition's leader,
-// partition.Bind), then, per partition, onLeader:
+// partition.Bind), then, per partition, hands route.Router.Write the
+// partition as this node sees it (its replica, its replicas) and two
+// functions: append here (partition.Append) and send to a member
+// (route.Peers.Publish). The router's manual (engine/internal/route/doc.go,
+// "Writes") has the steps: local, forward, relay once, wait; forwards cut
+// short by a new raft leader or Config.ForwardTimeout, hints naming the
+// winner (Config.NewLeaderWait); partitions stuck for three election
+// timeouts failing at once. The broker's part:
 //
-//  1. this node leads it: append locally (partition.Append);
-//  2. another member leads it and this node reaches it: forward the records
-//     to it on the member path, marked forwarded (WithForwarded). The
-//     forward ends when this node's raft stops seeing the target as leader,
-//     or after Config.ForwardTimeout (5 s); its outcome is then unknown,
-//     and the error names the new leader (waiting up to NewLeaderWait for
-//     an election's winner) in a *LeaderHintError;
-//  3. the leader is unknown or unreachable (no raft stream to it): relay
-//     once through another member this node reaches, a replica of the
-//     partition first, marked relayed (WithRelayed). A relayed request is
-//     served, forwarded once, or refused at once: never waited on nor
-//     relayed again;
-//  4. nothing helps: wait, retrying with a 2 to 100 ms backoff, until the
-//     partition has had no reachable leader for three election timeouts;
-//     from then on its requests fail at once, with Unavailable and a hint
-//     naming the last leader.
+//  1. a forwarded or relayed request (route.HopOf) arrives with its keys
+//     bound: it is not bound again, and ServeBind serves a relayed binding
+//     this node does not lead by routing it once more;
+//  2. a member's refusal of the request itself (route.RefusedError) is
+//     named in the broker's errors (peerError: ErrInvalid, ErrNoTopic,
+//     ErrFailedPrecondition, a *ConflictError);
+//  3. a local attempt that lost the leadership leaves no outcome: only the
+//     attempt that succeeded may stand for the results.
 //
-// A forwarded request reaching a node that does not lead the partition is
-// refused with a *NotLeaderError (nothing stored), and the forwarder tries
-// again where it points. A proposal refused or lost in a leader change is
-// retried inside the broker until the request's deadline (Config.
-// PublishTimeout, 30 s, when it has none) nears; a wait that ends with the
-// outcome unknown is never retried here: the client retries with its
-// idempotency keys. With PublishPartial each partition succeeds or fails
-// on its own.
+// A proposal refused or lost in a leader change is retried until the
+// request's deadline (Config.PublishTimeout, 30 s, when it has none)
+// nears; a wait that ends with the outcome unknown is never retried here:
+// the client retries with its idempotency keys. With PublishPartial each
+// partition succeeds or fails on its own.
 //
 // Invariant: a publish is acknowledged only once its batch is committed on
 // a quorum and applied on the leader.
@@ -66,8 +63,9 @@
 // stream.CatchUpFrom(the local replica, the leader): the leader gives the
 // bounds, the time watermark and the tail, the local replica the history it
 // already holds; on a node without a replica, a remote.Source that fetches
-// from the leader. ServeFetch and ServeLocate answer other members'
-// fetches, only for partitions this node leads and only once it has
+// from the leader through route.Router.Read (one call at a time, the
+// source retrying; a route.Link per partition remembers who led).
+// ServeFetch and ServeLocate answer other members' fetches, only for partitions this node leads and only once it has
 // applied an entry of its own term (a new leader may not yet have applied
 // what its predecessor acknowledged). Catch-up fetches served to others
 // take turns of the catch-up scheduler like local replays.
@@ -94,11 +92,12 @@
 // # Caller's duties
 //
 //  1. Build a Config (the zero value of every field but Dir is a default)
-//     and Open; in a cluster pass the transport, the Forwarder and the
-//     Fetcher, which carry member calls.
+//     and Open; in a cluster pass Peers, the raft transport's
+//     configuration (Open builds the transport: serve Transport().Handler
+//     and close it on shutdown) and the peer clients (route.NewPeers).
 //  2. Serve the API from the broker's methods; mark requests that arrive
-//     on the member path from an authenticated member (WithForwarded,
-//     WithRelayed) and never those from clients.
+//     on the member path from an authenticated member (route.WithHop) and
+//     never those from clients.
 //  3. On shutdown: HandOff, Drain, stop the HTTP server, then Close. After
 //     Failed closes, Close and exit the process.
 package broker
