@@ -634,8 +634,19 @@ func TestConsole(t *testing.T) {
 
 	t.Run("topics", func(t *testing.T) {
 		b := browser.on(t)
+		if _, err := c.CreateTopic(ctx, "single", client.WithPartitions(1)); err != nil {
+			t.Fatal(err)
+		}
 		b.open(base, "topics")
 		b.waitFor("the partitions of orders", `document.querySelectorAll('section[data-topic="orders"] table.partitions tbody tr').length === 2`)
+		b.waitFor("the topic single", `document.querySelector('section[data-topic="single"] p.config') !== null`)
+		for topic, want := range map[string]string{"orders": "2 partitions · ", "single": "1 partition · "} {
+			var config string
+			b.eval(`document.querySelector('section[data-topic="`+topic+`"] p.config').textContent`, &config)
+			if !strings.HasPrefix(config, want) {
+				t.Errorf("topic %s's configuration reads %q, want it to start %q", topic, config, want)
+			}
+		}
 		var cells [][]string
 		b.eval(`[...document.querySelectorAll('section[data-topic="orders"] table.partitions tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent))`, &cells)
 		_, parts, err := c.DescribeTopic(ctx, "orders")

@@ -4,7 +4,7 @@
 // resets: a dry-run plan first, then an explicit execute.
 
 import type { GroupTopic, ResetGroupResponse } from "../../sdk/ts/src/index.js";
-import { client, durSeconds, errorText, field, fmtMs, h, parsePartitions, showError, table, ts } from "./ui.js";
+import { client, durSeconds, errorText, field, fmtMs, h, parsePartitions, plural, showError, table, ts } from "./ui.js";
 
 /** POLL_MS is how often a group is described again. */
 const POLL_MS = 3000;
@@ -52,7 +52,7 @@ function chart(samples: Sample[]): SVGSVGElement {
   const top = document.createElementNS(ns, "text");
   top.setAttribute("x", "2");
   top.setAttribute("y", "10");
-  top.textContent = `${max} records`;
+  top.textContent = plural(max, "record");
   svg.setAttribute("data-samples", String(samples.length));
   svg.append(axis, line, top, label(0, "start", `-${fmtMs(span)}`), label(W, "end", "now"));
   for (const s of samples) {
@@ -111,7 +111,7 @@ export function groupsPage(root: HTMLElement, query: URLSearchParams): () => voi
           "section",
           { class: "group-topic", "data-topic": t.topic },
           h("h3", {}, `Topic ${t.topic}`),
-          h("p", { class: "config" }, `generation ${t.generation} · epoch ${t.epoch} · ${t.members.length} members`),
+          h("p", { class: "config" }, `generation ${t.generation} · epoch ${t.epoch} · ${plural(t.members.length, "member")}`),
           t.members.length
             ? table(
                 "members",
@@ -132,7 +132,7 @@ export function groupsPage(root: HTMLElement, query: URLSearchParams): () => voi
               ts(p.commitTime),
             ]),
           ),
-          h("p", { class: "note" }, last ? `Total lag ${last.records} records, oldest ${fmtMs(last.seconds * 1000)} ago (chart: lag in records over the last minutes, polled every ${POLL_MS / 1000} s)` : ""),
+          h("p", { class: "note" }, last ? `Total lag ${plural(last.records, "record")}, oldest ${fmtMs(last.seconds * 1000)} ago (chart: lag in records over the last minutes, polled every ${POLL_MS / 1000} s)` : ""),
           chart(samples),
         );
       }),

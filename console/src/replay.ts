@@ -5,7 +5,7 @@
 
 import type { Subscription } from "../../sdk/ts/src/index.js";
 import { RecordList } from "./recordlist.js";
-import { client, copy, errorText, field, h, parsePartitions, shellQuote } from "./ui.js";
+import { client, copy, errorText, field, h, parsePartitions, plural, shellQuote } from "./ui.js";
 
 /** MAX_ROWS bounds the records the page keeps in memory; the DOM holds only the rows in view. */
 export const MAX_ROWS = 5000;
@@ -156,7 +156,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
             break;
         }
       }
-      if (sub === s) setStatus(`done: ${total} records`);
+      if (sub === s) setStatus(`done: ${plural(total, "record")}`);
     } catch (e) {
       if (sub !== s) return; // stopped
       setStatus("error");
@@ -218,7 +218,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
   stop.addEventListener("click", () => {
     const token = sub?.resumeToken;
     halt();
-    setStatus(`stopped: ${total} records`);
+    setStatus(`stopped: ${plural(total, "record")}`);
     pause.disabled = stop.disabled = true;
     start.disabled = false;
     if (token) copyToken.dataset.token = token;

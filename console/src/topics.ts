@@ -3,7 +3,7 @@
 // replicas (the replicas from the cluster status).
 
 import { CleanupPolicy, type GetClusterStatusResponse } from "../../sdk/ts/src/index.js";
-import { client, dur, fmtBytes, h, showError, table, ts } from "./ui.js";
+import { client, dur, fmtBytes, h, plural, showError, table, ts } from "./ui.js";
 
 /** topicsPage renders the page into root. */
 export function topicsPage(root: HTMLElement): () => void {
@@ -38,7 +38,7 @@ export function topicsPage(root: HTMLElement): () => void {
           const limits = [
             r?.maxAge ? `max age ${dur(r.maxAge)}` : "",
             r?.maxBytes ? `max ${fmtBytes(r.maxBytes)}` : "",
-            r?.maxRecords ? `max ${r.maxRecords} records` : "",
+            r?.maxRecords ? `max ${plural(r.maxRecords, "record")}` : "",
           ].filter((x) => x !== "");
           return h(
             "section",
@@ -47,7 +47,7 @@ export function topicsPage(root: HTMLElement): () => void {
             h(
               "p",
               { class: "config" },
-              `${c?.partitions ?? 0} partitions · replication ${c?.replicationFactor ?? 0} · retention: ${limits.length ? limits.join(", ") : "unlimited"} · cleanup: ${
+              `${plural(c?.partitions ?? 0, "partition")} · replication ${c?.replicationFactor ?? 0} · retention: ${limits.length ? limits.join(", ") : "unlimited"} · cleanup: ${
                 r?.cleanup === CleanupPolicy.COMPACT ? "compact" : "delete"
               } · dedupe window ${c?.dedupeWindow ? dur(c.dedupeWindow) || "off" : "24h"} · created ${ts(topic.createTime)}`,
             ),

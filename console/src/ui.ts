@@ -100,6 +100,11 @@ export function fmtMs(ms: number): string {
   return parts.join("");
 }
 
+/** plural is "1 partition", "2 partitions": n and the noun it counts. */
+export function plural(n: bigint | number, one: string, many = `${one}s`): string {
+  return `${n} ${Number(n) === 1 ? one : many}`;
+}
+
 /** fmtBytes formats a byte count (KiB, MiB, GiB). */
 export function fmtBytes(n: bigint | number): string {
   let v = Number(n);
