@@ -415,12 +415,6 @@ func (r *Router) withHint(p uint32, leader uint64, err error) error {
 	return &LeaderHintError{Partition: p, Leader: leader, Addr: addr, Err: err}
 }
 
-// WithHint adds a hint to leader to err when clients can reach leader (it
-// is known, and not this node).
-func (r *Router) WithHint(p uint32, leader uint64, err error) error {
-	return r.withHint(p, leader, err)
-}
-
 func (r *Router) addr(node uint64) (string, bool) {
 	if r.cfg.Book == nil {
 		return "", false
