@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/httpedge"
 	"github.com/rewind-io/rewind/sdk/client"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -118,32 +119,6 @@ func TestAuthBeforeBody(t *testing.T) {
 	}
 }
 
-// edgeNode serves a node (auth off unless cfg says) with hc's limits on a
-// loopback port, as `rewind serve` does: caps on the TCP listener, the
-// server from hc.
-func edgeNode(t *testing.T, cfg engine.Config, hc engine.HTTPConfig) (*engine.Node, string) {
-	t.Helper()
-	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
-	}
-	n, err := engine.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := hc.Server(n.Handler())
-	go srv.Serve(hc.Listener(ln))
-	t.Cleanup(func() {
-		n.Drain()
-		srv.Close()
-		n.Close()
-	})
-	return n, ln.Addr().String()
-}
-
 // readUntilClosed reads c until the server closes it (EOF or a reset) and
 // returns what it read. The deadline only stops a test that would hang.
 func readUntilClosed(t *testing.T, c net.Conn) []byte {
@@ -168,7 +143,7 @@ func readUntilClosed(t *testing.T, c net.Conn) []byte {
 // streams, are closed by the server once idle for IdleTimeout. Before,
 // they stayed open for as long as the client liked.
 func TestIdleConnectionsAreClosed(t *testing.T) {
-	_, addr := edgeNode(t, engine.Config{}, engine.HTTPConfig{IdleTimeout: 100 * time.Millisecond})
+	addr := enginetest.StartNode(t, engine.Config{}, enginetest.WithHTTP(engine.HTTPConfig{IdleTimeout: 100 * time.Millisecond})).Addr
 	t.Run("http1 keep-alive", func(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -231,7 +206,7 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 // per-source cap, and over the global cap from any source, are closed as
 // they are accepted and counted; a slot freed is taken again.
 func TestConnectionCaps(t *testing.T) {
-	_, addr := edgeNode(t, engine.Config{}, engine.HTTPConfig{MaxConns: 3, MaxConnsPerSource: 2})
+	addr := enginetest.StartNode(t, engine.Config{}, enginetest.WithHTTP(engine.HTTPConfig{MaxConns: 3, MaxConnsPerSource: 2})).Addr
 	before := httpedge.Totals()
 	dial := func(t *testing.T, from string) net.Conn {
 		t.Helper()
@@ -292,7 +267,7 @@ func TestConnectionCaps(t *testing.T) {
 // the request that would pass it is refused with ResourceExhausted.
 func TestSlowBodies(t *testing.T) {
 	const timeout = 100 * time.Millisecond
-	_, addr := edgeNode(t, engine.Config{}, engine.HTTPConfig{BodyReadTimeout: timeout, MaxBodyBytesInFlight: 1 << 20})
+	addr := enginetest.StartNode(t, engine.Config{}, enginetest.WithHTTP(engine.HTTPConfig{BodyReadTimeout: timeout, MaxBodyBytesInFlight: 1 << 20})).Addr
 	url := "http://" + addr
 	publish := url + rewindv1connect.PublishServicePublishProcedure
 	ctx := context.Background()
@@ -341,6 +316,11 @@ func TestSlowBodies(t *testing.T) {
 	})
 
 	t.Run("budget", func(t *testing.T) {
+		// A node of its own, whose body deadline never cuts the stalled
+		// body short: with the 100 ms one above, a busy machine could let
+		// the deadline free the budget before the second body arrived.
+		addr := enginetest.StartNode(t, engine.Config{}, enginetest.WithHTTP(engine.HTTPConfig{BodyReadTimeout: time.Hour, MaxBodyBytesInFlight: 1 << 20})).Addr
+		publish := "http://" + addr + rewindv1connect.PublishServicePublishProcedure
 		// One stalled body holds 600 KiB of the 1 MiB budget...
 		first := newStalledBody(t, make([]byte, 600<<10))
 		go func() {
@@ -371,7 +351,7 @@ func TestSlowBodies(t *testing.T) {
 // PermissionDenied naming --allowed-hosts; IP literals, loopback names and
 // the allowed names pass.
 func TestHostCheck(t *testing.T) {
-	_, addr := edgeNode(t, engine.Config{}, engine.HTTPConfig{AllowedHosts: []string{"rewind.internal", "*.example.org"}})
+	addr := enginetest.StartNode(t, engine.Config{}, enginetest.WithHTTP(engine.HTTPConfig{AllowedHosts: []string{"rewind.internal", "*.example.org"}})).Addr
 	_, port, _ := net.SplitHostPort(addr)
 	list := rewindv1connect.TopicServiceListTopicsProcedure
 	for _, c := range []struct {
@@ -412,7 +392,7 @@ func TestHostCheck(t *testing.T) {
 		}
 	}
 	// "*" turns the check off.
-	_, open := edgeNode(t, engine.Config{}, engine.HTTPConfig{AllowedHosts: []string{"*"}})
+	open := enginetest.StartNode(t, engine.Config{}, enginetest.WithHTTP(engine.HTTPConfig{AllowedHosts: []string{"*"}})).Addr
 	req, _ := http.NewRequest(http.MethodGet, "http://"+open+"/livez", nil)
 	req.Host = "evil.example"
 	resp, err := http.DefaultClient.Do(req)
