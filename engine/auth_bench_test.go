@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -15,7 +16,7 @@ import (
 // auth), or an anonymous one.
 func benchClient(b *testing.B, withAuth bool) *client.Client {
 	if !withAuth {
-		_, addr := startNode(b, engine.Config{})
+		addr := enginetest.StartNode(b, engine.Config{}).URL
 		return client.New(addr)
 	}
 	a := startAuthNode(b, nil)

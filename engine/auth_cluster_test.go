@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
@@ -63,10 +63,10 @@ func clusterRoot(t *testing.T, dirs map[uint64]string, url string) string {
 // credentials; a read-only principal is refused a replay on every member.
 func TestAuthCluster(t *testing.T) {
 	dirs := map[uint64]string{}
-	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
+	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
 		c.Auth, c.AuthRecheckInterval, c.ClusterSecret = true, 100*time.Millisecond, testSecret
 		dirs[id] = c.Dir
-	})
+	}).URLs()
 	root := clusterRoot(t, dirs, urls[0])
 	ctx := context.Background()
 	eventually(t, "root on node 1", func() error {
@@ -160,19 +160,15 @@ func TestAuthCluster(t *testing.T) {
 // metadata group's only wanted voter and the group lost its quorum.)
 func TestAuthJoin(t *testing.T) {
 	dirs := map[uint64]string{}
-	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
+	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
 		c.Auth, c.ClusterSecret = true, testSecret
 		dirs[id] = c.Dir
-	})
+	}).URLs()
 	root := clusterRoot(t, dirs, urls[0])
 	if _, err := newRPCs(urls[0], root).topics.CreateTopic(context.Background(), &rewindv1.CreateTopicRequest{Name: "spread", Config: &rewindv1.TopicConfig{Partitions: 4, ReplicationFactor: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := enginetest.Listen(t)
 	cfg := engine.Config{
 		Dir: t.TempDir(), NodeID: 4, Logger: hclog.NewNullLogger(), Auth: true, ClusterSecret: testSecret, TickInterval: 20 * time.Millisecond,
 		Join: []string{strings.TrimPrefix(urls[0], "http://")}, Advertise: ln.Addr().String(),
@@ -182,13 +178,9 @@ func TestAuthJoin(t *testing.T) {
 		t.Fatalf("join without a token: %v, want unauthenticated", err)
 	}
 	cfg.Dir, cfg.JoinToken = t.TempDir(), root
-	n, err := engine.Open(cfg)
-	if err != nil {
+	if _, err := enginetest.TryStartNode(t, cfg, enginetest.WithListener(ln)); err != nil {
 		t.Fatalf("join with the root token: %v", err)
 	}
-	srv := engine.NewHTTPServer(n.Handler())
-	go srv.Serve(ln)
-	defer func() { n.Drain(); srv.Close(); n.Close() }()
 	// Its probes (open, with auth on too) name it and the cluster it
 	// joined, the one the first members name.
 	_, want := probeNames(t, urls[0]+"/livez")

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -16,68 +15,28 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
-// syncBuffer is an audit sink the test reads while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// authNode is a node with --auth on loopback.
+// authNode is a node with --auth on loopback, and its audit log.
 type authNode struct {
-	node  *engine.Node
+	node  *enginetest.Node
 	url   string
 	root  string // the bootstrap token
-	audit *syncBuffer
+	audit *enginetest.Buffer
 }
 
 func startAuthNode(t testing.TB, mutate func(*engine.Config)) *authNode {
 	t.Helper()
-	audit := &syncBuffer{}
+	audit := &enginetest.Buffer{}
 	cfg := engine.Config{Dir: t.TempDir(), Auth: true, AuditLog: audit, AuthRecheckInterval: 100 * time.Millisecond}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	n, url := startNode(t, cfg)
-	return &authNode{node: n, url: url, root: waitBootstrap(t, n, cfg.Dir), audit: audit}
-}
-
-// waitBootstrap waits for the node's auth bootstrap and reads the token.
-func waitBootstrap(t testing.TB, n *engine.Node, dir string) string {
-	t.Helper()
-	select {
-	case <-n.AuthReady():
-	case <-time.After(30 * time.Second):
-		t.Fatal("auth bootstrap did not finish")
-	}
-	path := filepath.Join(dir, engine.BootstrapTokenFile)
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Fatalf("bootstrap token file mode %v, want 0600", fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
+	n := enginetest.StartNode(t, cfg)
+	return &authNode{node: n, url: n.URL, root: n.BootstrapToken(t), audit: audit}
 }
 
 func (a *authNode) client(token string) *client.Client {
@@ -452,8 +411,9 @@ func TestAuthCommitCannotRewind(t *testing.T) {
 func TestAuthSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := engine.Config{Dir: dir, Auth: true}
-	n, url := startNode(t, cfg)
-	root := waitBootstrap(t, n, dir)
+	n := enginetest.StartNode(t, cfg)
+	url := n.URL
+	root := n.BootstrapToken(t)
 	ctx := context.Background()
 	c := client.New(url, client.WithToken(root))
 	tok, _, err := c.CreateUser(ctx, "keeper", 0)
@@ -463,14 +423,14 @@ func TestAuthSurvivesRestart(t *testing.T) {
 	if _, err := c.GrantACL(ctx, &client.ACLRule{Principal: "keeper", Kind: "topic", Pattern: "*", Operations: []string{"create"}}); err != nil {
 		t.Fatal(err)
 	}
-	n.Drain()
-	if err := n.Close(); err != nil {
+	if err := n.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, engine.BootstrapTokenFile)); err != nil {
 		t.Fatal(err)
 	}
-	n2, url2 := startNode(t, cfg)
+	n2 := enginetest.StartNode(t, cfg)
+	url2 := n2.URL
 	select {
 	case <-n2.AuthReady():
 	case <-time.After(30 * time.Second):

@@ -4,62 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"net"
-	"sync"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/testcerts"
 	"github.com/rewind-io/rewind/sdk/client"
 )
-
-// startNode runs a node on a loopback port (HTTP/1.1 and h2c, or TLS when
-// the configuration asks) for the test.
-func startNode(tb testing.TB, cfg engine.Config) (*engine.Node, string) {
-	tb.Helper()
-	if cfg.Dir == "" {
-		cfg.Dir = tb.TempDir()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
-	n, addr, _ := serveNode(tb, cfg)
-	return n, addr
-}
-
-// serveNode opens a node and serves it on a loopback port until the
-// returned function (or the test's end) stops it.
-func serveNode(tb testing.TB, cfg engine.Config) (*engine.Node, string, func()) {
-	tb.Helper()
-	n, err := engine.Open(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := engine.NewHTTPServer(n.Handler())
-	scheme := "http://"
-	if n.TLSConfig() != nil {
-		ln, scheme = n.Listener(ln), "https://"
-	}
-	go srv.Serve(ln)
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			n.Drain()
-			srv.Close()
-			if err := n.Close(); err != nil {
-				tb.Errorf("close node: %v", err)
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return n, scheme + ln.Addr().String(), stop
-}
 
 func fill(tb testing.TB, c *client.Client, topic string, partitions uint32, records, size, batch int) {
 	tb.Helper()
@@ -82,7 +33,9 @@ func fill(tb testing.TB, c *client.Client, topic string, partitions uint32, reco
 
 // BenchmarkReplay replays a 4-partition topic of 100-byte records through
 // the Go client over loopback, from the earliest record to the end.
-func BenchmarkReplay(b *testing.B) { benchReplay(b, client.New(startPlain(b))) }
+func BenchmarkReplay(b *testing.B) {
+	benchReplay(b, client.New(enginetest.StartNode(b, engine.Config{}).URL))
+}
 
 // BenchmarkReplayTLS is BenchmarkReplay over TLS (ECDSA P-256, TLS 1.3,
 // HTTP/2 by ALPN): the cost of encryption on a replay.
@@ -111,7 +64,9 @@ func benchReplay(b *testing.B, c *client.Client) {
 // loopback to a 4-partition topic on disk, 1000 per request, from four
 // concurrent publishers (each one request in flight). Durable: every
 // request is acknowledged after fsync.
-func BenchmarkPublish(b *testing.B) { benchPublish(b, client.New(startPlain(b))) }
+func BenchmarkPublish(b *testing.B) {
+	benchPublish(b, client.New(enginetest.StartNode(b, engine.Config{}).URL))
+}
 
 // BenchmarkPublishTLS is BenchmarkPublish over TLS: the cost of
 // encryption on a publish.
@@ -145,18 +100,12 @@ func benchPublish(b *testing.B, c *client.Client) {
 	b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "records/s")
 }
 
-// startPlain starts a default node and returns its URL.
-func startPlain(b *testing.B) string {
-	_, addr := startNode(b, engine.Config{})
-	return addr
-}
-
 // startTLS starts a default node serving TLS with a certificate of a new
 // CA, and returns its URL and a client configuration trusting that CA.
 func startTLS(b *testing.B) (string, *tls.Config) {
 	dir := b.TempDir()
 	ca := testcerts.NewCA(b, "bench CA")
 	f := ca.Issue(b, "bench", "127.0.0.1").Write(b, dir, "server")
-	_, addr := startNode(b, engine.Config{TLSCertFile: f.Cert, TLSKeyFile: f.Key})
+	addr := enginetest.StartNode(b, engine.Config{TLSCertFile: f.Cert, TLSKeyFile: f.Key}).URL
 	return addr, &tls.Config{RootCAs: ca.Pool()}
 }

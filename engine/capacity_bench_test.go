@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -23,10 +24,10 @@ func BenchmarkMetadataOps(b *testing.B) {
 	for _, nodes := range []int{1, 3} {
 		setup := func(b *testing.B) *client.Client {
 			if nodes == 1 {
-				_, addr := startNode(b, engine.Config{})
+				addr := enginetest.StartNode(b, engine.Config{}).URL
 				return client.New(addr)
 			}
-			urls, _ := startCluster(b, nodes, nil)
+			urls := enginetest.StartCluster(b, nodes, nil).URLs()
 			c := client.New(urls[0])
 			ctx := context.Background()
 			// The first call waits for the metadata group's leader.
@@ -75,7 +76,7 @@ func BenchmarkMetadataOps(b *testing.B) {
 //	go test -run XXX -bench BenchmarkPartitionMemory -benchtime 1x ./engine
 func BenchmarkPartitionMemory(b *testing.B) {
 	parts := benchEnvInt(b, "REWIND_BENCH_PARTITIONS", 300)
-	_, addr := startNode(b, engine.Config{})
+	addr := enginetest.StartNode(b, engine.Config{}).URL
 	c := client.New(addr)
 	ctx := context.Background()
 	inUse := func() uint64 {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
@@ -168,7 +169,6 @@ type faultCluster struct {
 	net   *faultNet
 	addrs map[uint64]string
 	fs    map[uint64]*stallFS
-	nodes map[uint64]*engine.Node
 }
 
 // startFaultCluster starts three members with a short raft tick, so
@@ -177,40 +177,25 @@ func startFaultCluster(t testing.TB, opts ...func(*engine.Config)) *faultCluster
 	t.Helper()
 	c := &faultCluster{
 		net:   &faultNet{cut: map[[2]uint64]bool{}, change: make(chan struct{}), addrs: map[string]uint64{}},
-		addrs: map[uint64]string{}, fs: map[uint64]*stallFS{}, nodes: map[uint64]*engine.Node{},
+		addrs: map[uint64]string{}, fs: map[uint64]*stallFS{},
 	}
-	ls := map[uint64]net.Listener{}
-	for id := uint64(1); id <= 3; id++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	cl := enginetest.StartCluster(t, 3, func(id uint64, cfg *engine.Config) {
+		for mid, a := range cfg.InitialCluster {
+			c.net.addrs[a] = mid
 		}
-		ls[id], c.addrs[id] = l, l.Addr().String()
-		c.net.addrs[l.Addr().String()] = id
-	}
-	for id := uint64(1); id <= 3; id++ {
 		fs := &stallFS{FS: vfs.NewMem()}
 		c.fs[id] = fs
-		cfg := engine.Config{
-			Dir: "/data", FS: fs, NodeID: id, InitialCluster: c.addrs, ClusterID: engine.ClusterIDOf(c.addrs),
-			TickInterval: 20 * time.Millisecond, LeaderBalanceInterval: -1, MinFreeBytes: -1,
-			PeerDialer: c.net.dialer(id),
-		}
+		// In memory, no balancing, no disk floor, the links through c.net;
+		// the engine's default caches.
+		cfg.Dir, cfg.FS, cfg.LeaderBalanceInterval, cfg.MinFreeBytes = "/data", fs, -1, -1
+		cfg.PeerDialer = c.net.dialer(id)
+		cfg.StoreCacheBytes, cfg.TailCacheBytes = 0, 0
 		for _, o := range opts {
-			o(&cfg)
+			o(cfg)
 		}
-		n, err := engine.Open(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.nodes[id] = n
-		srv := engine.NewHTTPServer(n.Handler())
-		go func() { _ = srv.Serve(ls[id]) }()
-		t.Cleanup(func() {
-			n.Drain()
-			_ = srv.Close()
-			_ = n.Close()
-		})
+	})
+	for id, a := range cl.Members {
+		c.addrs[id] = a
 	}
 	t.Cleanup(func() { // runs before the nodes close
 		for a := uint64(1); a <= 3; a++ {

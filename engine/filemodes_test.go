@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -37,8 +38,9 @@ func TestDataFilesArePrivate(t *testing.T) {
 	tierDir := filepath.Join(t.TempDir(), "tier")
 	cfg := engine.Config{Dir: dir, Tier: "file://" + tierDir, Auth: true, HousekeepingInterval: 20 * time.Millisecond,
 		Logger: hclog.NewNullLogger()}
-	n, url, stop := serveNode(t, cfg)
-	root := waitBootstrap(t, n, dir)
+	n := enginetest.StartNode(t, cfg)
+	url := n.URL
+	root := n.BootstrapToken(t)
 	checkPrivate(t, "after a start", dir, engine.BootstrapTokenFile, "wasm-cache", "MANIFEST-*", "*.log", "LOCK")
 
 	ctx := context.Background()
@@ -69,8 +71,8 @@ func TestDataFilesArePrivate(t *testing.T) {
 	checkPrivate(t, "after a tier upload", tierDir, "topics/*/0/*.seg")
 	checkPrivate(t, "after a tier upload", dir)
 
-	stop()
-	_, url, _ = serveNode(t, cfg)
+	n.Stop()
+	url = enginetest.StartNode(t, cfg).URL
 	c = client.New(url, client.WithToken(root))
 	publish(ctx, t, c, "history", 2000, 10)
 	checkPrivate(t, "after a restart", dir, "*.sst")
@@ -83,14 +85,15 @@ func TestDataFilesArePrivate(t *testing.T) {
 // the directory held.
 func TestStartMakesAnOpenDataDirPrivate(t *testing.T) {
 	dir := t.TempDir()
-	_, url, stop := serveNode(t, engine.Config{Dir: dir, Logger: hclog.NewNullLogger()})
+	n := enginetest.StartNode(t, engine.Config{Dir: dir, Logger: hclog.NewNullLogger()})
+	url := n.URL
 	ctx := context.Background()
 	c := client.New(url)
 	if _, err := c.CreateTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
 	publish(ctx, t, c, "t", 0, 10)
-	stop()
+	n.Stop()
 
 	opened := 0
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -111,8 +114,8 @@ func TestStartMakesAnOpenDataDirPrivate(t *testing.T) {
 		t.Fatalf("only %d paths in the data directory", opened)
 	}
 
-	logs := &syncBuffer{}
-	_, url, _ = serveNode(t, engine.Config{Dir: dir, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
+	logs := &enginetest.Buffer{}
+	url = enginetest.StartNode(t, engine.Config{Dir: dir, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})}).URL
 	checkPrivate(t, "after a start on an open directory", dir)
 	out := logs.String()
 	if !strings.Contains(out, "data directory was open to other users: made it private") ||

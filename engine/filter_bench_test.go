@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	"github.com/rewind-io/rewind/sdk/guest/build"
 )
@@ -89,7 +90,7 @@ func replayCount(tb testing.TB, c *client.Client, topic string, opts ...client.S
 // that keeps everything or 1%, in both guest languages, against the same
 // replay without a filter. scanned/s counts the records read on the server.
 func BenchmarkFilteredReplay(b *testing.B) {
-	_, addr := startNode(b, engine.Config{})
+	addr := enginetest.StartNode(b, engine.Config{}).URL
 	c := client.New(addr)
 	records := benchRecordCount(500_000)
 	fillEvents(b, c, "t", 4, records)
@@ -129,7 +130,7 @@ func BenchmarkFilteredReplay(b *testing.B) {
 // alone and while four replays run a JSON-field filter over 200 000
 // records of history in a loop.
 func BenchmarkPublishLatencyDuringFilteredReplays(b *testing.B) {
-	_, addr := startNode(b, engine.Config{})
+	addr := enginetest.StartNode(b, engine.Config{}).URL
 	c := client.New(addr)
 	ctx := context.Background()
 	fillEvents(b, c, "history", 4, 200_000)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // TestJSONAnswersCarryZeroValues: a Connect JSON client publishing the
@@ -15,7 +16,7 @@ import (
 // the answer (protojson's default left both out, so the answer looked
 // like one without a position).
 func TestJSONAnswersCarryZeroValues(t *testing.T) {
-	_, url := startNode(t, engine.Config{})
+	url := enginetest.StartNode(t, engine.Config{}).URL
 	post := func(proc, body string) map[string]any {
 		t.Helper()
 		resp, err := http.Post(url+"/rewind.v1."+proc, "application/json", strings.NewReader(body))

@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
 	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
 	"github.com/rewind-io/rewind/internal/peerauth"
@@ -122,7 +123,7 @@ func slicesEqual(a, b []uint64) bool {
 // header is refused and stores nothing.
 func TestClientHopHeadersRefused(t *testing.T) {
 	t.Run("alone", func(t *testing.T) {
-		_, url := startNode(t, engine.Config{})
+		url := enginetest.StartNode(t, engine.Config{}).URL
 		testHopHeadersFromAClient(t, newRPCs(url, ""))
 	})
 	t.Run("alone with auth", func(t *testing.T) {
@@ -130,11 +131,11 @@ func TestClientHopHeadersRefused(t *testing.T) {
 		testHopHeadersFromAClient(t, newRPCs(n.url, n.root))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		urls, _ := startCluster(t, 3, nil)
+		urls := enginetest.StartCluster(t, 3, nil).URLs()
 		testHopHeadersFromAClient(t, newRPCs(urls[0], ""))
 	})
 	t.Run("cluster with a secret", func(t *testing.T) {
-		urls, _ := startCluster(t, 3, func(_ uint64, c *engine.Config) { c.ClusterSecret = testSecret })
+		urls := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.ClusterSecret = testSecret }).URLs()
 		testHopHeadersFromAClient(t, newRPCs(urls[1], ""))
 	})
 }
@@ -274,10 +275,11 @@ func TestUnknownMemberRefused(t *testing.T) {
 // and was in the initial cluster.
 func TestRemovedMemberRefused(t *testing.T) {
 	var cluster uint64
-	urls, stops := startCluster(t, 4, func(_ uint64, c *engine.Config) {
+	cl := enginetest.StartCluster(t, 4, func(_ uint64, c *engine.Config) {
 		c.ClusterSecret, cluster = testSecret, c.ClusterID
 	})
-	stops[3]()
+	urls := cl.URLs()
+	cl.Stop(4)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	admin := newRPCs(urls[0], "")

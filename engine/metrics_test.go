@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -22,6 +21,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/wasmgen"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -166,21 +166,10 @@ func TestMetricsOfARealNode(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var now atomic.Int64
 	now.Store(t0.UnixNano())
-	n, err := engine.Open(engine.Config{
+	url := enginetest.StartNode(t, engine.Config{
 		Dir: t.TempDir(), Clock: func() time.Time { return time.Unix(0, now.Load()) },
 		StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := engine.NewHTTPServer(n.Handler())
-	go srv.Serve(ln)
-	t.Cleanup(func() { n.Drain(); srv.Close(); n.Close() })
-	url := "http://" + ln.Addr().String()
+	}).URL
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	hc := http.DefaultClient
@@ -430,7 +419,7 @@ func (s scrape) has(name string) bool {
 func TestMetricsInACluster(t *testing.T) {
 	// A 100 ms tick (elections after 1-2 s) keeps leaderships put on a
 	// busy machine; the checks below still allow for them to move.
-	urls, _ := startCluster(t, 3, func(_ uint64, c *engine.Config) { c.TickInterval = 100 * time.Millisecond })
+	urls := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.TickInterval = 100 * time.Millisecond }).URLs()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, u := range urls {

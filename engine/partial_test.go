@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -22,7 +23,8 @@ import (
 // results and a *PartialError naming the other's messages (Unavailable),
 // where before the whole call failed although half of it was stored.
 func TestPublishAcknowledgesHealthyPartitionsWhenOneIsDown(t *testing.T) {
-	urls, stops := startCluster(t, 3, nil)
+	cl := enginetest.StartCluster(t, 3, nil)
+	urls := cl.URLs()
 	ctx := context.Background()
 	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, urls[0])
 	deadline := time.Now().Add(30 * time.Second)
@@ -67,7 +69,7 @@ func TestPublishAcknowledgesHealthyPartitionsWhenOneIsDown(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // poll: leaders elected
 	}
-	stops[1]()
+	cl.Stop(2)
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	res, err := c.Publish(pctx, "p", msgs...)

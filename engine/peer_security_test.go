@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	peerv1 "github.com/rewind-io/rewind/internal/gen/rewind/peer/v1"
 	"github.com/rewind-io/rewind/internal/gen/rewind/peer/v1/peerv1connect"
 	"github.com/rewind-io/rewind/internal/peerauth"
@@ -51,7 +51,7 @@ func startSecured(t *testing.T, peerTLS bool) *secured {
 	for id := 1; id <= 3; id++ {
 		s.certs = append(s.certs, s.ca.Issue(t, fmt.Sprintf("n%d", id), fmt.Sprintf("node-%d", id), "127.0.0.1"))
 	}
-	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
+	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
 		c.ClusterSecret = testSecret
 		s.cluster = c.ClusterID
 		if peerTLS {
@@ -59,7 +59,7 @@ func startSecured(t *testing.T, peerTLS bool) *secured {
 			c.TLSCertFile, c.TLSKeyFile = f.Cert, f.Key
 			c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile = f.Cert, f.Key, caFile
 		}
-	})
+	}).URLs()
 	s.urls = urls
 	for _, u := range urls {
 		s.addrs = append(s.addrs, u[strings.Index(u, "://")+3:])
@@ -393,10 +393,7 @@ func TestJoinASecuredCluster(t *testing.T) {
 			var joinWith func(id uint64, secret []byte, ca *testcerts.CA) error
 			join := func(id uint64, secret []byte) error { return joinWith(id, secret, s.ca) }
 			joinWith = func(id uint64, secret []byte, ca *testcerts.CA) error {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
+				ln := enginetest.Listen(t)
 				cfg := engine.Config{
 					Dir: filepath.Join(dir, fmt.Sprint(id)), NodeID: id, Logger: hclog.NewNullLogger(),
 					Join: []string{s.addrs[0]}, Advertise: ln.Addr().String(), ClusterSecret: secret,
@@ -407,15 +404,8 @@ func TestJoinASecuredCluster(t *testing.T) {
 					cfg.TLSCertFile, cfg.TLSKeyFile = f.Cert, f.Key
 					cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, cfg.PeerTLSCAFile = f.Cert, f.Key, s.ca.Write(t, dir, "ca")
 				}
-				node, err := engine.Open(cfg)
-				if err != nil {
-					ln.Close()
-					return err
-				}
-				srv := engine.NewHTTPServer(node.Handler())
-				go srv.Serve(node.Listener(ln))
-				t.Cleanup(func() { node.Drain(); srv.Close(); node.Close() })
-				return nil
+				_, err := enginetest.TryStartNode(t, cfg, enginetest.WithListener(ln))
+				return err
 			}
 			start := time.Now()
 			err := join(5, []byte("not the cluster secret, 32 bytes"))

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // waitProbe polls url until it answers code, for up to a minute (an
@@ -77,32 +77,9 @@ func TestProbesNameALoneNode(t *testing.T) {
 // member that gave it and its cluster.
 func TestReadyNeedsAMetadataLeader(t *testing.T) {
 	const n = 3
-	members := map[uint64]string{}
-	lns := make([]net.Listener, n)
-	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], members[uint64(i+1)] = ln, ln.Addr().String()
-	}
-	nodes := make([]*engine.Node, n)
-	start := func(i int) string {
-		cfg := engine.Config{
-			Dir: t.TempDir(), NodeID: uint64(i + 1), Logger: hclog.NewNullLogger(), InitialCluster: members,
-			ClusterID: engine.ClusterIDOf(members), TickInterval: 20 * time.Millisecond,
-			StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
-		}
-		node, err := engine.Open(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = node
-		srv := engine.NewHTTPServer(node.Handler())
-		go srv.Serve(lns[i])
-		t.Cleanup(func() { node.Drain(); srv.Close(); node.Close() })
-		return "http://" + members[uint64(i+1)]
-	}
+	c := enginetest.PrepareCluster(t, n, nil)
+	members := c.Members
+	start := func(i int) string { return c.Start(uint64(i + 1)).URL }
 
 	// Every probe names the member that answered, ready or not.
 	cluster := engine.ClusterIDOf(members)
@@ -128,7 +105,7 @@ func TestReadyNeedsAMetadataLeader(t *testing.T) {
 	waitProbe(t, u3+"/readyz", http.StatusOK)
 	checkProbesName(t, u3, 3, cluster)
 
-	nodes[2].Drain()
+	c.Node(3).Drain()
 	if code, body := probe(t, u3+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
 		t.Fatalf("/readyz of a draining member: %d %q, want 503", code, body)
 	}

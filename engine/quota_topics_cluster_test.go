@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -20,10 +21,10 @@ import (
 // then refused, and each member's ListQuotas reports the same usage.
 func TestTopicQuotaCluster(t *testing.T) {
 	dirs := map[uint64]string{}
-	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
+	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
 		c.Auth, c.AuthRecheckInterval, c.ClusterSecret = true, 100*time.Millisecond, testSecret
 		dirs[id] = c.Dir
-	})
+	}).URLs()
 	rootTok := clusterRoot(t, dirs, urls[0])
 	ctx := context.Background()
 	root := client.New(urls[0], client.WithToken(rootTok))

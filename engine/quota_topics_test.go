@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -218,8 +219,9 @@ func TestTopicQuotaConcurrentCreations(t *testing.T) {
 func TestTopicQuotaSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := engine.Config{Dir: dir, Auth: true}
-	n, url := startNode(t, cfg)
-	rootTok := waitBootstrap(t, n, dir)
+	n := enginetest.StartNode(t, cfg)
+	url := n.URL
+	rootTok := n.BootstrapToken(t)
 	ctx := context.Background()
 	root := client.New(url, client.WithToken(rootTok))
 	tok, _, err := root.CreateUser(ctx, "keeper", 0)
@@ -235,14 +237,14 @@ func TestTopicQuotaSurvivesRestart(t *testing.T) {
 	if _, err := client.New(url, client.WithToken(tok)).CreateTopic(ctx, "kept", client.WithPartitions(4)); err != nil {
 		t.Fatal(err)
 	}
-	n.Drain()
-	if err := n.Close(); err != nil {
+	if err := n.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, engine.BootstrapTokenFile)); err != nil {
 		t.Fatal(err)
 	}
-	n2, url2 := startNode(t, cfg)
+	n2 := enginetest.StartNode(t, cfg)
+	url2 := n2.URL
 	select {
 	case <-n2.AuthReady():
 	case <-time.After(30 * time.Second):

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -56,9 +57,9 @@ func readLocalReplica(ctx context.Context, url, topic string) (start, end uint64
 // with the same log start 900, end 1000, and the same 100 records, append
 // times included.
 func TestExactRetentionKeepsReplicasIdentical(t *testing.T) {
-	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
+	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
 		c.HousekeepingInterval = 10 * time.Millisecond
-	})
+	}).URLs()
 	ctx := context.Background()
 	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, urls[0])
 	deadline := time.Now().Add(60 * time.Second) // liveness only

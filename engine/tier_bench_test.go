@@ -17,6 +17,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/engine/internal/tier/s3test"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -62,7 +63,7 @@ func BenchmarkTieredReplay(b *testing.B) {
 	dir := b.TempDir()
 	cfg := engine.Config{Dir: dir, Tier: tierURL, HousekeepingInterval: 50 * time.Millisecond,
 		Logger: hclog.NewNullLogger()}
-	_, addr := startNode(b, cfg)
+	addr := enginetest.StartNode(b, cfg).URL
 	c := client.New(addr)
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "t"); err != nil {

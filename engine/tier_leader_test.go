@@ -15,6 +15,7 @@ import (
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/tier"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/sdk/client"
 )
@@ -30,14 +31,15 @@ import (
 // the cleanup deletes once old enough, and not before.
 func TestFailpointTierLeaderChangeMidUpload(t *testing.T) {
 	tierDir := t.TempDir()
-	logs := make([]*syncBuffer, 3)
-	urls, _, nodes := startClusterNodes(t, 3, func(id uint64, c *engine.Config) {
+	logs := make([]*enginetest.Buffer, 3)
+	cl := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
 		c.Tier = "file://" + tierDir
 		c.HousekeepingInterval = 20 * time.Millisecond
 		c.LeaderBalanceInterval = -1 // the leadership stays where the test puts it
-		logs[id-1] = &syncBuffer{}
+		logs[id-1] = &enginetest.Buffer{}
 		c.Logger = hclog.New(&hclog.LoggerOptions{Output: logs[id-1], Level: hclog.Info})
 	})
+	urls, nodes := cl.URLs(), cl.Nodes()
 	// Before the nodes stop (cleanups run last first): a held mover would
 	// keep its node from closing.
 	t.Cleanup(func() { failpoint.Clear(failpoint.TierUploaded) })
@@ -93,7 +95,7 @@ func TestFailpointTierLeaderChangeMidUpload(t *testing.T) {
 	// drops its local copy below what it recorded.
 	for i, n := range nodes {
 		eventually(t, fmt.Sprintf("member %d follows the new leader's move", i+1), func() error {
-			_, ps, err := engine.BrokerOf(n).DescribeTopic("h")
+			_, ps, err := engine.BrokerOf(n.Node).DescribeTopic("h")
 			if err != nil {
 				return err
 			}
@@ -116,7 +118,7 @@ func TestFailpointTierLeaderChangeMidUpload(t *testing.T) {
 
 	var manifest []partition.TierSegment
 	for i, n := range nodes {
-		_, ps, err := engine.BrokerOf(n).DescribeTopic("h")
+		_, ps, err := engine.BrokerOf(n.Node).DescribeTopic("h")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,13 +164,13 @@ func TestFailpointTierLeaderChangeMidUpload(t *testing.T) {
 	if got := objects(t, st); !slices.Equal(got, append(slices.Clone(named), stale...)) && !slices.Equal(got, append(slices.Clone(stale), named...)) {
 		t.Fatalf("the store holds %v, want the manifest's %v and the orphan %s", got, named, stale[0])
 	}
-	if n, err := engine.BrokerOf(nodes[next-1]).CollectTierGarbage(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+	if n, err := engine.BrokerOf(nodes[next-1].Node).CollectTierGarbage(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
 		t.Fatalf("the cleanup deleted %d young objects (%v)", n, err)
 	}
-	if n, err := engine.BrokerOf(nodes[old-1]).CollectTierGarbage(ctx, time.Now().Add(time.Minute)); err != nil || n != 0 {
+	if n, err := engine.BrokerOf(nodes[old-1].Node).CollectTierGarbage(ctx, time.Now().Add(time.Minute)); err != nil || n != 0 {
 		t.Fatalf("the old leader, a follower now, deleted %d objects (%v)", n, err)
 	}
-	if n, err := engine.BrokerOf(nodes[next-1]).CollectTierGarbage(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
+	if n, err := engine.BrokerOf(nodes[next-1].Node).CollectTierGarbage(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
 		t.Fatalf("the new leader's cleanup deleted %d objects (%v), want the orphan", n, err)
 	}
 	if got := objects(t, st); !slices.Equal(got, named) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/engine/internal/tier/s3test"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -56,7 +57,8 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 	dir, tierDir := t.TempDir(), t.TempDir()
 	cfg := engine.Config{Dir: dir, Tier: "file://" + tierDir, HousekeepingInterval: 20 * time.Millisecond,
 		Logger: hclog.NewNullLogger()}
-	addr, stop := openNode(t, cfg)
+	n := enginetest.StartNode(t, cfg)
+	addr := n.URL
 	c := client.New(addr)
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "history", client.WithLocalRetention(0, 4<<10)); err != nil {
@@ -147,23 +149,14 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 		t.Errorf("rewind_tier_cache_bytes %v after the replays", v)
 	}
 	// After a restart, from the store and the tier directory alone.
-	stop()
-	addr, _ = openNode(t, cfg)
-	check(client.New(addr))
-}
-
-// openNode runs a node on a loopback port until the returned function (or
-// the test's end) stops it.
-func openNode(t *testing.T, cfg engine.Config) (string, func()) {
-	t.Helper()
-	_, addr, stop := serveNode(t, cfg)
-	return addr, stop
+	n.Stop()
+	check(client.New(enginetest.StartNode(t, cfg).URL))
 }
 
 // TestLocalRetentionNeedsATier: without --tier, a topic cannot ask for
 // local limits (nothing could ever leave the disks).
 func TestLocalRetentionNeedsATier(t *testing.T) {
-	_, addr := startNode(t, engine.Config{})
+	addr := enginetest.StartNode(t, engine.Config{}).URL
 	_, err := client.New(addr).CreateTopic(context.Background(), "t", client.WithLocalRetention(time.Hour, 0))
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("local retention without a tier: %v, want FailedPrecondition", err)
@@ -193,10 +186,10 @@ func createTieredTopic(ctx context.Context, t *testing.T, c *client.Client) {
 
 func TestTieredStorageInACluster(t *testing.T) {
 	tierDir := t.TempDir()
-	urls, _ := startCluster(t, 3, func(id uint64, c *engine.Config) {
+	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
 		c.Tier = "file://" + tierDir
 		c.HousekeepingInterval = 20 * time.Millisecond
-	})
+	}).URLs()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := client.New(urls[0])
@@ -259,7 +252,7 @@ func TestTieredStorageOnS3(t *testing.T) {
 	// No tier cache: with one, the history just replayed would still be
 	// served from memory once the store is down.
 	cfg := engine.Config{Dir: t.TempDir(), Tier: u, TierCacheBytes: -1, HousekeepingInterval: 20 * time.Millisecond, Logger: hclog.NewNullLogger()}
-	addr, _ := openNode(t, cfg)
+	addr := enginetest.StartNode(t, cfg).URL
 	c := client.New(addr)
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "s3h", client.WithLocalRetention(0, 2<<10)); err != nil {

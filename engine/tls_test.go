@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/testcerts"
 	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/sdk/client"
@@ -32,7 +33,7 @@ func tlsNode(t *testing.T, clientCA *testcerts.CA) (ca *testcerts.CA, url string
 	if clientCA != nil {
 		cfg.TLSClientCAFile = clientCA.Write(t, dir, "clients")
 	}
-	_, url = startNode(t, cfg)
+	url = enginetest.StartNode(t, cfg).URL
 	if !strings.HasPrefix(url, "https://") {
 		t.Fatalf("node URL %s: not TLS", url)
 	}

@@ -21,45 +21,77 @@ type Cluster struct {
 
 	tb    testing.TB
 	opts  []Option
-	nodes []*Node // by node id - 1
+	lns   []net.Listener  // by node id - 1; nil once started
+	cfgs  []engine.Config // by node id - 1
+	nodes []*Node         // by node id - 1; nil until started
 }
 
 // StartCluster starts n members, node ids 1 to n, on ports reserved before
-// any opens. Each member's configuration is
+// any opens: PrepareCluster, then Start of each. It does not wait for
+// leaders: a test creates its topics and waits for what it needs. The
+// test's end stops every member.
+func StartCluster(tb testing.TB, n int, mutate func(id uint64, c *engine.Config), opts ...Option) *Cluster {
+	tb.Helper()
+	c := PrepareCluster(tb, n, mutate, opts...)
+	for id := range uint64(n) {
+		c.Start(id + 1)
+	}
+	return c
+}
+
+// PrepareCluster reserves n loopback ports and writes the members'
+// configurations, and starts none: Start starts a member, for a test
+// about members coming up one by one. Each member's configuration is
 //
 //	Dir: a temporary directory, NodeID: id, Logger: none,
 //	InitialCluster: Members, ClusterID: ID,
 //	TickInterval: 20 ms, StoreCacheBytes and TailCacheBytes: 8 MiB
 //
 // which mutate (nil: none) then changes member by member: security,
-// faults (FS, PeerDialer), limits. It does not wait for leaders: a test
-// creates its topics and waits for what it needs. The test's end stops
-// every member.
-func StartCluster(tb testing.TB, n int, mutate func(id uint64, c *engine.Config), opts ...Option) *Cluster {
+// faults (FS, PeerDialer), limits.
+func PrepareCluster(tb testing.TB, n int, mutate func(id uint64, c *engine.Config), opts ...Option) *Cluster {
 	tb.Helper()
-	c := &Cluster{Members: map[uint64]string{}, tb: tb, opts: opts, nodes: make([]*Node, n)}
-	lns := make([]net.Listener, n)
+	c := &Cluster{Members: map[uint64]string{}, tb: tb, opts: opts,
+		lns: make([]net.Listener, n), cfgs: make([]engine.Config, n), nodes: make([]*Node, n)}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			tb.Fatal(err)
 		}
-		lns[i], c.Members[uint64(i+1)] = ln, ln.Addr().String()
+		c.lns[i], c.Members[uint64(i+1)] = ln, ln.Addr().String()
 	}
 	c.ID = engine.ClusterIDOf(c.Members)
 	for i := range n {
 		id := uint64(i + 1)
-		cfg := engine.Config{
+		c.cfgs[i] = engine.Config{
 			Dir: tb.TempDir(), NodeID: id, Logger: hclog.NewNullLogger(), InitialCluster: c.Members,
 			ClusterID: c.ID, TickInterval: 20 * time.Millisecond,
 			StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
 		}
 		if mutate != nil {
-			mutate(id, &cfg)
+			mutate(id, &c.cfgs[i])
 		}
-		c.start(id, cfg, lns[i])
 	}
+	tb.Cleanup(func() { // the ports of members never started
+		for _, ln := range c.lns {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	})
 	return c
+}
+
+// Start starts prepared member id on its reserved port and returns it;
+// the test's end stops it. Use Restart for a member that ran.
+func (c *Cluster) Start(id uint64) *Node {
+	c.tb.Helper()
+	ln := c.lns[id-1]
+	if ln == nil {
+		c.tb.Fatalf("node %d was started already", id)
+	}
+	c.lns[id-1] = nil
+	return c.start(id, c.cfgs[id-1], ln)
 }
 
 // start serves member id with cfg on ln and stops it at the test's end.
@@ -76,18 +108,22 @@ func (c *Cluster) start(id uint64, cfg engine.Config, ln net.Listener) *Node {
 	return n
 }
 
-// Node returns member id (1 to n) as last started.
+// Node returns member id (1 to n) as last started (nil before Start).
 func (c *Cluster) Node(id uint64) *Node { return c.nodes[id-1] }
 
 // Nodes returns the members as last started, by node id - 1.
 func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
 
 // URLs returns the members' base URLs by node id - 1 (https:// for a
-// member serving TLS).
+// member serving TLS; http:// for one not started yet).
 func (c *Cluster) URLs() []string {
 	urls := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
-		urls[i] = n.URL
+		if n == nil {
+			urls[i] = "http://" + c.Members[uint64(i+1)]
+		} else {
+			urls[i] = n.URL
+		}
 	}
 	return urls
 }

@@ -138,7 +138,9 @@ func serve(cfg engine.Config, ln net.Listener, o options) (*Node, error) {
 	n := &Node{Node: en, URL: scheme + ln.Addr().String(), Addr: ln.Addr().String(), Config: cfg, stop: cancel, served: make(chan error, 1)}
 	// Connections close at once on Stop: a test stopping a member is a
 	// crash of its clients' connections, not a rolling restart.
-	go func() { n.served <- en.Serve(ctx, ln, engine.ServeConfig{HTTP: o.http, Handler: h, ShutdownTimeout: -1}) }()
+	go func() {
+		n.served <- en.Serve(ctx, ln, engine.ServeConfig{HTTP: o.http, Handler: h, ShutdownTimeout: -1})
+	}()
 	return n, nil
 }
 
