@@ -1,6 +1,6 @@
 // Package cliente2e holds the end-to-end tests of the Go client
-// (sdk/client): each starts real nodes on loopback (engine.Open behind
-// engine.NewHTTPServer) and talks to them through the client, over real
+// (sdk/client): each starts real nodes on loopback (internal/enginetest;
+// the examples through engine.Node.Serve) and talks to them through the client, over real
 // connections. It has no code of its own, only tests, the examples that
 // need a server, and BenchmarkPublishDuringPause.
 //

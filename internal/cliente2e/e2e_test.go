@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,17 +15,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
-// server is a real node on a loopback port.
+// server is a real node on a loopback port (enginetest's), whose filters
+// compile once per machine.
 type server struct {
-	t    testing.TB
+	node *enginetest.Node
 	dir  string
-	node *engine.Node
-	srv  *http.Server
-	addr string
+	addr string // its URL
 }
 
 func startServer(t testing.TB, dir string) *server {
@@ -35,13 +33,9 @@ func startServer(t testing.TB, dir string) *server {
 	return startServerWith(t, engine.Config{Dir: dir})
 }
 
-func startServerWith(t testing.TB, cfg engine.Config) *server {
-	t.Helper()
-	return startServerOn(t, cfg, "127.0.0.1:0")
-}
-
-// startServerOn starts a node listening on listen (host:port).
-func startServerOn(t testing.TB, cfg engine.Config, listen string) *server {
+// startServerWith starts a node with cfg, served as opts say
+// (enginetest.WithAddr: on a port it had before a restart).
+func startServerWith(t testing.TB, cfg engine.Config, opts ...enginetest.Option) *server {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -63,32 +57,13 @@ func startServerOn(t testing.TB, cfg engine.Config, listen string) *server {
 	if err := os.Symlink(shared, filepath.Join(cfg.Dir, "wasm-cache")); err != nil && !os.IsExist(err) {
 		t.Fatal(err)
 	}
-	dir := cfg.Dir
-	n, err := engine.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{t: t, dir: dir, node: n, srv: engine.NewHTTPServer(n.Handler()), addr: "http://" + ln.Addr().String()}
-	go s.srv.Serve(ln)
-	t.Cleanup(s.stop)
-	return s
+	n := enginetest.StartNode(t, cfg, opts...)
+	return &server{node: n, dir: cfg.Dir, addr: n.URL}
 }
 
-func (s *server) stop() {
-	if s.node == nil {
-		return
-	}
-	s.node.Drain()
-	s.srv.Close()
-	if err := s.node.Close(); err != nil {
-		s.t.Errorf("close node: %v", err)
-	}
-	s.node = nil
-}
+// stop stops the node (enginetest.Node.Stop); the test's end reports a
+// close error.
+func (s *server) stop() { s.node.Stop() }
 
 func publishN(t *testing.T, c *client.Client, topic string, prefix string, n int) []client.Result {
 	t.Helper()

@@ -19,9 +19,10 @@ func exampleServer() (string, func()) {
 		panic(err)
 	}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	srv := engine.NewHTTPServer(n.Handler())
-	go srv.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { n.Drain(); srv.Close(); n.Close(); os.RemoveAll(dir) }
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(ctx, ln, engine.ServeConfig{ShutdownTimeout: -1}) }()
+	return "http://" + ln.Addr().String(), func() { cancel(); <-served; os.RemoveAll(dir) }
 }
 
 func Example() {

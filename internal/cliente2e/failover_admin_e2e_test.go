@@ -8,7 +8,6 @@ package cliente2e_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -205,14 +204,7 @@ func startRefusing(t *testing.T, notStored bool) (*refusing, string) {
 	r := &refusing{notStored: notStored}
 	mux := http.NewServeMux()
 	mux.Handle(rewindv1connect.NewTopicServiceHandler(r))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := engine.NewHTTPServer(mux)
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-	return r, "http://" + ln.Addr().String()
+	return r, enginetest.ServeHandler(t, mux)
 }
 
 // TestAdminWriteMovesOnWhenItDidNothing: a create goes on to the next node
@@ -226,12 +218,7 @@ func TestAdminWriteMovesOnWhenItDidNothing(t *testing.T) {
 	direct := client.New(s.addr)
 	retry := client.WithPublishRetry(3, time.Millisecond, 0)
 	t.Run("connection refused", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		closed := "http://" + ln.Addr().String()
-		ln.Close()
+		closed := "http://" + enginetest.FreeAddr(t)
 		if _, err := client.New(closed+","+s.addr, retry).CreateTopic(ctx, "refused"); err != nil {
 			t.Fatalf("create with the first node down: %v", err)
 		}

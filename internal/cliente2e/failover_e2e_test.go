@@ -20,7 +20,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -292,14 +292,7 @@ func TestPublishFollowsTheLeaderHint(t *testing.T) {
 			mux := http.NewServeMux()
 			mux.Handle(rewindv1connect.NewPublishServiceHandler(h))
 			mux.Handle(rewindv1connect.NewClusterServiceHandler(h))
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := engine.NewHTTPServer(mux)
-			go hs.Serve(ln)
-			defer hs.Close()
-			c := client.New("http://"+ln.Addr().String(), client.WithPublishRetry(3, time.Millisecond, 0))
+			c := client.New(enginetest.ServeHandler(t, mux), client.WithPublishRetry(3, time.Millisecond, 0))
 			for _, v := range []string{"a", "b"} {
 				if _, err := c.Publish(ctx, "t", client.Message{Value: []byte(v)}); err != nil {
 					t.Fatalf("publish %s: %v", v, err)
@@ -475,31 +468,20 @@ func (h *electedMeanwhile) Publish(context.Context, *rewindv1.PublishRequest) (*
 // next node: in BenchmarkClusterGrayLatency that was the paused old
 // leader, and the publish waited its whole 2 s attempt there.
 func TestPublishRetriesANodeThatHintsItself(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := enginetest.Listen(t)
 	h := &electedMeanwhile{self: ln.Addr().String()}
 	mux := http.NewServeMux()
 	mux.Handle(rewindv1connect.NewPublishServiceHandler(h))
-	hs := engine.NewHTTPServer(mux)
-	go hs.Serve(ln)
-	defer hs.Close()
+	url := enginetest.ServeHandler(t, mux, enginetest.WithListener(ln))
 	other := &electedMeanwhile{}
 	other.asked.Store(1) // stores every publish it gets
 	omux := http.NewServeMux()
 	omux.Handle(rewindv1connect.NewPublishServiceHandler(other))
-	oln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ohs := engine.NewHTTPServer(omux)
-	go ohs.Serve(oln)
-	defer ohs.Close()
+	ourl := enginetest.ServeHandler(t, omux)
 
 	ctx, cancel := context.WithTimeout(context.Background(), noHang)
 	defer cancel()
-	c := client.New("http://"+ln.Addr().String()+",http://"+oln.Addr().String(), client.WithPublishRetry(3, time.Millisecond, 0))
+	c := client.New(url+","+ourl, client.WithPublishRetry(3, time.Millisecond, 0))
 	for _, v := range []string{"a", "b"} {
 		if _, err := c.Publish(ctx, "t", client.Message{Value: []byte(v), IdempotencyKey: v}); err != nil {
 			t.Fatalf("publish %s: %v", v, err)
@@ -528,18 +510,12 @@ func (h *publishRefuser) Publish(context.Context, *rewindv1.PublishRequest) (*re
 	return nil, e
 }
 
-func serveHandler(t *testing.T, h rewindv1connect.PublishServiceHandler) string {
+// servePublish serves h as a fake node and returns its host:port.
+func servePublish(t *testing.T, h rewindv1connect.PublishServiceHandler) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle(rewindv1connect.NewPublishServiceHandler(h))
-	hs := engine.NewHTTPServer(mux)
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-	return ln.Addr().String()
+	return strings.TrimPrefix(enginetest.ServeHandler(t, mux), "http://")
 }
 
 // TestPublishTriesAThirdNodeAfterTwoRefusals: node A, cut off from a
@@ -549,12 +525,12 @@ func serveHandler(t *testing.T, h rewindv1connect.PublishServiceHandler) string 
 // each refusal costs its node's wait for a leader).
 func TestPublishTriesAThirdNodeAfterTwoRefusals(t *testing.T) {
 	cNode := &publishRefuser{}
-	cAddr := serveHandler(t, cNode)
+	cAddr := servePublish(t, cNode)
 	aNode := &publishRefuser{hint: cAddr}
-	aAddr := serveHandler(t, aNode)
+	aAddr := servePublish(t, aNode)
 	bNode := &electedMeanwhile{}
 	bNode.asked.Store(1) // stores every publish it gets
-	bAddr := serveHandler(t, bNode)
+	bAddr := servePublish(t, bNode)
 
 	ctx, cancel := context.WithTimeout(context.Background(), noHang)
 	defer cancel()
@@ -604,14 +580,7 @@ func TestPublishRetriesForTheRetryWindow(t *testing.T) {
 		r := &electing{n: n, to: rewindv1connect.NewPublishServiceClient(http.DefaultClient, s.addr)}
 		mux := http.NewServeMux()
 		mux.Handle(rewindv1connect.NewPublishServiceHandler(r))
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs := engine.NewHTTPServer(mux)
-		go hs.Serve(ln)
-		t.Cleanup(func() { hs.Close() })
-		return r, "http://" + ln.Addr().String()
+		return r, enginetest.ServeHandler(t, mux)
 	}
 
 	r, addr := start(6)

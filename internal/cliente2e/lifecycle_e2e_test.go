@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -223,7 +223,7 @@ func TestStreamsGoOnAcrossARestart(t *testing.T) {
 	for _, r := range readers {
 		until[*client.Disconnected](r)
 	}
-	startServerOn(t, engine.Config{Dir: dir}, listen) // stopped by its cleanup
+	startServerWith(t, engine.Config{Dir: dir}, enginetest.WithAddr(listen)) // stopped by its cleanup
 	publishTo(t, c, "f", 0, "b", 2)
 	publishTo(t, c, "f", 1, "b", 2)
 	after := []string{"0:b-0", "0:b-1", "1:b-0", "1:b-1"}
@@ -343,16 +343,10 @@ func TestAStreamThatFailsOnEveryReconnectGivesUp(t *testing.T) {
 	f := &failingStreams{}
 	mux := http.NewServeMux()
 	mux.Handle(rewindv1connect.NewSubscribeServiceHandler(f))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := engine.NewHTTPServer(mux)
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	url := enginetest.ServeHandler(t, mux)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang detector
 	defer cancel()
-	sub, err := client.New("http://"+ln.Addr().String()).Subscribe(ctx, "t", client.ReconnectWithin(time.Second))
+	sub, err := client.New(url).Subscribe(ctx, "t", client.ReconnectWithin(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
