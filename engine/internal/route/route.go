@@ -142,6 +142,7 @@ func (w *write) run() error {
 			if err == nil || !errors.Is(err, partition.ErrNotLeader) {
 				return err
 			}
+			w.hint = 0 // a hint to this node without a replica here: start over
 			last = err
 		case w.hop == Forwarded:
 			return &NotLeaderError{Topic: p.Topic, Partition: p.Index, Node: self, Leader: leader}

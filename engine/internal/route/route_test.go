@@ -436,6 +436,21 @@ func TestWriteHintsThatLie(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkHops(t, p, hop{Node: 2}, hop{Node: 1})
+
+		// A hint to this node, which keeps no replica yet (a replica
+		// moving here): the local attempt refuses, and the write starts
+		// over at the preferred leader instead of asking itself again.
+		p = &peers{answer: func(_ context.Context, n int, node uint64, _ bool) error {
+			if n == 1 {
+				return refusal(node, 1)
+			}
+			return nil
+		}}
+		noReplica := func() error { return fmt.Errorf("%w: %w: no replica here", partition.ErrNotLeader, ErrNotStored) }
+		if err := r.Write(t.Context(), part(nil), p.op(noReplica)); err != nil {
+			t.Fatal(err)
+		}
+		checkHops(t, p, hop{Node: 2}, hop{Node: 1}, hop{Node: 2})
 	})
 }
 
