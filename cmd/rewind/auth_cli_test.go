@@ -1,14 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // startAuthServer starts `rewind serve --auth` and waits for its bootstrap
@@ -16,42 +18,22 @@ import (
 // token.
 func startAuthServer(t *testing.T, dir, listen string, extra ...string) (*server, string) {
 	t.Helper()
-	s := &server{url: "http://" + listen, logPath: filepath.Join(t.TempDir(), "server.log"), done: make(chan struct{})}
-	logf, err := os.Create(s.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	s.cmd = exec.Command(rewindBin, append([]string{"serve", "--auth", "--listen", listen, "--data", dir, "--log-level", "info"}, extra...)...)
-	s.cmd.Env = cliEnv()
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s.cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(s.kill)
-	path := filepath.Join(dir, "bootstrap-token")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-s.done:
-			t.Fatalf("server exited (code %d)\nlog:\n%s", s.cmd.ProcessState.ExitCode(), s.log())
-		default:
-		}
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			tok := strings.TrimSpace(string(b))
-			if r := runCLI(t, nil, nil, "--server", s.url, "--token", tok, "topic", "list"); r.code == 0 {
-				return s, tok
+	var tok string
+	s := startServerWith(t, &server{url: "http://" + listen}, enginetest.ProcessConfig{
+		Addr: listen, Dir: dir, Args: append([]string{"--auth"}, extra...), LogLevel: "info",
+		Ready: func(context.Context, *enginetest.Process) error {
+			b, err := os.ReadFile(filepath.Join(dir, "bootstrap-token"))
+			if err != nil || len(b) == 0 {
+				return fmt.Errorf("no bootstrap token yet (%v)", err)
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server with --auth not ready after 60s\nlog:\n%s", s.log())
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
-	}
+			tok = strings.TrimSpace(string(b))
+			if r := runCLI(t, nil, nil, "--server", "http://"+listen, "--token", tok, "topic", "list"); r.code != 0 {
+				return fmt.Errorf("`topic list` with the bootstrap token: exit %d, stderr %q", r.code, r.stderr)
+			}
+			return nil
+		},
+	})
+	return s, tok
 }
 
 // TestCLIAuth walks docs/security.md's first steps: the bootstrap token,
@@ -60,13 +42,13 @@ func startAuthServer(t *testing.T, dir, listen string, extra ...string) (*server
 func TestCLIAuth(t *testing.T) {
 	dir := t.TempDir()
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
-	s, root := startAuthServer(t, dir, freeAddr(t), "--audit-log", audit)
+	s, root := startAuthServer(t, dir, enginetest.FreeAddr(t), "--audit-log", audit)
 	fi, err := os.Stat(filepath.Join(dir, "bootstrap-token"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("bootstrap token file: %v %v", fi, err)
 	}
-	if !strings.Contains(s.log(), filepath.Join(dir, "bootstrap-token")) || strings.Contains(s.log(), root) {
-		t.Fatalf("the server log should name the token file and never the token:\n%s", s.log())
+	if !strings.Contains(s.Log(), filepath.Join(dir, "bootstrap-token")) || strings.Contains(s.Log(), root) {
+		t.Fatalf("the server log should name the token file and never the token:\n%s", s.Log())
 	}
 	as := func(tok string, args ...string) result {
 		return runCLI(t, nil, nil, append([]string{"--server", s.url, "--token", tok}, args...)...)
@@ -173,7 +155,7 @@ func TestCLIAuth(t *testing.T) {
 // topics or partitions quota is refused `topic create` with
 // resource_exhausted naming the limit, and `quota list` shows what it owns.
 func TestCLIQuota(t *testing.T) {
-	s, root := startAuthServer(t, t.TempDir(), freeAddr(t))
+	s, root := startAuthServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	as := func(tok string, args ...string) result {
 		return runCLI(t, nil, nil, append([]string{"--server", s.url, "--token", tok}, args...)...)
 	}

@@ -7,7 +7,8 @@ package main
 // every kind of start position, sees ordering hold per partition, restarts
 // the server and replays the same history again.
 //
-// TestMain builds the binary once; the tests exec it. One server serves most
+// The binary is internal/enginetest's (built once per source tree, shared
+// with every package's tests); the tests exec it. One server serves most
 // subtests of TestCLI, which run in order because they build on each other's
 // records.
 
@@ -20,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,40 +35,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
-
-// rewindBin is the binary under test, built by TestMain.
-var rewindBin string
-
-// testBinDir holds the binaries the tests build; goToolPath is the go
-// command that builds them.
-var testBinDir, goToolPath string
-
-func TestMain(m *testing.M) { os.Exit(buildAndRun(m)) }
-
-func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "rewind-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cli_test:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = "/usr/local/go/bin/go"
-	}
-	testBinDir, goToolPath = dir, goTool
-	rewindBin = filepath.Join(dir, "rewind")
-	// go test runs in the package directory: build this package.
-	build := exec.Command(goTool, "build", "-o", rewindBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "cli_test: building rewind:", err)
-		return 1
-	}
-	return m.Run()
-}
 
 // ---------------------------------------------------------------------------
 // Processes
@@ -102,7 +71,7 @@ func runCLI(t testing.TB, stdin []byte, env []string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rewindBin, args...)
+	cmd := exec.CommandContext(ctx, enginetest.Binary(t), args...)
 	cmd.Env = env
 	if cmd.Env == nil {
 		cmd.Env = cliEnv()
@@ -124,24 +93,11 @@ func runCLI(t testing.TB, stdin []byte, env []string, args ...string) result {
 	return result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
 }
 
-// freeAddr returns a 127.0.0.1 address with a port nobody listens on now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
-// server is a `rewind serve` child process.
+// server is a `rewind serve` child process (enginetest.Process) and how
+// client commands reach it.
 type server struct {
-	url     string // http://127.0.0.1:port
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{} // closed once the process has exited
+	*enginetest.Process
+	url string // http://127.0.0.1:port, or https://
 	// clientFlags go before every client command's own (TLS files).
 	clientFlags []string
 }
@@ -151,78 +107,27 @@ type server struct {
 // kills it if a test has not stopped it.
 func startServer(t testing.TB, dir, listen string, extra ...string) *server {
 	t.Helper()
-	return startServerFor(t, "http://"+listen, nil, dir, listen, extra...)
+	return startServerWith(t, &server{url: "http://" + listen}, enginetest.ProcessConfig{Addr: listen, Dir: dir, Args: extra})
 }
 
-// startServerFor is startServer for clients reaching it at url with
-// clientFlags (an https:// URL and TLS files).
-func startServerFor(t testing.TB, url string, clientFlags []string, dir, listen string, extra ...string) *server {
+// startServerWith starts s's process as pc says, with the binary under
+// test and the environment of client commands; unless pc has a Ready of
+// its own, the server is ready once `topic list` succeeds with s's
+// client flags.
+func startServerWith(t testing.TB, s *server, pc enginetest.ProcessConfig) *server {
 	t.Helper()
-	s := &server{url: url, clientFlags: clientFlags, logPath: filepath.Join(t.TempDir(), "server.log"), done: make(chan struct{})}
-	logf, err := os.Create(s.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close() // the child has its own descriptor
-	s.cmd = exec.Command(rewindBin, append([]string{"serve", "--listen", listen, "--data", dir, "--log-level", "warn"}, extra...)...)
-	s.cmd.Env = cliEnv()
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s.cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(s.kill)
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-s.done:
-			t.Fatalf("server exited before it was ready (exit code %d)\nlog:\n%s", s.cmd.ProcessState.ExitCode(), s.log())
-		default:
+	pc.Bin, pc.Env = enginetest.Binary(t), cliEnv()
+	if pc.Ready == nil {
+		pc.Ready = func(context.Context, *enginetest.Process) error {
+			r := runCLI(t, nil, nil, append(append([]string{"--server", s.url}, s.clientFlags...), "topic", "list")...)
+			if r.code != 0 {
+				return fmt.Errorf("`topic list`: exit %d, stderr %q", r.code, r.stderr)
+			}
+			return nil
 		}
-		r := runCLI(t, nil, nil, append(append([]string{"--server", s.url}, s.clientFlags...), "topic", "list")...)
-		if r.code == 0 {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready after 30s; last `topic list`: exit %d, stderr %q\nlog:\n%s", r.code, r.stderr, s.log())
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
 	}
-}
-
-func (s *server) log() string {
-	b, _ := os.ReadFile(s.logPath)
-	return string(b)
-}
-
-// stop sends SIGTERM and checks that the server shuts down gracefully.
-func (s *server) stop(t *testing.T) {
-	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM to server: %v", err)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-		s.kill()
-		t.Fatalf("server did not exit within 30s of SIGTERM\nlog:\n%s", s.log())
-	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("server exit code after SIGTERM = %d, want 0 (graceful shutdown)\nlog:\n%s", code, s.log())
-	}
-}
-
-func (s *server) kill() {
-	select {
-	case <-s.done:
-	default:
-		s.cmd.Process.Kill()
-		<-s.done
-	}
+	s.Process = enginetest.StartProcess(t, pc)
+	return s
 }
 
 // cli runs a client command against s.
@@ -439,7 +344,7 @@ func count(m map[uint32][]string) int {
 
 func TestServerUnavailable(t *testing.T) {
 	t.Parallel()
-	r := runCLI(t, nil, nil, "--server", "http://"+freeAddr(t), "topic", "list")
+	r := runCLI(t, nil, nil, "--server", "http://"+enginetest.FreeAddr(t), "topic", "list")
 	if r.code != 1 || !strings.Contains(r.stderr, "unavailable") || !strings.Contains(r.stderr, "rewind serve") {
 		t.Errorf("topic list without a server: exit code %d, stderr %q; want 1 and an unavailable error that suggests `rewind serve`", r.code, r.stderr)
 	}
@@ -498,7 +403,7 @@ func TestCompletionBash(t *testing.T) {
 func TestCLI(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
-	listen := freeAddr(t)
+	listen := enginetest.FreeAddr(t)
 	srv := startServer(t, dataDir, listen)
 
 	var pubs []published // every record published to orders, in order
@@ -1007,7 +912,7 @@ func TestCLI(t *testing.T) {
 		srv.ok(t, nil, "topic", "create", "live")
 		old := parseResults(t, srv.ok(t, nil, "publish", "live", "before-follow"), 1)[0]
 
-		cmd := exec.Command(rewindBin, "--server", srv.url, "replay", "live", "--from", "latest", "--follow", "--format", "json")
+		cmd := exec.Command(enginetest.Binary(t), "--server", srv.url, "replay", "live", "--from", "latest", "--follow", "--format", "json")
 		cmd.Env = cliEnv()
 		stderrPath := filepath.Join(t.TempDir(), "follow.stderr")
 		stderrFile, err := os.Create(stderrPath)
@@ -1117,7 +1022,7 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("orders changed before the restart (-first replay +now):\n%s", d)
 		}
 
-		srv.stop(t)
+		srv.Stop(t)
 		srv = startServer(t, dataDir, listen)
 
 		if after := srv.ok(t, nil, "replay", "orders", "--from", "earliest", "--format", "json"); after != before {
@@ -1160,6 +1065,6 @@ func TestCLI(t *testing.T) {
 			t.Errorf("key k1 after restart (-want +got):\n%s", d)
 		}
 
-		srv.stop(t)
+		srv.Stop(t)
 	})
 }

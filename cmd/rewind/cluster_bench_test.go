@@ -42,6 +42,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/cmd/rewind/internal/bench"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
@@ -318,7 +319,7 @@ func startNodes(tb testing.TB, nodes int) []string {
 	tb.Helper()
 	syscall.Sync() // the previous case's writes and deleted data directories
 	if nodes == 1 {
-		addr := freeAddr(tb)
+		addr := enginetest.FreeAddr(tb)
 		startServer(tb, filepath.Join(tb.TempDir(), "d"), addr)
 		return []string{addr}
 	}
@@ -598,7 +599,7 @@ func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 
 	time.Sleep(time.Second) // steady publishing before the kill
 	killAt := time.Now()
-	c.nodes[victim-1].kill()
+	c.nodes[victim-1].Kill()
 	close(dead)
 	deadAt := time.Now() // the process has been reaped: no later send reaches it
 	var first time.Time
@@ -836,7 +837,7 @@ func BenchmarkClusterPublishDuringReplay(b *testing.B) {
 func startReplayer(tb testing.TB, addr, topic string, streams int, d time.Duration, args ...string) (stop func() float64) {
 	tb.Helper()
 	var out bytes.Buffer
-	cmd := exec.Command(rewindBin, append([]string{"--server", "http://" + addr, "bench", "replay", "--topic", topic,
+	cmd := exec.Command(enginetest.Binary(tb), append([]string{"--server", "http://" + addr, "bench", "replay", "--topic", topic,
 		"--streams", strconv.Itoa(streams), "--duration", d.String()}, args...)...)
 	cmd.Env = cliEnv()
 	cmd.Stdout = &out

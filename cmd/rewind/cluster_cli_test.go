@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -43,7 +44,7 @@ func prepareCluster(t testing.TB, n int) *cluster {
 	c := &cluster{}
 	var parts []string
 	for i := range n {
-		c.addrs = append(c.addrs, freeAddr(t))
+		c.addrs = append(c.addrs, enginetest.FreeAddr(t))
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprintf("d%d", i+1)))
 		parts = append(parts, fmt.Sprintf("%d=%s", i+1, c.addrs[i]))
 	}
@@ -233,7 +234,7 @@ func testKillALeader(t *testing.T, serve, create []string) {
 	if tiering {
 		waitFor("tiered history before the kill", func() bool { return tiered(c.addrs[victim-1], 1) })
 	}
-	c.nodes[victim-1].kill()
+	c.nodes[victim-1].Kill()
 	killed.Store(true)
 	waitFor("100 acks to partition 0 after the kill", func() bool { return afterP0.Load() >= 100 })
 	if l := c.leaderOf(t, "orders", 0); l == victim {
@@ -326,7 +327,7 @@ func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 	c := startCluster(t, 3)
 	// Through node 1, so its metadata log surely has entries.
 	c.nodes[0].ok(t, nil, "topic", "create", "t", "--partitions", "1")
-	c.nodes[0].stop(t)
+	c.nodes[0].Stop(t)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -353,7 +354,7 @@ func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	truncateLastEntry(t, damaged, 1) // the metadata group
-	r := runCLI(t, nil, nil, "serve", "--data", damaged, "--listen", freeAddr(t), "--node-id", "1", "--initial-cluster", c.initial)
+	r := runCLI(t, nil, nil, "serve", "--data", damaged, "--listen", enginetest.FreeAddr(t), "--node-id", "1", "--initial-cluster", c.initial)
 	if r.code == 0 || !strings.Contains(r.stderr, "corrupt") {
 		t.Errorf("damaged log: exit %d, stderr %q; want a refusal naming the corruption", r.code, r.stderr)
 	}
@@ -391,7 +392,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	}
 	publish(cl, 50)
 
-	addr4 := freeAddr(t)
+	addr4 := enginetest.FreeAddr(t)
 	n4 := startServer(t, filepath.Join(t.TempDir(), "d4"), addr4, "--node-id", "4", "--join", c.addrs[2])
 	// 6 replicas on 3 nodes, none on node 4: one moves to it.
 	out := n4.ok(t, nil, "cluster", "rebalance")
@@ -420,7 +421,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 			t.Fatalf("partition %d: replicas %v, hosted on node 4: %v", p.GetPartition(), p.GetReplicas(), p.GetHosted())
 		}
 	}
-	c.nodes[0].stop(t)
+	c.nodes[0].Stop(t)
 	publish(client.New(addr4), 20)
 
 	// Node 4 received the log it never saw being written, and the rest.
@@ -456,7 +457,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 			t.Errorf("node 4, partition %d: got %v, want %v", p, got[p], w)
 		}
 	}
-	r := runCLI(t, nil, nil, "serve", "--node-id", "1", "--listen", freeAddr(t), "--data", t.TempDir(), "--join", c.addrs[1])
+	r := runCLI(t, nil, nil, "serve", "--node-id", "1", "--listen", enginetest.FreeAddr(t), "--data", t.TempDir(), "--join", c.addrs[1])
 	if r.code == 0 || !strings.Contains(r.stderr, "never reused") {
 		t.Fatalf("rejoining under a removed id: exit %d, %s", r.code, r.stderr)
 	}

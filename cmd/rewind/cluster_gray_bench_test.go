@@ -91,7 +91,7 @@ func tryPauseLeader(b *testing.B, c *cluster) (recovery, held time.Duration, err
 		pr.wg.Wait()
 		return 0, 0, nil, false
 	}
-	proc := c.nodes[victim-1].cmd.Process
+	proc := c.nodes[victim-1].Cmd.Process
 	pausedAt := time.Now()
 	if err := proc.Signal(syscall.SIGSTOP); err != nil {
 		b.Fatal(err)

@@ -157,7 +157,7 @@ func BenchmarkClusterGrayLatency(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			l := startGrayLoad(ctx, c.addrs, "gl")
 			time.Sleep(grayBefore) // steady publishing before the fault
-			proc := c.nodes[victim-1].cmd.Process
+			proc := c.nodes[victim-1].Cmd.Process
 			from := time.Now()
 			if err := proc.Signal(syscall.SIGSTOP); err != nil {
 				b.Fatal(err)

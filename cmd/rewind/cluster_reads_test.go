@@ -270,7 +270,7 @@ func TestClusterRelayedStreamSurvivesItsNodeStopping(t *testing.T) {
 	}
 	publish(0, 50)
 	read(50)
-	c.nodes[relay-1].stop(t)
+	c.nodes[relay-1].Stop(t)
 	publish(50, 100)
 	read(100)
 	if sub.Resumes() == 0 {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // TestCORSLetsBrowsersReadRewindsHints: a page on an allowed origin can
@@ -11,7 +13,7 @@ import (
 // coordinator, whether a refused request was stored), or a browser client
 // could only guess at the next node; another origin gets no CORS headers.
 func TestCORSLetsBrowsersReadRewindsHints(t *testing.T) {
-	addr := freeAddr(t)
+	addr := enginetest.FreeAddr(t)
 	s := startServer(t, t.TempDir(), addr, "--allow-origin", "https://app.example")
 	for _, origin := range []string{"https://app.example", "https://other.example"} {
 		req, err := http.NewRequest(http.MethodOptions, s.url+"/rewind.v1.TopicService/ListTopics", nil)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // member is a `rewind subscribe --group` child process.
@@ -20,7 +22,7 @@ type member struct {
 
 func (s *server) subscribe(t *testing.T, args ...string) *member {
 	t.Helper()
-	cmd := exec.Command(rewindBin, append([]string{"--server", s.url, "subscribe"}, args...)...)
+	cmd := exec.Command(enginetest.Binary(t), append([]string{"--server", s.url, "subscribe"}, args...)...)
 	cmd.Env = cliEnv()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -79,7 +81,7 @@ func (m *member) stop(t *testing.T) {
 }
 
 func TestGroupCLI(t *testing.T) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "w", "--partitions", "4")
 	// Four commands of five lines: keyless, they spread over the
 	// partitions (each request takes the next).

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // The live-first machinery as an operator sees it: the serve flags are
@@ -10,16 +12,16 @@ import (
 // takes catch-up turns that /metrics counts.
 func TestLiveFirstMetricsAndFlags(t *testing.T) {
 	for _, bad := range []string{"0", "-0.5", "1.5", "nan"} {
-		r := runCLI(t, nil, nil, "serve", "--data", t.TempDir(), "--listen", freeAddr(t), "--replay-share", bad)
+		r := runCLI(t, nil, nil, "serve", "--data", t.TempDir(), "--listen", enginetest.FreeAddr(t), "--replay-share", bad)
 		if r.code == 0 || !strings.Contains(r.stderr, "--replay-share") {
 			t.Errorf("--replay-share %s: exit %d, stderr %q; want a refusal naming the flag", bad, r.code, r.stderr)
 		}
 	}
-	if r := runCLI(t, nil, nil, "serve", "--data", t.TempDir(), "--listen", freeAddr(t), "--gc-heap-target", "lots"); r.code == 0 || !strings.Contains(r.stderr, "--gc-heap-target") {
+	if r := runCLI(t, nil, nil, "serve", "--data", t.TempDir(), "--listen", enginetest.FreeAddr(t), "--gc-heap-target", "lots"); r.code == 0 || !strings.Contains(r.stderr, "--gc-heap-target") {
 		t.Errorf("--gc-heap-target lots: exit %d, stderr %q", r.code, r.stderr)
 	}
 
-	addr := freeAddr(t)
+	addr := enginetest.FreeAddr(t)
 	s := startServer(t, t.TempDir(), addr, "--replay-share", "0.5", "--gc-heap-target", "256MiB")
 	s.ok(t, nil, "topic", "create", "t", "--partitions", "1")
 	const n = 20

@@ -24,6 +24,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/guest/build"
 )
 
@@ -73,7 +74,7 @@ func sha256Hex(b []byte) string {
 
 func TestPluginCLI(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir(), freeAddr(t))
+	srv := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	work := t.TempDir()
 
 	// 60 records over 3 partitions, keys user-0 .. user-11.
@@ -368,7 +369,7 @@ func TestPluginCLI(t *testing.T) {
 // with one unit of fuel per call every filtered replay runs out, and a
 // negative limit is refused at startup.
 func TestServeFilterFlags(t *testing.T) {
-	srv := startServer(t, t.TempDir(), freeAddr(t), "--filter-fuel", "1", "--filter-memory-mib", "32")
+	srv := startServer(t, t.TempDir(), enginetest.FreeAddr(t), "--filter-fuel", "1", "--filter-memory-mib", "32")
 	srv.ok(t, nil, "topic", "create", "f", "--partitions", "1")
 	srv.ok(t, nil, "publish", "f", "v", "--key", "k")
 	wasm, err := build.AssemblyScript("../../sdk/guest/assemblyscript", "keyprefix")
@@ -384,7 +385,7 @@ func TestServeFilterFlags(t *testing.T) {
 		t.Fatalf("replay with 1 fuel per call: exit %d, stderr %q; want resource_exhausted and fuel", r.code, r.stderr)
 	}
 
-	bad := runCLI(t, nil, nil, "serve", "--listen", freeAddr(t), "--data", t.TempDir(), "--filter-fuel", "-5")
+	bad := runCLI(t, nil, nil, "serve", "--listen", enginetest.FreeAddr(t), "--data", t.TempDir(), "--filter-fuel", "-5")
 	if bad.code != 1 || !strings.Contains(bad.stderr, "FuelPerCall must not be negative") {
 		t.Fatalf("serve --filter-fuel -5: exit %d, stderr %q", bad.code, bad.stderr)
 	}

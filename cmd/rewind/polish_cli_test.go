@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // TestPartitionFlagsRefuseOutOfRange checks every --partition: a value
@@ -24,7 +26,7 @@ func TestPartitionFlagsRefuseOutOfRange(t *testing.T) {
 	t.Parallel()
 	// Nothing listens here: a command that got past its flags would fail
 	// with Unavailable instead.
-	server := "http://" + freeAddr(t)
+	server := "http://" + enginetest.FreeAddr(t)
 	commands := [][]string{
 		{"publish", "t", "v"},
 		{"replay", "t", "--from", "earliest"},
@@ -54,7 +56,7 @@ func TestPartitionFlagsRefuseOutOfRange(t *testing.T) {
 // reaches the server unchanged (which refuses it: no such partition).
 func TestPartitionFlagsTakeTheirRange(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir(), freeAddr(t))
+	srv := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	srv.ok(t, nil, "topic", "create", "t", "--partitions", "2")
 	srv.fails(t, "4294967295", "publish", "t", "v", "--partition", "4294967295")
 	out := srv.ok(t, nil, "publish", "t", "v", "--partition", "1")
@@ -197,7 +199,7 @@ func complete(t *testing.T, server string, args ...string) ([]string, string) {
 // gives no suggestions rather than an error.
 func TestCompletion(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir(), freeAddr(t))
+	srv := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	srv.ok(t, nil, "topic", "create", "orders")
 	srv.ok(t, nil, "topic", "create", "payments")
 	srv.ok(t, nil, "topic", "create", "users")
@@ -231,7 +233,7 @@ func TestCompletion(t *testing.T) {
 	if got, _ := complete(t, srv.url, "plugin", "get", ""); len(got) != 0 {
 		t.Errorf("complete plugin get: %q, want nothing", got)
 	}
-	got, directive := complete(t, "http://"+freeAddr(t), "topic", "describe", "")
+	got, directive := complete(t, "http://"+enginetest.FreeAddr(t), "topic", "describe", "")
 	if len(got) != 0 || directive != ":4" {
 		t.Errorf("complete without a server: %q %s; want no suggestions and no file completion (:4)", got, directive)
 	}
@@ -242,7 +244,7 @@ func TestCompletion(t *testing.T) {
 // than creating the group under a mistyped name; --create creates it.
 func TestGroupResetOfAMissingGroup(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir(), freeAddr(t))
+	srv := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	srv.ok(t, nil, "topic", "create", "orders", "--partitions", "2")
 	srv.ok(t, nil, "topic", "create", "other")
 	srv.ok(t, nil, "publish", "orders", "v", "--key", "k")

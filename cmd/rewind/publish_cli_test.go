@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // TestKeylessLinesSpreadOverPartitions: a line read while no request is out
@@ -20,7 +22,7 @@ import (
 // alone, the second in the next request), and lines typed one at a time
 // take the partitions in turn.
 func TestKeylessLinesSpreadOverPartitions(t *testing.T) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "s", "--partitions", "3")
 
 	var in strings.Builder
@@ -43,7 +45,7 @@ func TestKeylessLinesSpreadOverPartitions(t *testing.T) {
 	// that waits for the end of its input is killed after cmdTimeout.)
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rewindBin, "--server", s.url, "publish", "s")
+	cmd := exec.CommandContext(ctx, enginetest.Binary(t), "--server", s.url, "publish", "s")
 	cmd.Env = cliEnv()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -83,7 +85,7 @@ func TestKeylessLinesSpreadOverPartitions(t *testing.T) {
 // with the same contents is answered with where the first one is, and the
 // text output says so.
 func TestPublishSaysDuplicate(t *testing.T) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "d", "--partitions", "1")
 	first := parseResults(t, s.ok(t, nil, "publish", "d", "v", "--idempotency-key", "ik-1"), 1)[0]
 	again := parseResults(t, s.ok(t, nil, "publish", "d", "v", "--idempotency-key", "ik-1"), 1)[0]
@@ -98,11 +100,11 @@ func TestPublishSaysDuplicate(t *testing.T) {
 // TestPublishCtrlCWhileWaitingForInput: Ctrl-C ends a publish that waits
 // for typed input, after the lines already typed are answered.
 func TestPublishCtrlCWhileWaitingForInput(t *testing.T) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "c", "--partitions", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rewindBin, "--server", s.url, "publish", "c")
+	cmd := exec.CommandContext(ctx, enginetest.Binary(t), "--server", s.url, "publish", "c")
 	cmd.Env = cliEnv()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -149,7 +151,7 @@ func TestPublishCtrlCWhileWaitingForInput(t *testing.T) {
 // covers them in order: about 1 republish in 5 was refused as another
 // record.)
 func TestPublishJSONKeepsHeaderOrder(t *testing.T) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "h", "--partitions", "1")
 	line := []byte(`{"key":"k","value":"v","headers":{"h1":"1","h2":"2","h3":"3","h4":"4","h5":"5","h6":"6"},"idempotency_key":"ik-h"}` + "\n")
 	first := parseResults(t, s.ok(t, line, "publish", "h", "--input", "json"), 1)[0]

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,7 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
@@ -83,19 +82,13 @@ func publishPartlyFailed(t *testing.T, parts []int) {
 	node := &partlyFailing{}
 	mux := http.NewServeMux()
 	mux.Handle(rewindv1connect.NewPublishServiceHandler(node))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := engine.NewHTTPServer(mux)
-	go hs.Serve(ln)
-	defer hs.Close()
+	url := enginetest.ServeHandler(t, mux)
 
 	var in strings.Builder
 	for i, p := range parts {
 		fmt.Fprintf(&in, `{"value":"%d","partition":%d}`+"\n", i+1, p)
 	}
-	r := runCLI(t, []byte(in.String()), nil, "--server", "http://"+ln.Addr().String(), "publish", "t", "--input", "json")
+	r := runCLI(t, []byte(in.String()), nil, "--server", url, "publish", "t", "--input", "json")
 
 	node.mu.Lock()
 	requests := node.mu.requests

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -86,9 +87,9 @@ func readmeSkip(line string) string {
 func TestReadmeCommands(t *testing.T) {
 	t.Parallel()
 	// With a tier, as the README's tiered storage lines ask for.
-	srv := startServer(t, t.TempDir(), freeAddr(t), "--tier", "file://"+t.TempDir())
+	srv := startServer(t, t.TempDir(), enginetest.FreeAddr(t), "--tier", "file://"+t.TempDir())
 	work := t.TempDir()
-	env := cliEnv("PATH="+filepath.Dir(rewindBin)+":"+os.Getenv("PATH"), "REWIND_SERVER="+srv.url)
+	env := cliEnv("PATH="+filepath.Dir(enginetest.Binary(t))+":"+os.Getenv("PATH"), "REWIND_SERVER="+srv.url)
 	sh := func(ctx context.Context, line string) *exec.Cmd {
 		c := exec.CommandContext(ctx, "bash", "-c", "set -o pipefail; "+line)
 		c.Dir, c.Env = work, env

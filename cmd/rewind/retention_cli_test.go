@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // TestRetentionRecordsIsExact is issue 18's three steps, as a new user
@@ -15,7 +17,7 @@ import (
 // partition ended empty (log start 1000). Now it holds exactly offsets
 // 900..999.
 func TestRetentionRecordsIsExact(t *testing.T) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "r", "--partitions", "1", "--retention-records", "100")
 	var in strings.Builder
 	for i := range 1000 {
@@ -64,7 +66,7 @@ func TestRetentionRecordsIsExact(t *testing.T) {
 // the history lives.
 func TestTieredStorageFromTheCommandLine(t *testing.T) {
 	tierDir := t.TempDir()
-	s := startServer(t, t.TempDir(), freeAddr(t), "--tier", "file://"+tierDir, "--retention-interval", "50ms")
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t), "--tier", "file://"+tierDir, "--retention-interval", "50ms")
 	s.ok(t, nil, "topic", "create", "h", "--partitions", "1", "--local-retention-bytes", "2KiB")
 	var in strings.Builder
 	for i := range 1000 {
@@ -106,7 +108,7 @@ func TestTieredStorageFromTheCommandLine(t *testing.T) {
 		t.Fatalf("replay from earliest: %d records, first %+v", len(recs), recs[0])
 	}
 	// Without --tier, local limits are refused with the reason.
-	s2 := startServer(t, t.TempDir(), freeAddr(t))
+	s2 := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	r := runCLI(t, nil, nil, "--server", s2.url, "topic", "create", "x", "--local-retention-age", "1h")
 	if r.code == 0 || !strings.Contains(r.stderr, "--tier") {
 		t.Fatalf("local retention without a tier: exit %d, stderr %q", r.code, r.stderr)

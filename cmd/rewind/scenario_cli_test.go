@@ -3,13 +3,12 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/scenarios/check"
 	"github.com/rewind-io/rewind/scenarios/history"
 )
@@ -88,25 +87,12 @@ func TestScenarioRefusesABadFile(t *testing.T) {
 	}
 }
 
-// failpointsBin builds the binary with -tags failpoints, once.
-var failpointsBin = sync.OnceValues(func() (string, error) {
-	bin := filepath.Join(testBinDir, "rewind-failpoints")
-	out, err := exec.Command(goToolPath, "build", "-tags", "failpoints", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", &exec.Error{Name: "go build -tags failpoints: " + string(out), Err: err}
-	}
-	return bin, nil
-})
-
 // TestCheckersCatchInjectedBugs is the proof that the checkers are
 // checkers: each scenario runs against a node built with a deliberate bug
 // (a failpoint), and the checker that guards the broken promise must fail
 // the run. A checker that never failed would pass them all.
 func TestCheckersCatchInjectedBugs(t *testing.T) {
-	bin, err := failpointsBin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := enginetest.Binary(t, "failpoints")
 	for _, tc := range []struct {
 		bug, scenario string
 		duration      string

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/testcerts"
 )
 
@@ -62,12 +65,12 @@ func TestHelpShowsNoSecret(t *testing.T) {
 // without peer authentication) exits 1, says why, and creates nothing.
 func TestServeRefusesAnExposedListen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	port := freeAddr(t)[strings.LastIndex(freeAddr(t), ":"):]
+	port := enginetest.FreeAddr(t)[strings.LastIndex(enginetest.FreeAddr(t), ":"):]
 	r := runCLI(t, nil, nil, "serve", "--listen", "0.0.0.0"+port, "--data", dir)
 	if r.code != 1 || !strings.Contains(r.stderr, "refusing to listen on 0.0.0.0"+port+" without client authentication") || !strings.Contains(r.stderr, "--insecure") {
 		t.Errorf("serve on 0.0.0.0: exit %d, stderr %q", r.code, r.stderr)
 	}
-	r = runCLI(t, nil, nil, "serve", "--listen", freeAddr(t), "--data", dir,
+	r = runCLI(t, nil, nil, "serve", "--listen", enginetest.FreeAddr(t), "--data", dir,
 		"--initial-cluster", "1=10.0.0.1:7071,2=10.0.0.2:7071,3=10.0.0.3:7071")
 	if r.code != 1 || !strings.Contains(r.stderr, "refusing to run a cluster on") || !strings.Contains(r.stderr, "--cluster-secret-file") {
 		t.Errorf("serve in a cluster on 10.0.0.x: exit %d, stderr %q", r.code, r.stderr)
@@ -88,10 +91,14 @@ func TestCLIOverTLS(t *testing.T) {
 	srv := ca.Issue(t, "rewind", "127.0.0.1").Write(t, dir, "server")
 	cli := clients.Issue(t, "alice").Write(t, dir, "alice")
 	caFile, clientCA := ca.Write(t, dir, "ca"), clients.Write(t, dir, "clients")
-	listen := freeAddr(t)
+	listen := enginetest.FreeAddr(t)
 	flags := []string{"--tls-ca", caFile, "--tls-cert", cli.Cert, "--tls-key", cli.Key}
-	s := startServerFor(t, "https://"+listen, flags, filepath.Join(dir, "data"), listen,
-		"--tls-cert", srv.Cert, "--tls-key", srv.Key, "--tls-client-ca", clientCA)
+	pair := clients.Issue(t, "prober").TLS(t)
+	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{pair}}}}
+	s := startServerWith(t, &server{url: "https://" + listen, clientFlags: flags}, enginetest.ProcessConfig{
+		Addr: listen, Dir: filepath.Join(dir, "data"), TLS: true, Probe: probe,
+		Args: []string{"--tls-cert", srv.Cert, "--tls-key", srv.Key, "--tls-client-ca", clientCA},
+	})
 	s.ok(t, nil, "topic", "create", "orders")
 	s.ok(t, nil, "publish", "orders", "hello over tls")
 	if out := s.ok(t, nil, "replay", "orders", "--from", "earliest"); !strings.Contains(out, "hello over tls") {

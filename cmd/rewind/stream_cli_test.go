@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // streamProc is a `rewind replay` or `rewind subscribe` child process: its
@@ -45,7 +47,7 @@ func (p *streamProc) stderr() string {
 func startStream(t *testing.T, s *server, args ...string) *streamProc {
 	t.Helper()
 	p := &streamProc{lines: make(chan string, 1024), done: make(chan struct{})}
-	p.cmd = exec.Command(rewindBin, append(append([]string{"--server", s.url}, args...), "--format", "json")...)
+	p.cmd = exec.Command(enginetest.Binary(t), append(append([]string{"--server", s.url}, args...), "--format", "json")...)
 	p.cmd.Env = cliEnv()
 	p.cmd.Stderr = p
 	out, err := p.cmd.StdoutPipe()
@@ -157,7 +159,7 @@ func TestSubscribeCtrlCCommitsWhatItPrinted(t *testing.T) {
 }
 
 func testCtrlC(t *testing.T, waiting bool) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "w", "--partitions", "1")
 	a := startStream(t, s, "subscribe", "w", "--group", "cg", "--commit-every", "1h")
 	publishValues(t, s, "w", 0, "a", 3)
@@ -189,7 +191,7 @@ func testCtrlC(t *testing.T, waiting bool) {
 // TestCountStopsAfterN: -n N prints N records and exits 0; a member commits
 // those N and no more, although the event it read held more.
 func TestCountStopsAfterN(t *testing.T) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "n", "--partitions", "1")
 	vals := publishValues(t, s, "n", 0, "v", 10)
 	values := func(args ...string) []string {
@@ -214,7 +216,7 @@ func TestCountStopsAfterN(t *testing.T) {
 
 // TestSubscribeRefusesAnEmptyGroup: --group "" is a mistake, not a replay.
 func TestSubscribeRefusesAnEmptyGroup(t *testing.T) {
-	s := startServer(t, t.TempDir(), freeAddr(t))
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
 	s.ok(t, nil, "topic", "create", "e", "--partitions", "1")
 	publishValues(t, s, "e", 0, "v", 1)
 	s.fails(t, "--group", "subscribe", "e", "--group", "")
@@ -226,7 +228,7 @@ func TestSubscribeRefusesAnEmptyGroup(t *testing.T) {
 // the records published after the restart. A follower whose server does
 // not come back within --reconnect-window ends with an error that says so.
 func TestStreamsWaitForARestartedServer(t *testing.T) {
-	dir, listen := t.TempDir(), freeAddr(t)
+	dir, listen := t.TempDir(), enginetest.FreeAddr(t)
 	s := startServer(t, dir, listen)
 	s.ok(t, nil, "topic", "create", "r", "--partitions", "2")
 	follower := startStream(t, s, "replay", "r", "--from", "earliest", "--follow")
@@ -240,7 +242,7 @@ func TestStreamsWaitForARestartedServer(t *testing.T) {
 		}
 	}
 
-	s.stop(t)
+	s.Stop(t)
 	s = startServer(t, dir, listen)
 	after := append(publishValues(t, s, "r", 0, "b", 2), publishValues(t, s, "r", 1, "b", 2)...)
 	slices.Sort(after)
@@ -260,7 +262,7 @@ func TestStreamsWaitForARestartedServer(t *testing.T) {
 
 	gone := startStream(t, s, "replay", "r", "--from", "earliest", "--follow", "--reconnect-window", "300ms")
 	gone.read(t, 8)
-	s.stop(t)
+	s.Stop(t)
 	if rest, code := gone.wait(t); code != 1 || len(rest) != 0 {
 		t.Fatalf("follower of a server that does not return: exit code %d, printed %v more; stderr:\n%s", code, rest, gone.stderr())
 	}
