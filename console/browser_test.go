@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,11 +21,13 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	"github.com/rewind-io/rewind/sdk/guest/build"
 )
 
-// The browser tests start `rewind serve` (built here) and drive the
+// The browser tests start `rewind serve` (internal/enginetest's binary and
+// process) and drive the
 // console in headless Chromium with chromedp. They need Chromium (Debian:
 // apt-get install -y chromium); REWIND_NO_BROWSER=1 skips them.
 //
@@ -34,48 +35,28 @@ import (
 // (docs/console regenerates the documentation's); otherwise they go to
 // a temporary directory and are only checked to be PNG images.
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	rewindBin string
-	wasmPath  string
-	buildErr  error
-)
+// keyprefixModule builds the keyprefix example filter once.
+var keyprefixModule = sync.OnceValues(func() ([]byte, error) {
+	module, err := build.Go(context.Background(), filepath.Join("..", "sdk", "guest", "examples", "go", "keyprefix"))
+	if err != nil {
+		return nil, fmt.Errorf("build keyprefix: %w", err)
+	}
+	return module, nil
+})
 
-// builds builds the rewind command and the keyprefix example filter once.
+// builds returns the rewind binary and the keyprefix example filter, as a
+// file of the test's.
 func builds(t *testing.T) (bin, wasm string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "rewind-console-")
-		if buildErr != nil {
-			return
-		}
-		rewindBin = filepath.Join(buildDir, "rewind")
-		out, err := exec.Command("go", "build", "-o", rewindBin, "github.com/rewind-io/rewind/cmd/rewind").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build rewind: %w\n%s", err, out)
-			return
-		}
-		module, err := build.Go(context.Background(), filepath.Join("..", "sdk", "guest", "examples", "go", "keyprefix"))
-		if err != nil {
-			buildErr = fmt.Errorf("build keyprefix: %w", err)
-			return
-		}
-		wasmPath = filepath.Join(buildDir, "keyprefix.wasm")
-		buildErr = os.WriteFile(wasmPath, module, 0o644)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	module, err := keyprefixModule()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return rewindBin, wasmPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	wasm = filepath.Join(t.TempDir(), "keyprefix.wasm")
+	if err := os.WriteFile(wasm, module, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	os.Exit(code)
+	return enginetest.Binary(t), wasm
 }
 
 // needChromium returns Chromium's path, skipping with REWIND_NO_BROWSER=1
@@ -108,73 +89,21 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// startServer starts `rewind serve` on a free loopback port with its data
-// in a temporary directory, waits until it answers, and returns its URL.
-func startServer(t *testing.T, bin string, extra ...string) string {
+// startServer starts `rewind serve` as pc says (enginetest.StartProcess)
+// and waits until it answers ListTopics (with --auth: refuses it as
+// unauthenticated); it returns its URL.
+func startServer(t *testing.T, pc enginetest.ProcessConfig) string {
 	t.Helper()
-	addr := freeAddr(t)
-	url, done, log := start(t, bin, append([]string{"--listen", addr}, extra...)...)
-	waitReady(t, url, done, log)
-	return url
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// start starts `rewind serve` with args (--listen among them) and its data
-// in a temporary directory; the test's cleanup kills it.
-func start(t *testing.T, bin string, args ...string) (url string, done <-chan struct{}, log *bytes.Buffer) {
-	t.Helper()
-	log = &bytes.Buffer{}
-	cmd := exec.Command(bin, append([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "warn"}, args...)...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	for i, a := range args {
-		if a == "--listen" {
-			url = "http://" + args[i+1]
-		}
-	}
-	return url, exited, log
-}
-
-// waitReady waits until the node at url answers ListTopics.
-func waitReady(t *testing.T, url string, done <-chan struct{}, log *bytes.Buffer) {
-	t.Helper()
-	c := client.New(url)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-done:
-			t.Fatalf("rewind serve exited before it was ready:\n%s", log.String())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		_, err := c.ListTopics(ctx)
-		cancel()
+	pc.Ready = func(ctx context.Context, p *enginetest.Process) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := client.New(p.URL).ListTopics(ctx)
 		if err == nil || connect.CodeOf(err) == connect.CodeUnauthenticated { // answering (with --auth)
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rewind serve at %s not ready after 60 s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
+		return err
 	}
+	return enginetest.StartProcess(t, pc).URL
 }
 
 // browser is a headless Chromium tab driven by chromedp; it records the
@@ -400,7 +329,7 @@ func TestConsole(t *testing.T) {
 	chromium := needChromium(t)
 	bin, wasm := builds(t)
 	ctx := testContext(t)
-	base := startServer(t, bin)
+	base := startServer(t, enginetest.ProcessConfig{Bin: bin})
 	c := client.New(base)
 
 	// Data: 8 records in two batches over 2 partitions, a millisecond
@@ -785,23 +714,14 @@ func TestConsoleCluster(t *testing.T) {
 	chromium := needChromium(t)
 	bin, _ := builds(t)
 	ctx := testContext(t)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	addrs := []string{enginetest.FreeAddr(t), enginetest.FreeAddr(t), enginetest.FreeAddr(t)}
 	members := fmt.Sprintf("1=%s,2=%s,3=%s", addrs[0], addrs[1], addrs[2])
-	type node struct {
-		url  string
-		done <-chan struct{}
-		log  *bytes.Buffer
-	}
-	var nodes []node
+	var urls []string
 	for i, a := range addrs {
-		url, done, log := start(t, bin, "--listen", a, "--node-id", fmt.Sprint(i+1), "--initial-cluster", members)
-		nodes = append(nodes, node{url, done, log})
+		urls = append(urls, startServer(t, enginetest.ProcessConfig{Bin: bin, Addr: a, Args: []string{"--node-id", fmt.Sprint(i + 1), "--initial-cluster", members}}))
 	}
-	for _, n := range nodes {
-		waitReady(t, n.url, n.done, n.log)
-	}
-	base := nodes[0].url
-	c := client.New(base + "," + nodes[1].url + "," + nodes[2].url)
+	base := urls[0]
+	c := client.New(base + "," + urls[1] + "," + urls[2])
 	if _, err := c.CreateTopic(ctx, "payments", client.WithPartitions(3), client.WithReplicationFactor(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -828,7 +748,7 @@ func TestConsoleCluster(t *testing.T) {
 	if leader < 1 || leader > 3 {
 		t.Fatalf("payments/0 has leader %d", leader)
 	}
-	b.open(nodes[leader-1].url, "cluster")
+	b.open(urls[leader-1], "cluster")
 	b.waitFor(fmt.Sprintf("node %d's view of the replicas of payments/0", leader), `(() => {
 		const p0 = [...document.querySelectorAll("table.cluster-partitions tbody tr")].map((tr) => [...tr.children].map((td) => td.textContent)).find((p) => p[1] === "0");
 		return p0 !== undefined && p0[6].split(", ").map((x) => x.replace(/: \d+$/, ": N")).sort().join(", ") === "node 1: N, node 2: N, node 3: N";
@@ -852,7 +772,7 @@ func TestConsoleOff(t *testing.T) {
 	}
 	bin, _ := builds(t)
 	for _, on := range []bool{true, false} {
-		base := startServer(t, bin, fmt.Sprintf("--console=%t", on))
+		base := startServer(t, enginetest.ProcessConfig{Bin: bin, Args: []string{fmt.Sprintf("--console=%t", on)}})
 		hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		res, err := hc.Get(base + "/console/")
 		if err != nil {
@@ -891,7 +811,7 @@ func TestConsoleWithAuth(t *testing.T) {
 	bin, _ := builds(t)
 	ctx := testContext(t)
 	dir := t.TempDir()
-	base := startServer(t, bin, "--auth", "--data", dir)
+	base := startServer(t, enginetest.ProcessConfig{Bin: bin, Dir: dir, Args: []string{"--auth"}})
 	tok, err := os.ReadFile(filepath.Join(dir, "bootstrap-token"))
 	if err != nil {
 		t.Fatal(err)
