@@ -30,25 +30,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	"github.com/rewind-io/rewind/sdk/guest/build"
 )
-
-// tmp holds what the tests build (the rewind binary, the keyprefix
-// module, the bundled page); TestMain removes it.
-var tmp string
-
-func TestMain(m *testing.M) {
-	var err error
-	tmp, err = os.MkdirTemp("", "rewind-ts-go-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(tmp)
-	os.Exit(code)
-}
 
 // needNode skips the test when node or npm is missing, unless in CI.
 func needNode(t *testing.T) {
@@ -107,28 +92,6 @@ func npmOutput(ctx context.Context, env []string, args ...string) ([]byte, error
 	return out, nil
 }
 
-var (
-	binOnce sync.Once
-	bin     string
-	binErr  error
-)
-
-// rewindBin builds the rewind command once.
-func rewindBin(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		bin = filepath.Join(tmp, "rewind")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/rewind-io/rewind/cmd/rewind").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build rewind: %w\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return bin
-}
-
 // testContext is the test's context, ending a tenth of the remaining time
 // before go test's own timeout so that failures are reported.
 func testContext(t *testing.T) context.Context {
@@ -155,11 +118,11 @@ func TestNPM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wasm := filepath.Join(tmp, "keyprefix.wasm")
+	wasm := filepath.Join(t.TempDir(), "keyprefix.wasm")
 	if err := os.WriteFile(wasm, module, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := npmOutput(ctx, []string{"REWIND_BIN=" + rewindBin(t), "REWIND_KEYPREFIX_WASM=" + wasm}, "test")
+	out, err := npmOutput(ctx, []string{"REWIND_BIN=" + enginetest.Binary(t), "REWIND_KEYPREFIX_WASM=" + wasm}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +156,7 @@ func TestBrowser(t *testing.T) {
 	ctx := testContext(t)
 
 	// The page, bundled.
-	site := filepath.Join(tmp, "site")
+	site := filepath.Join(t.TempDir(), "site")
 	if err := os.MkdirAll(site, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +176,7 @@ func TestBrowser(t *testing.T) {
 	results := make(chan pageResult, 4)
 	allowed, denied := serveSite(t, site, results), serveSite(t, site, results)
 
-	srv := startServer(t, rewindBin(t), "--allow-origin", allowed)
+	srv := enginetest.StartProcess(t, enginetest.ProcessConfig{Args: []string{"--allow-origin", allowed}, Ready: listsTopics}).URL
 	c := client.New(srv)
 	if _, err := c.CreateTopic(ctx, "web", client.WithPartitions(2)); err != nil {
 		t.Fatal(err)
@@ -332,48 +295,12 @@ func serveSite(t *testing.T, dir string, results chan<- pageResult) string {
 	return "http://" + ln.Addr().String()
 }
 
-// startServer starts `rewind serve` on a free port with its data in a
-// temporary directory, waits until it answers, and returns its URL.
-func startServer(t *testing.T, bin string, extra ...string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var log bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "warn"}, extra...)...)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	url := "http://" + addr
-	c := client.New(url)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-done:
-			t.Fatalf("rewind serve exited before it was ready:\n%s", log.String())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		_, err := c.ListTopics(ctx)
-		cancel()
-		if err == nil {
-			return url
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rewind serve not ready after 60 s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
-	}
+// listsTopics is ready once the node answers ListTopics.
+func listsTopics(ctx context.Context, p *enginetest.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := client.New(p.URL).ListTopics(ctx)
+	return err
 }
 
 // openPage opens the page of origin in headless Chromium, replaying topic
