@@ -7,43 +7,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/identity"
 )
-
-// binDir holds the binary the tests build (TestMain removes it).
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rewind-runner-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "runner test:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// rewindBinary builds `rewind` once, for the tests that start real nodes.
-var rewindBinary = sync.OnceValues(func() (string, error) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = "/usr/local/go/bin/go"
-	}
-	bin := filepath.Join(binDir, "rewind")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/rewind-io/rewind/cmd/rewind").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/rewind: %v\n%s", err, out)
-	}
-	return bin, nil
-})
 
 // foreign is another process's HTTP server on a port a node wanted: it
 // answers every request with 200 and the given headers.
@@ -207,10 +179,7 @@ func TestWaitLiveTellsATakenPort(t *testing.T) {
 // our node 2 exits on its bind error), and the second, on new ports, must
 // bring up the cluster, every node answering as itself.
 func TestStartMovesOffATakenPort(t *testing.T) {
-	bin, err := rewindBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := enginetest.Binary(t) // the runner starts its own processes: it is what is tested
 	var taken *foreign
 	attempts := 0
 	beforeStart = func(attempt int, c *cluster) {
@@ -267,10 +236,7 @@ func TestStartMovesOffATakenPort(t *testing.T) {
 // TestStartGivesUpOnTakenPorts: when every attempt finds the node's port
 // taken, the start gives up after startAttempts, saying why.
 func TestStartGivesUpOnTakenPorts(t *testing.T) {
-	bin, err := rewindBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := enginetest.Binary(t) // the runner starts its own processes: it is what is tested
 	attempts := 0
 	beforeStart = func(attempt int, c *cluster) {
 		attempts = attempt
@@ -282,7 +248,7 @@ func TestStartGivesUpOnTakenPorts(t *testing.T) {
 	}
 	defer func() { beforeStart = nil }()
 	log := &lockedLog{t: t}
-	_, err = startCluster(context.Background(), bin, t.TempDir(), 1, nil, log.logf)
+	_, err := startCluster(context.Background(), bin, t.TempDir(), 1, nil, log.logf)
 	if !errors.Is(err, errPortTaken) || attempts != startAttempts {
 		t.Fatalf("after %d attempts: %v, want errPortTaken after %d", attempts, err, startAttempts)
 	}
