@@ -65,12 +65,12 @@ func Binary(tb testing.TB, tags ...string) string {
 }
 
 func buildBinary(tags []string) (string, error) {
-	goTool := GoTool()
+	gotool := goTool()
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	key, err := sourceKey(goTool, root, tags)
+	key, err := sourceKey(gotool, root, tags)
 	if err != nil {
 		return "", err
 	}
@@ -101,7 +101,7 @@ func buildBinary(tags []string) (string, error) {
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
-	cmd := exec.Command(goTool, append(args, Module+"/cmd/rewind")...)
+	cmd := exec.Command(gotool, append(args, Module+"/cmd/rewind")...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
@@ -142,14 +142,14 @@ func prune(dir, keep string) {
 
 // sourceKey hashes what a build of cmd/rewind with tags depends on (step
 // 1 of Binary).
-func sourceKey(goTool, root string, tags []string) (string, error) {
+func sourceKey(gotool, root string, tags []string) (string, error) {
 	const format = `{{if not .Standard}}{{.ImportPath}}|{{.Dir}}|{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}|` +
 		`{{join .GoFiles ","}},{{join .CgoFiles ","}},{{join .CFiles ","}},{{join .HFiles ","}},{{join .SFiles ","}},{{join .EmbedFiles ","}}{{end}}`
 	args := []string{"list", "-deps", "-f", format}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
-	cmd := exec.Command(goTool, append(args, Module+"/cmd/rewind")...)
+	cmd := exec.Command(gotool, append(args, Module+"/cmd/rewind")...)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -207,12 +207,13 @@ func hashFile(h io.Writer, path string) error {
 	return err
 }
 
-// GoTool is the go command: the one on PATH, else GOROOT's.
-func GoTool() string {
+// goTool is the go command: the one on PATH, else the official
+// installation's (go test may run with a PATH that lacks it).
+func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return "/usr/local/go/bin/go"
 }
 
 // moduleRoot walks up from the working directory (a test runs in its
