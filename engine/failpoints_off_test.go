@@ -4,13 +4,13 @@ package engine_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/failpoint"
 )
 
@@ -20,16 +20,11 @@ func TestNormalBuildHasNoFailpoints(t *testing.T) {
 	if failpoint.Available {
 		t.Fatal("failpoints compiled into a normal build")
 	}
-	n, err := engine.Open(engine.Config{Dir: "data", FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.Handler())
-	defer func() { srv.Close(); n.Close() }()
-	if code, body := probe(t, srv.URL+failpoint.Path); code != http.StatusNotFound {
+	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem()})
+	if code, body := probe(t, n.URL+failpoint.Path); code != http.StatusNotFound {
 		t.Fatalf("GET %s: %d %s, want 404", failpoint.Path, code, body)
 	}
-	resp, err := http.PostForm(srv.URL+failpoint.Path, url.Values{failpoint.FsyncEIO: {"on"}})
+	resp, err := http.PostForm(n.URL+failpoint.Path, url.Values{failpoint.FsyncEIO: {"on"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -29,15 +29,10 @@ import (
 // fsyncs.
 func TestFailpointFsyncEIOStopsTheNode(t *testing.T) {
 	t.Cleanup(func() { failpoint.Clear(failpoint.FsyncEIO) })
-	n, err := engine.Open(engine.Config{Dir: "data", FS: vfs.NewMem(), MinFreeBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.Handler())
-	defer func() { srv.Close(); n.Close() }()
+	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem(), MinFreeBytes: -1}, enginetest.WithServingAfterFailure())
 	ctx := context.Background()
-	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, srv.URL)
-	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, srv.URL)
+	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, n.URL)
+	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, n.URL)
 	if _, err := topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: "t", Config: &rewindv1.TopicConfig{Partitions: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +41,7 @@ func TestFailpointFsyncEIOStopsTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	resp, err := http.PostForm(srv.URL+failpoint.Path, url.Values{failpoint.FsyncEIO: {""}})
+	resp, err := http.PostForm(n.URL+failpoint.Path, url.Values{failpoint.FsyncEIO: {""}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +61,7 @@ func TestFailpointFsyncEIOStopsTheNode(t *testing.T) {
 	if err := n.Err(); !errors.Is(err, syscall.EIO) && !strings.Contains(err.Error(), syscall.EIO.Error()) {
 		t.Fatalf("Err: %v, want EIO", err)
 	}
-	if got := healthOf(t, srv.URL, ""); got != grpchealth.StatusNotServing {
+	if got := healthOf(t, n.URL, ""); got != grpchealth.StatusNotServing {
 		t.Fatalf("health after fsync failed: %v, want NOT_SERVING", got)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
@@ -60,29 +60,24 @@ func healthOf(t *testing.T, url, service string) grpchealth.Status {
 // answering SERVING from a node whose raft groups had all stopped.
 func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 	fs, full := fillableFS()
-	n, err := engine.Open(engine.Config{Dir: "data", FS: fs, MinFreeBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.Handler())
-	defer func() { srv.Close(); n.Close() }()
+	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: fs, MinFreeBytes: -1}, enginetest.WithServingAfterFailure())
 	services := []string{"", rewindv1connect.PublishServiceName, rewindv1connect.SubscribeServiceName}
 	// A node is ready once its metadata group has a leader: a single node
 	// elects itself a few ticks after it opens (CI checked too early).
-	waitProbe(t, srv.URL+"/readyz", http.StatusOK)
+	waitProbe(t, n.URL+"/readyz", http.StatusOK)
 	for _, s := range services {
-		if got := healthOf(t, srv.URL, s); got != grpchealth.StatusServing {
+		if got := healthOf(t, n.URL, s); got != grpchealth.StatusServing {
 			t.Fatalf("health of %q before the fault: %v", s, got)
 		}
 	}
 	for _, p := range []string{"/readyz", "/healthz", "/livez"} {
-		if code, body := probe(t, srv.URL+p); code != http.StatusOK {
+		if code, body := probe(t, n.URL+p); code != http.StatusOK {
 			t.Fatalf("%s before the fault: %d %s", p, code, body)
 		}
 	}
 	ctx := context.Background()
-	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, srv.URL)
-	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, srv.URL)
+	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, n.URL)
+	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, n.URL)
 	if _, err := topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: "t", Config: &rewindv1.TopicConfig{Partitions: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,15 +98,15 @@ func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 	}
 	full.Store(false) // space coming back does not make a failed store serve again
 	for _, s := range services {
-		if got := healthOf(t, srv.URL, s); got != grpchealth.StatusNotServing {
+		if got := healthOf(t, n.URL, s); got != grpchealth.StatusNotServing {
 			t.Fatalf("health of %q after the store failed: %v, want NOT_SERVING", s, got)
 		}
 	}
-	if code, body := probe(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, syscall.ENOSPC.Error()) {
+	if code, body := probe(t, n.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, syscall.ENOSPC.Error()) {
 		t.Fatalf("/readyz after the store failed: %d %q, want 503 naming the disk error", code, body)
 	}
 	for _, p := range []string{"/livez", "/healthz"} {
-		if code, body := probe(t, srv.URL+p); code != http.StatusOK {
+		if code, body := probe(t, n.URL+p); code != http.StatusOK {
 			t.Fatalf("%s: %d %s", p, code, body)
 		}
 	}
@@ -120,16 +115,11 @@ func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 // TestHealthTurnsNotServingWhileDraining: a node shutting down is live but
 // not ready, so load balancers stop sending it requests first.
 func TestHealthTurnsNotServingWhileDraining(t *testing.T) {
-	n, err := engine.Open(engine.Config{Dir: "data", FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.Handler())
-	defer func() { srv.Close(); n.Close() }()
+	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	waitProbe(t, srv.URL+"/readyz", http.StatusOK) // once it has elected itself
-	watch := grpchealth.NewClient(http.DefaultClient, srv.URL).Watch(ctx, &grpchealth.CheckRequest{})
+	waitProbe(t, n.URL+"/readyz", http.StatusOK) // once it has elected itself
+	watch := grpchealth.NewClient(http.DefaultClient, n.URL).Watch(ctx, &grpchealth.CheckRequest{})
 	if ev := <-watch; ev.Err != nil || ev.Response.Status != grpchealth.StatusServing {
 		t.Fatalf("first watch event: %+v", ev)
 	}
@@ -137,14 +127,14 @@ func TestHealthTurnsNotServingWhileDraining(t *testing.T) {
 	if ev := <-watch; ev.Err != nil || ev.Response.Status != grpchealth.StatusNotServing {
 		t.Fatalf("watch event after Drain: %+v, want NOT_SERVING", ev)
 	}
-	if got := healthOf(t, srv.URL, ""); got != grpchealth.StatusNotServing {
+	if got := healthOf(t, n.URL, ""); got != grpchealth.StatusNotServing {
 		t.Fatalf("health while draining: %v", got)
 	}
-	if code, _ := probe(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable {
+	if code, _ := probe(t, n.URL+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz while draining: %d", code)
 	}
 	for _, p := range []string{"/livez", "/healthz"} {
-		if code, _ := probe(t, srv.URL+p); code != http.StatusOK {
+		if code, _ := probe(t, n.URL+p); code != http.StatusOK {
 			t.Fatalf("%s while draining: %d", p, code)
 		}
 	}

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -11,21 +10,17 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
 // TestHealthWatchOfAnUnknownService: as the gRPC health protocol says, a
 // Watch of a service the node does not serve streams SERVICE_UNKNOWN and
 // stays open (it failed with NOT_FOUND), while a Check of it is NotFound.
 func TestHealthWatchOfAnUnknownService(t *testing.T) {
-	n, err := engine.Open(engine.Config{Dir: "data", FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.Handler())
-	defer func() { srv.Close(); n.Close() }()
+	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	hc := grpchealth.NewClient(http.DefaultClient, srv.URL)
+	hc := grpchealth.NewClient(http.DefaultClient, n.URL)
 	watch := hc.Watch(ctx, &grpchealth.CheckRequest{Service: "no.such.Service"})
 	if ev := <-watch; ev.Err != nil || ev.Response == nil || ev.Response.Status != 3 {
 		t.Fatalf("first watch event of an unknown service: %+v, want SERVICE_UNKNOWN (3)", ev)

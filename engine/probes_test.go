@@ -3,7 +3,6 @@ package engine_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -58,14 +57,9 @@ func checkProbesName(t *testing.T, base string, id, cluster uint64) {
 // TestProbesNameALoneNode: a node running alone (no cluster) answers its
 // probes as node 1 of cluster 0.
 func TestProbesNameALoneNode(t *testing.T) {
-	node, err := engine.Open(engine.Config{Dir: t.TempDir(), Logger: hclog.NewNullLogger(), StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(node.Handler())
-	t.Cleanup(func() { node.Drain(); srv.Close(); node.Close() })
-	waitProbe(t, srv.URL+"/readyz", http.StatusOK)
-	checkProbesName(t, srv.URL, 1, 0)
+	url := enginetest.StartNode(t, engine.Config{Dir: t.TempDir(), Logger: hclog.NewNullLogger(), StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20}).URL
+	waitProbe(t, url+"/readyz", http.StatusOK)
+	checkProbesName(t, url, 1, 0)
 }
 
 // TestReadyNeedsAMetadataLeader runs the three probes through a cluster's

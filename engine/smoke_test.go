@@ -4,27 +4,22 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginetest"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
 func TestSmoke(t *testing.T) {
-	n, err := engine.Open(engine.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.Handler())
-	defer func() { srv.Close(); n.Close() }()
+	n := enginetest.StartNode(t, engine.Config{Dir: t.TempDir()})
 	ctx := context.Background()
-	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, srv.URL)
-	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, srv.URL)
-	sub := rewindv1connect.NewSubscribeServiceClient(http.DefaultClient, srv.URL)
+	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, n.URL)
+	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, n.URL)
+	sub := rewindv1connect.NewSubscribeServiceClient(http.DefaultClient, n.URL)
 	if _, err := topics.CreateTopic(ctx, &rewindv1.CreateTopicRequest{Name: "t", Config: &rewindv1.TopicConfig{Partitions: 2}}); err != nil {
 		t.Fatal(err)
 	}

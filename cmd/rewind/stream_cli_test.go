@@ -8,13 +8,11 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,28 +26,17 @@ type streamProc struct {
 	cmd   *exec.Cmd
 	lines chan string
 	done  chan struct{}
-	mu    sync.Mutex
-	errb  bytes.Buffer
+	errb  enginetest.Buffer
 }
 
-func (p *streamProc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.errb.Write(b)
-}
-
-func (p *streamProc) stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.errb.String()
-}
+func (p *streamProc) stderr() string { return p.errb.String() }
 
 func startStream(t *testing.T, s *server, args ...string) *streamProc {
 	t.Helper()
 	p := &streamProc{lines: make(chan string, 1024), done: make(chan struct{})}
 	p.cmd = exec.Command(enginetest.Binary(t), append(append([]string{"--server", s.url}, args...), "--format", "json")...)
 	p.cmd.Env = cliEnv()
-	p.cmd.Stderr = p
+	p.cmd.Stderr = &p.errb
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -35,10 +36,11 @@ type Node struct {
 type Option func(*options)
 
 type options struct {
-	ln      net.Listener
-	addr    string
-	http    engine.HTTPConfig
-	handler func(http.Handler) http.Handler
+	ln           net.Listener
+	addr         string
+	http         engine.HTTPConfig
+	handler      func(http.Handler) http.Handler
+	afterFailure bool
 }
 
 // WithListener serves on ln, a TCP listener the test opened (to know the
@@ -59,6 +61,14 @@ func WithHTTP(hc engine.HTTPConfig) Option { return func(o *options) { o.http = 
 func WithHandler(wrap func(http.Handler) http.Handler) Option {
 	return func(o *options) { o.handler = wrap }
 }
+
+// WithServingAfterFailure keeps serving a node whose store failed, for a
+// test of what a failed node answers (health NOT_SERVING, /readyz 503)
+// before it would exit: engine.Node.Serve stops at once, as `rewind
+// serve` must. The node is served with the same HTTP server, not through
+// Node.Serve; Stop drains it, closes the connections and the node, and
+// does not report the store's error (the test made it). StartNode only.
+func WithServingAfterFailure() Option { return func(o *options) { o.afterFailure = true } }
 
 func collect(opts []Option) options {
 	o := options{addr: "127.0.0.1:0"}
@@ -139,9 +149,29 @@ func serve(cfg engine.Config, ln net.Listener, o options) (*Node, error) {
 	// Connections close at once on Stop: a test stopping a member is a
 	// crash of its clients' connections, not a rolling restart.
 	go func() {
+		if o.afterFailure {
+			n.served <- serveThroughFailure(ctx, en, ln, o.http, h)
+			return
+		}
 		n.served <- en.Serve(ctx, ln, engine.ServeConfig{HTTP: o.http, Handler: h, ShutdownTimeout: -1})
 	}()
 	return n, nil
+}
+
+// serveThroughFailure serves h as Node.Serve does, but only ctx ends it
+// (WithServingAfterFailure); it returns the HTTP server's error alone.
+func serveThroughFailure(ctx context.Context, en *engine.Node, ln net.Listener, hc engine.HTTPConfig, h http.Handler) error {
+	srv := hc.Server(h)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(en.Listener(hc.Listener(ln))) }()
+	<-ctx.Done()
+	en.Drain()
+	srv.Close()
+	en.Close() // the store's error, if it failed, is the test's doing
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
 // Stop drains the node, closes its connections and its store
