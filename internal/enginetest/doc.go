@@ -16,7 +16,8 @@
 //   - StartCluster: n members in this process on ports reserved before
 //     any opens, a mutate hook per member (security, faulty FS or
 //     dialer, limits), Stop and Restart of one member on the same port
-//     with the same data.
+//     with the same data. PrepareCluster then Start brings members up
+//     one by one.
 //   - ServeHandler: a fake node, any handler served with the HTTP server
 //     Rewind serves with (engine.HTTPConfig.Server).
 //   - Binary: the rewind command built once per source tree and shared
@@ -25,10 +26,13 @@
 //   - StartProcess: `rewind serve` as a child process on a free port,
 //     waited for until its /livez names it (internal/identity), then for
 //     the test's own idea of ready.
-//   - FreeAddr and Listen: loopback ports.
+//   - FreeAddr and Listen: loopback ports; Node.BootstrapToken (the
+//     superuser token of a node with auth on); Buffer (an audit log or
+//     log output the test reads while the node writes).
 //
-// Options (WithListener, WithAddr, WithHTTP, WithHandler) change how a
-// node or handler is served; the engine.Config says what the node is.
+// Options (WithListener, WithAddr, WithHTTP, WithHandler,
+// WithServingAfterFailure) change how a node or handler is served; the
+// engine.Config says what the node is.
 //
 // # Using it
 //
