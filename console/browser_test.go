@@ -714,11 +714,12 @@ func TestConsoleCluster(t *testing.T) {
 	chromium := needChromium(t)
 	bin, _ := builds(t)
 	ctx := testContext(t)
-	addrs := []string{enginetest.FreeAddr(t), enginetest.FreeAddr(t), enginetest.FreeAddr(t)}
-	members := fmt.Sprintf("1=%s,2=%s,3=%s", addrs[0], addrs[1], addrs[2])
+	members := enginetest.PrepareProcessCluster(t, 3)
 	var urls []string
-	for i, a := range addrs {
-		urls = append(urls, startServer(t, enginetest.ProcessConfig{Bin: bin, Addr: a, Args: []string{"--node-id", fmt.Sprint(i + 1), "--initial-cluster", members}}))
+	for id := 1; id <= 3; id++ {
+		pc := members.Config(id)
+		pc.Bin = bin
+		urls = append(urls, startServer(t, pc))
 	}
 	base := urls[0]
 	c := client.New(base + "," + urls[1] + "," + urls[2])

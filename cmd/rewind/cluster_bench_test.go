@@ -323,7 +323,7 @@ func startNodes(tb testing.TB, nodes int) []string {
 		startServer(tb, filepath.Join(tb.TempDir(), "d"), addr)
 		return []string{addr}
 	}
-	return startCluster(tb, nodes).addrs
+	return startCluster(tb, nodes).Addrs
 }
 
 // loadHistory creates topic (one partition, a replica on every node) and
@@ -496,7 +496,7 @@ type failoverRun struct {
 func BenchmarkClusterFailover(b *testing.B) {
 	syscall.Sync()
 	c := startCluster(b, 3)
-	createTopic(b, c.addrs[0], "fo", 3, 3)
+	createTopic(b, c.Addrs[0], "fo", 3, 3)
 	var runs []failoverRun
 	for b.Loop() {
 		for range failoverReps {
@@ -564,16 +564,16 @@ func BenchmarkClusterFailover(b *testing.B) {
 // killLeaderOnce runs one kill of partition 0's leader.
 func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 	b.Helper()
-	victim := settle(b, c.addrs, "fo", 3)[0]
+	victim := settle(b, c.Addrs, "fo", 3)[0]
 	var survivors []uint64
-	for id := range uint64(len(c.addrs)) {
+	for id := range uint64(len(c.Addrs)) {
 		if id+1 != victim {
 			survivors = append(survivors, id+1)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr := startProbes(ctx, c.addrs, survivors, "fo", failoverTimeout, func(uint64, int) string { return "" })
+	pr := startProbes(ctx, c.Addrs, survivors, "fo", failoverTimeout, func(uint64, int) string { return "" })
 	var wg sync.WaitGroup // the status watcher
 	// A new leader, as the survivors' status says.
 	var newLeaderAt atomic.Int64
@@ -586,7 +586,7 @@ func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 		case <-ctx.Done():
 			return
 		}
-		status := []*client.Client{client.New(c.addrs[survivors[0]-1]), client.New(c.addrs[survivors[1]-1])}
+		status := []*client.Client{client.New(c.Addrs[survivors[0]-1]), client.New(c.Addrs[survivors[1]-1])}
 		for ctx.Err() == nil && newLeaderAt.Load() == 0 {
 			for _, cl := range status {
 				if leaderSeenBy(ctx, cl, "fo", 0, func(l uint64) bool { return l != 0 && l != victim }) {
@@ -611,7 +611,7 @@ func killLeaderOnce(b *testing.B, c *cluster) failoverRun {
 	restartAt := time.Now()
 	c.start(b, int(victim))
 	backAt := time.Now()
-	vc := client.New(c.addrs[victim-1])
+	vc := client.New(c.Addrs[victim-1])
 	type seen struct {
 		at           time.Duration
 		leader, term uint64

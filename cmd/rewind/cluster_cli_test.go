@@ -20,12 +20,10 @@ import (
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
-// cluster is three `rewind serve` processes on loopback.
+// cluster is `rewind serve` processes of one cluster on loopback.
 type cluster struct {
-	addrs   []string // by node id - 1
-	dirs    []string
-	initial string
-	nodes   []*server
+	enginetest.ProcessMembers
+	nodes []*server // by node id - 1
 }
 
 func startCluster(t testing.TB, n int, extra ...string) *cluster {
@@ -37,26 +35,17 @@ func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	return c
 }
 
-// prepareCluster prepares n members' addresses and directories; start them
-// with c.start.
+// prepareCluster prepares n members' addresses and directories
+// (enginetest.PrepareProcessCluster); start them with c.start.
 func prepareCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	c := &cluster{}
-	var parts []string
-	for i := range n {
-		c.addrs = append(c.addrs, enginetest.FreeAddr(t))
-		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprintf("d%d", i+1)))
-		parts = append(parts, fmt.Sprintf("%d=%s", i+1, c.addrs[i]))
-	}
-	c.initial = strings.Join(parts, ",")
-	c.nodes = make([]*server, n)
-	return c
+	m := enginetest.PrepareProcessCluster(t, n)
+	return &cluster{ProcessMembers: m, nodes: make([]*server, n)}
 }
 
 func (c *cluster) start(t testing.TB, id int, extra ...string) *server {
 	t.Helper()
-	args := append([]string{"--node-id", fmt.Sprint(id), "--initial-cluster", c.initial}, extra...)
-	s := startServer(t, c.dirs[id-1], c.addrs[id-1], args...)
+	s := startServerWith(t, &server{url: "http://" + c.Addrs[id-1]}, c.Config(id, extra...))
 	c.nodes[id-1] = s
 	return s
 }
@@ -66,7 +55,7 @@ func (c *cluster) leaderOf(t *testing.T, topic string, p uint32) uint64 {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, addr := range c.addrs {
+		for _, addr := range c.Addrs {
 			st, err := client.New(addr).ClusterStatus(context.Background())
 			if err != nil {
 				continue
@@ -141,11 +130,11 @@ func testKillALeader(t *testing.T, serve, create []string) {
 	}
 	// A third, connected to the victim but given every node, resumes on
 	// another node from its last token when the victim dies.
-	others := slices.DeleteFunc(slices.Clone(c.addrs), func(a string) bool { return a == c.addrs[victim-1] })
+	others := slices.DeleteFunc(slices.Clone(c.Addrs), func(a string) bool { return a == c.Addrs[victim-1] })
 	lives := map[string]<-chan client.Record{
-		"through the leader":                 watch(c.addrs[watcher-1]),
-		"from its replica":                   watch(c.addrs[watcher-1], client.FollowerReads()),
-		"resumed after the victim's kill -9": watch(strings.Join(append([]string{c.addrs[victim-1]}, others...), ",")),
+		"through the leader":                 watch(c.Addrs[watcher-1]),
+		"from its replica":                   watch(c.Addrs[watcher-1], client.FollowerReads()),
+		"resumed after the victim's kill -9": watch(strings.Join(append([]string{c.Addrs[victim-1]}, others...), ",")),
 	}
 
 	type acked struct {
@@ -163,9 +152,9 @@ func testKillALeader(t *testing.T, serve, create []string) {
 	)
 	// Each worker's client knows every node, starting at its own: it
 	// moves on when the node it uses dies.
-	clients := make([]*client.Client, len(c.addrs))
-	for i := range c.addrs {
-		clients[i] = client.New(strings.Join(append(slices.Clone(c.addrs[i:]), c.addrs[:i]...), ","),
+	clients := make([]*client.Client, len(c.Addrs))
+	for i := range c.Addrs {
+		clients[i] = client.New(strings.Join(append(slices.Clone(c.Addrs[i:]), c.Addrs[:i]...), ","),
 			// Eight attempts, 10 ms doubling: about 1.3 s of waits,
 			// which outlasts an election however fast each attempt
 			// fails. With three, an election, a cut-short forward and
@@ -232,7 +221,7 @@ func testKillALeader(t *testing.T, serve, create []string) {
 	}
 	waitFor("200 acks before the kill", func() bool { return count() >= 200 })
 	if tiering {
-		waitFor("tiered history before the kill", func() bool { return tiered(c.addrs[victim-1], 1) })
+		waitFor("tiered history before the kill", func() bool { return tiered(c.Addrs[victim-1], 1) })
 	}
 	c.nodes[victim-1].Kill()
 	killed.Store(true)
@@ -256,7 +245,7 @@ func testKillALeader(t *testing.T, serve, create []string) {
 	// (checked against the watcher's replay below).
 	// Every node has every acknowledged record exactly once, in order: each
 	// replays its own replica.
-	for id, addr := range c.addrs {
+	for id, addr := range c.Addrs {
 		waitFor(fmt.Sprintf("node %d to catch up", id+1), func() bool { return c.caughtUp(ctx, addr) })
 		if tiering {
 			// Its local copy of each partition starts past the first 50
@@ -333,12 +322,12 @@ func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"another node's data", []string{"serve", "--data", c.dirs[0], "--listen", c.addrs[0], "--node-id", "2", "--initial-cluster", c.initial}, "belongs to node 1, not 2"},
-		{"another cluster's data", []string{"serve", "--data", c.dirs[0], "--listen", c.addrs[0], "--node-id", "1",
-			"--initial-cluster", "1=" + c.addrs[0] + ",2=" + c.addrs[1]}, "belongs to cluster"},
-		{"not a member", []string{"serve", "--data", t.TempDir(), "--node-id", "4", "--initial-cluster", c.initial}, "not in --initial-cluster"},
+		{"another node's data", []string{"serve", "--data", c.Dirs[0], "--listen", c.Addrs[0], "--node-id", "2", "--initial-cluster", c.Initial}, "belongs to node 1, not 2"},
+		{"another cluster's data", []string{"serve", "--data", c.Dirs[0], "--listen", c.Addrs[0], "--node-id", "1",
+			"--initial-cluster", "1=" + c.Addrs[0] + ",2=" + c.Addrs[1]}, "belongs to cluster"},
+		{"not a member", []string{"serve", "--data", t.TempDir(), "--node-id", "4", "--initial-cluster", c.Initial}, "not in --initial-cluster"},
 		{"duplicate id", []string{"serve", "--data", t.TempDir(), "--initial-cluster", "1=127.0.0.1:1,1=127.0.0.1:2"}, "appears twice"},
-		{"join and bootstrap", []string{"serve", "--data", t.TempDir(), "--initial-cluster", c.initial, "--join", c.addrs[1]}, "exclude each other"},
+		{"join and bootstrap", []string{"serve", "--data", t.TempDir(), "--initial-cluster", c.Initial, "--join", c.Addrs[1]}, "exclude each other"},
 		{"duplicate address", []string{"serve", "--data", t.TempDir(), "--initial-cluster", "1=127.0.0.1:1,2=127.0.0.1:1"}, "same address"},
 	} {
 		r := runCLI(t, nil, nil, tc.args...)
@@ -350,11 +339,11 @@ func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 	// to start rather than campaign with a truncated log.
 	c.nodes[1].ok(t, nil, "topic", "list") // the others still serve
 	damaged := filepath.Join(t.TempDir(), "copy")
-	if err := os.CopyFS(damaged, os.DirFS(c.dirs[0])); err != nil {
+	if err := os.CopyFS(damaged, os.DirFS(c.Dirs[0])); err != nil {
 		t.Fatal(err)
 	}
 	truncateLastEntry(t, damaged, 1) // the metadata group
-	r := runCLI(t, nil, nil, "serve", "--data", damaged, "--listen", enginetest.FreeAddr(t), "--node-id", "1", "--initial-cluster", c.initial)
+	r := runCLI(t, nil, nil, "serve", "--data", damaged, "--listen", enginetest.FreeAddr(t), "--node-id", "1", "--initial-cluster", c.Initial)
 	if r.code == 0 || !strings.Contains(r.stderr, "corrupt") {
 		t.Errorf("damaged log: exit %d, stderr %q; want a refusal naming the corruption", r.code, r.stderr)
 	}
@@ -377,7 +366,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	c := startCluster(t, 3)
 	c.nodes[0].ok(t, nil, "topic", "create", "orders", "--partitions", "2")
 	ctx := context.Background()
-	cl := client.New(c.addrs[1])
+	cl := client.New(c.Addrs[1])
 	var want []string
 	publish := func(cl *client.Client, n int) {
 		t.Helper()
@@ -393,7 +382,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	publish(cl, 50)
 
 	addr4 := enginetest.FreeAddr(t)
-	n4 := startServer(t, filepath.Join(t.TempDir(), "d4"), addr4, "--node-id", "4", "--join", c.addrs[2])
+	n4 := startServer(t, filepath.Join(t.TempDir(), "d4"), addr4, "--node-id", "4", "--join", c.Addrs[2])
 	// 6 replicas on 3 nodes, none on node 4: one moves to it.
 	out := n4.ok(t, nil, "cluster", "rebalance")
 	if !strings.Contains(out, "-> node 4") || !strings.Contains(out, "1 replica moved") {
@@ -457,7 +446,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 			t.Errorf("node 4, partition %d: got %v, want %v", p, got[p], w)
 		}
 	}
-	r := runCLI(t, nil, nil, "serve", "--node-id", "1", "--listen", enginetest.FreeAddr(t), "--data", t.TempDir(), "--join", c.addrs[1])
+	r := runCLI(t, nil, nil, "serve", "--node-id", "1", "--listen", enginetest.FreeAddr(t), "--data", t.TempDir(), "--join", c.Addrs[1])
 	if r.code == 0 || !strings.Contains(r.stderr, "never reused") {
 		t.Fatalf("rejoining under a removed id: exit %d, %s", r.code, r.stderr)
 	}
@@ -504,16 +493,16 @@ func TestClusterGroupMembersOnDifferentNodes(t *testing.T) {
 	defer cancel()
 	for i := range 40 {
 		p := uint32(i % 4)
-		if _, err := client.New(c.addrs[i%3]).Publish(ctx, "jobs", client.Message{Value: []byte(fmt.Sprint(i)), Partition: &p}); err != nil {
+		if _, err := client.New(c.Addrs[i%3]).Publish(ctx, "jobs", client.Message{Value: []byte(fmt.Sprint(i)), Partition: &p}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a, err := client.New(c.addrs[1]).Subscribe(ctx, "jobs", client.Group("g"), client.From(client.Earliest()))
+	a, err := client.New(c.Addrs[1]).Subscribe(ctx, "jobs", client.Group("g"), client.From(client.Earliest()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := client.New(c.addrs[2]).Subscribe(ctx, "jobs", client.Group("g"), client.From(client.Earliest()))
+	b, err := client.New(c.Addrs[2]).Subscribe(ctx, "jobs", client.Group("g"), client.From(client.Earliest()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +550,7 @@ func TestClusterGroupMembersOnDifferentNodes(t *testing.T) {
 	noted := func(m *member) string { m.mu.Lock(); defer m.mu.Unlock(); return m.id }
 	for i := 40; noted(&ma) == "" || noted(&mb) == ""; i++ {
 		p := uint32(i % 4)
-		if _, err := client.New(c.addrs[i%3]).Publish(ctx, "jobs", client.Message{Value: []byte(fmt.Sprint(i)), Partition: &p}); err != nil {
+		if _, err := client.New(c.Addrs[i%3]).Publish(ctx, "jobs", client.Message{Value: []byte(fmt.Sprint(i)), Partition: &p}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -594,7 +583,7 @@ func TestClusterGroupMembersOnDifferentNodes(t *testing.T) {
 // partition, everything its leader had committed when asked.
 func (c *cluster) caughtUp(ctx context.Context, addr string) bool {
 	commit := map[uint64]uint64{} // group -> the leader's commit index
-	for _, a := range c.addrs {
+	for _, a := range c.Addrs {
 		st, err := client.New(a).ClusterStatus(ctx)
 		if err != nil {
 			continue

@@ -40,7 +40,7 @@ const (
 func BenchmarkClusterPausedLeader(b *testing.B) {
 	syscall.Sync()
 	c := startCluster(b, 3)
-	createTopic(b, c.addrs[0], "gp", 3, 3)
+	createTopic(b, c.Addrs[0], "gp", 3, 3)
 	var recovery, held []time.Duration
 	errs := map[string]int{}
 	for b.Loop() {
@@ -75,18 +75,18 @@ func pauseLeaderOnce(b *testing.B, c *cluster) (recovery, held time.Duration, er
 
 func tryPauseLeader(b *testing.B, c *cluster) (recovery, held time.Duration, errs map[string]int, ok bool) {
 	b.Helper()
-	victim := settle(b, c.addrs, "gp", 3)[0]
+	victim := settle(b, c.Addrs, "gp", 3)[0]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var others []uint64
-	for via := uint64(1); via <= uint64(len(c.addrs)); via++ {
+	for via := uint64(1); via <= uint64(len(c.Addrs)); via++ {
 		if via != victim {
 			others = append(others, via)
 		}
 	}
-	pr := startProbes(ctx, c.addrs, others, "gp", pauseTimeout, func(via uint64, n int) string { return fmt.Sprintf("%d-%d-%d", victim, via, n) })
+	pr := startProbes(ctx, c.Addrs, others, "gp", pauseTimeout, func(via uint64, n int) string { return fmt.Sprintf("%d-%d-%d", victim, via, n) })
 	time.Sleep(time.Second) // steady publishing before the pause
-	if ps := statusOf(ctx, client.New(c.addrs[victim-1]), "gp", 0); ps == nil || ps.GetLeader() != victim {
+	if ps := statusOf(ctx, client.New(c.Addrs[victim-1]), "gp", 0); ps == nil || ps.GetLeader() != victim {
 		cancel()
 		pr.wg.Wait()
 		return 0, 0, nil, false

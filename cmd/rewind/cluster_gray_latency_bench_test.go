@@ -152,10 +152,10 @@ func BenchmarkClusterGrayLatency(b *testing.B) {
 	b.Run("fault=paused", func(b *testing.B) {
 		for b.Loop() {
 			c := startCluster(b, 3)
-			createTopic(b, c.addrs[0], "gl", 3, 3)
-			victim := settle(b, c.addrs, "gl", 3)[0]
+			createTopic(b, c.Addrs[0], "gl", 3, 3)
+			victim := settle(b, c.Addrs, "gl", 3)[0]
 			ctx, cancel := context.WithCancel(context.Background())
-			l := startGrayLoad(ctx, c.addrs, "gl")
+			l := startGrayLoad(ctx, c.Addrs, "gl")
 			time.Sleep(grayBefore) // steady publishing before the fault
 			proc := c.nodes[victim-1].Cmd.Process
 			from := time.Now()
@@ -163,7 +163,7 @@ func BenchmarkClusterGrayLatency(b *testing.B) {
 				b.Fatal(err)
 			}
 			go func() { // when the other nodes see a new leader of partition 0
-				other := c.addrs[victim%3]
+				other := c.Addrs[victim%3]
 				for time.Since(from) < 5*time.Second {
 					sctx, scancel := context.WithTimeout(ctx, time.Second)
 					ps := statusOf(sctx, client.New(other), "gl", 0)
@@ -196,8 +196,8 @@ func BenchmarkClusterGrayLatency(b *testing.B) {
 				c.start(b, id, extra...)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			createTopic(b, c.addrs[0], "gl", 3, 3)
-			l := startGrayLoad(ctx, c.addrs, "gl")
+			createTopic(b, c.Addrs[0], "gl", 3, 3)
+			l := startGrayLoad(ctx, c.Addrs, "gl")
 			time.Sleep(grayBefore + grayPause + grayAfter) // the whole run is "during"
 			cancel()
 			l.report(b, "low-disk", time.Time{}, time.Time{})

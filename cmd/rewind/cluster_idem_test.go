@@ -43,14 +43,14 @@ func TestClusterIdempotencyKeysAreTopicWide(t *testing.T) {
 	k1 := keyFor(func(p uint32) bool { return p != home })
 	third := 3 - home - routedTo(k1, n) // the partition neither home nor k1's
 	k2 := keyFor(func(p uint32) bool { return p == third })
-	first, err := client.New(c.addrs[1]).Publish(ctx, "ik", client.Message{Key: []byte(k1), Value: []byte("v"), IdempotencyKey: ik})
+	first, err := client.New(c.Addrs[1]).Publish(ctx, "ik", client.Message{Key: []byte(k1), Value: []byte("v"), IdempotencyKey: ik})
 	if err != nil {
 		t.Fatal(err)
 	}
 	orig := first[0]
 	check := func(round string) {
 		t.Helper()
-		for _, addr := range c.addrs {
+		for _, addr := range c.Addrs {
 			cl := client.New(addr)
 			_, err := cl.Publish(ctx, "ik", client.Message{Key: []byte(k2), Value: []byte("v"), IdempotencyKey: ik})
 			var ce *connect.Error
@@ -85,7 +85,7 @@ func TestClusterIdempotencyKeysAreTopicWide(t *testing.T) {
 		}
 		check(fmt.Sprintf("home partition led by node %d", target))
 	}
-	for _, addr := range c.addrs {
+	for _, addr := range c.Addrs {
 		c.waitCaughtUp(t, addr)
 		if got := replayDense(t, addr, "ik", client.FollowerReads()); len(got[orig.Partition]) != 1 || len(got) != 1 {
 			t.Fatalf("replica on %s holds %v, want the one record", addr, got)

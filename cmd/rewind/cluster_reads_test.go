@@ -80,7 +80,7 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 	c.start(t, 3, "--follower-reads")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl := client.New(strings.Join(c.addrs, ","))
+	cl := client.New(strings.Join(c.Addrs, ","))
 
 	// Replication factor 1: every partition lives on one node only, and
 	// every node replays all of it, in order.
@@ -94,7 +94,7 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 		}
 		want[p] = append(want[p], v)
 	}
-	for _, addr := range c.addrs {
+	for _, addr := range c.Addrs {
 		for _, opts := range [][]client.SubscribeOption{nil, {client.FollowerReads()}, {client.LeaderReads()}} {
 			got := replayDense(t, addr, "solo", opts...)
 			for p := range uint32(3) {
@@ -121,7 +121,7 @@ func TestClusterReadsFromLeaders(t *testing.T) {
 		c.nodes[0].cli(t, nil, "cluster", "transfer-leader", "rf3", "0", fmt.Sprint(leaderID))
 		time.Sleep(100 * time.Millisecond) // poll interval
 	}
-	leader, follower, followerReader := c.addrs[leaderID-1], c.addrs[followerID-1], c.addrs[2]
+	leader, follower, followerReader := c.Addrs[leaderID-1], c.Addrs[followerID-1], c.Addrs[2]
 	// Read your writes: a record acknowledged is in a stream opened on a
 	// follower right after, every time: reading from the leader, and by
 	// default (history from the follower's replica when it has it, the
@@ -233,8 +233,8 @@ func TestClusterRelayedStreamSurvivesItsNodeStopping(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var order []string
-	order = append(order, c.addrs[relay-1])
-	for i, a := range c.addrs {
+	order = append(order, c.Addrs[relay-1])
+	for i, a := range c.Addrs {
 		if uint64(i+1) != relay {
 			order = append(order, a)
 		}
@@ -244,7 +244,7 @@ func TestClusterRelayedStreamSurvivesItsNodeStopping(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	pub := client.New(c.addrs[leader-1])
+	pub := client.New(c.Addrs[leader-1])
 	p0 := uint32(0)
 	publish := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -287,18 +287,18 @@ func TestClusterPartitionServiceRefusesMisuse(t *testing.T) {
 	leader := c.leaderOf(t, "t", 0)
 	follower := leader%3 + 1
 	members := map[uint64]string{}
-	for i, a := range c.addrs {
+	for i, a := range c.Addrs {
 		members[uint64(i+1)] = a
 	}
 	cluster := engine.ClusterIDOf(members)
 	ctx := context.Background()
-	desc, _, err := client.New(c.addrs[0]).DescribeTopic(ctx, "t")
+	desc, _, err := client.New(c.Addrs[0]).DescribeTopic(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
 	topicID := desc.ID
 	call := func(node uint64, ref *peerv1.PartitionRef) error {
-		pc := peerv1connect.NewPartitionServiceClient(http.DefaultClient, "http://"+c.addrs[node-1])
+		pc := peerv1connect.NewPartitionServiceClient(http.DefaultClient, "http://"+c.Addrs[node-1])
 		_, err := pc.Fetch(ctx, &peerv1.FetchRequest{Partition: ref, MaxBytes: 1 << 20})
 		return err
 	}

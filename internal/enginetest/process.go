@@ -229,3 +229,37 @@ func (p *Process) Stop(tb testing.TB) {
 		tb.Fatalf("rewind serve on %s exited with %d after SIGTERM, want 0 (graceful shutdown)\nlog:\n%s", p.Addr, code, p.Log())
 	}
 }
+
+// ProcessMembers are what n `rewind serve` processes of one cluster are
+// told: their addresses, data directories and --initial-cluster. Start a
+// member with StartProcess(tb, m.Config(id, ...)).
+type ProcessMembers struct {
+	// Addrs and Dirs are the members' --listen and --data, by node id - 1.
+	Addrs, Dirs []string
+	// Initial is the --initial-cluster value: 1=ADDR,2=ADDR,...
+	Initial string
+}
+
+// PrepareProcessCluster picks n free loopback addresses and n data
+// directories (not created: the node creates its own); it starts nothing.
+func PrepareProcessCluster(tb testing.TB, n int) ProcessMembers {
+	tb.Helper()
+	var m ProcessMembers
+	parts := make([]string, n)
+	for i := range n {
+		m.Addrs = append(m.Addrs, FreeAddr(tb))
+		m.Dirs = append(m.Dirs, filepath.Join(tb.TempDir(), fmt.Sprintf("d%d", i+1)))
+		parts[i] = fmt.Sprintf("%d=%s", i+1, m.Addrs[i])
+	}
+	m.Initial = strings.Join(parts, ",")
+	return m
+}
+
+// Config returns member id's ProcessConfig (id 1 to n): its address and
+// directory, and --node-id and --initial-cluster before extra.
+func (m ProcessMembers) Config(id int, extra ...string) ProcessConfig {
+	return ProcessConfig{
+		Addr: m.Addrs[id-1], Dir: m.Dirs[id-1],
+		Args: append([]string{"--node-id", strconv.Itoa(id), "--initial-cluster", m.Initial}, extra...),
+	}
+}
