@@ -25,7 +25,9 @@
 //     cache under os.TempDir, a lock file, build then rename).
 //   - StartProcess: `rewind serve` as a child process on a free port,
 //     waited for until its /livez names it (internal/identity), then for
-//     the test's own idea of ready.
+//     the test's own idea of ready. PrepareProcessCluster gives the
+//     members of a process cluster their addresses, directories and
+//     --initial-cluster.
 //   - FreeAddr and Listen: loopback ports; Node.BootstrapToken (the
 //     superuser token of a node with auth on); Buffer (an audit log or
 //     log output the test reads while the node writes).
