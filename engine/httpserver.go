@@ -16,7 +16,7 @@ import (
 // each field selects its default; a negative value turns the limit off.
 //
 // Server applies it to an http.Server, Listener to the TCP listener
-// (under TLS: Node.Listener(cfg.Listener(ln))).
+// (under TLS: Node.Listener(cfg.Listener(ln))); Node.Serve does both.
 type HTTPConfig struct {
 	// ReadHeaderTimeout bounds the reading of a request's headers.
 	// Default 10 s.
@@ -88,10 +88,6 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 // Limits returns c with its defaults filled in: what Server and Listener
 // apply.
 func (c HTTPConfig) Limits() HTTPConfig { return c.withDefaults() }
-
-// NewHTTPServer returns the HTTP server Rewind serves h with, under the
-// default HTTPConfig: HTTPConfig{}.Server(h).
-func NewHTTPServer(h http.Handler) *http.Server { return HTTPConfig{}.Server(h) }
 
 // Server returns the HTTP server configuration Rewind serves with:
 // HTTP/1.1 and unencrypted HTTP/2 (h2c) on one port (or, on a TLS
