@@ -678,3 +678,31 @@ func TestNotStoredNamesEachCauseOnce(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWrite is the router's own cost per request, beside the call it
+// makes: local (this node leads) and forwarded (another member leads, the
+// call answers at once). A forwarded publish's round trip is about a
+// millisecond on loopback (docs/benchmarks.md), so this should stay in
+// the microseconds.
+func BenchmarkWrite(b *testing.B) {
+	r, _ := newRouter(3)
+	op := Op{
+		Local:  func() error { return nil },
+		Remote: func(context.Context, uint64, string, bool) error { return nil },
+	}
+	for _, tc := range []struct {
+		name   string
+		leader uint64
+	}{{"local", 1}, {"forwarded", 2}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := part(newReplica(tc.leader))
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.Write(ctx, p, op); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
