@@ -31,14 +31,9 @@ type authRun struct {
 	ready  chan struct{}
 }
 
-// startAuth turns authentication on and starts the bootstrap.
+// startAuth starts the bootstrap of the authorization state (the api
+// server was built with apiAuth).
 func (n *Node) startAuth(cfg Config, log hclog.Logger) {
-	audit := cfg.AuditLog
-	if audit == nil {
-		audit = logWriter{log.Named("audit")}
-	}
-	n.api.EnableAuth(api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.Clock, RecheckInterval: cfg.AuthRecheckInterval,
-		Failures: cfg.AuthFailures.auth(cfg.Clock)})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.auth = &authRun{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{})}
 	go func() {
@@ -46,6 +41,20 @@ func (n *Node) startAuth(cfg Config, log hclog.Logger) {
 		bootstrapAuth(ctx, n.b, cfg.Dir, log)
 		close(n.auth.ready)
 	}()
+}
+
+// apiAuth is the api server's authentication configuration (nil with auth
+// off).
+func apiAuth(cfg Config, log hclog.Logger) *api.AuthConfig {
+	if !cfg.Auth {
+		return nil
+	}
+	audit := cfg.AuditLog
+	if audit == nil {
+		audit = logWriter{log.Named("audit")}
+	}
+	return &api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.Clock, RecheckInterval: cfg.AuthRecheckInterval,
+		Failures: cfg.AuthFailures.auth(cfg.Clock)}
 }
 
 // AuthReady is closed once the authorization state exists (the bootstrap

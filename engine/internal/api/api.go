@@ -42,7 +42,7 @@ type Server struct {
 	// publishFailures counts those that failed, by Connect code.
 	publishDurations durations
 	publishFailures  [connect.CodeUnauthenticated + 1]atomic.Uint64
-	// guard is set when authentication is on (EnableAuth; authn.go).
+	// guard is set when authentication is on (Config.Auth; authn.go).
 	guard *guard
 	// quotas charges principals (quota.go), made on first use.
 	quotaOnce sync.Once
@@ -58,6 +58,10 @@ type Config struct {
 	// PeerStats, if set, gives the cluster status the raft transport's
 	// view of the peers.
 	PeerStats func() map[uint64]PeerStat
+	// Auth, if set, turns authentication and authorization on for every
+	// public service: each call needs a bearer token or a verified client
+	// certificate, and the rights the ACLs give it (authn.go).
+	Auth *AuthConfig
 }
 
 // New returns the handlers for b.
@@ -66,7 +70,11 @@ func New(b *broker.Broker, cfg Config) *Server {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Server{b: b, log: log, maxRequest: MaxRequestBytes, peers: cfg.Peers, peerStats: cfg.PeerStats}
+	s := &Server{b: b, log: log, maxRequest: MaxRequestBytes, peers: cfg.Peers, peerStats: cfg.PeerStats}
+	if cfg.Auth != nil {
+		s.enableAuth(*cfg.Auth)
+	}
+	return s
 }
 
 // Handler returns an http.Handler serving every service, plus gRPC health,

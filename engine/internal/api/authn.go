@@ -76,9 +76,8 @@ type guard struct {
 	failures *auth.Failures
 }
 
-// EnableAuth turns authentication and authorization on for every public
-// service. Call before Handler.
-func (s *Server) EnableAuth(cfg AuthConfig) {
+// enableAuth turns authentication and authorization on (Config.Auth).
+func (s *Server) enableAuth(cfg AuthConfig) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
