@@ -360,7 +360,7 @@ func (n *Node) Handler() http.Handler {
 	mux.Handle(readsPath, rh)
 	mux.Handle(api.MemberPrefix+"/", api.MemberHandler(h))
 	mux.Handle("/", public)
-	return n.sec.guard(mux, n.b.IsMember, path, readsPath, api.MemberPrefix+"/")
+	return n.sec.guard(mux, members{current: n.b.IsCurrentMember, raft: n.b.IsMember, raftPath: path}, path, readsPath, api.MemberPrefix+"/")
 }
 
 // TLSConfig is the TLS configuration to serve Handler with, or nil when

@@ -213,7 +213,7 @@ func (s *security) authenticate(r *http.Request, join bool) (uint64, error) {
 // peer paths are marked api.WithMember; members' authenticated requests
 // also peerauth.WithPeer. Public paths refuse member assertions
 // (api.RefuseMemberHeaders, in Handler).
-func (s *security) guard(h http.Handler, isMember func(uint64) bool, peerPaths ...string) http.Handler {
+func (s *security) guard(h http.Handler, m members, peerPaths ...string) http.Handler {
 	ew := connect.NewErrorWriter()
 	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, err error) {
 		_ = ew.Write(w, r, connect.NewError(code, fmt.Errorf("%s is for cluster members only: %w", r.URL.Path, err)))
@@ -246,6 +246,10 @@ func (s *security) guard(h http.Handler, isMember func(uint64) bool, peerPaths .
 			h.ServeHTTP(w, r)
 			return
 		}
+		isMember := m.current
+		if strings.HasPrefix(r.URL.Path, m.raftPath) {
+			isMember = m.raft // a removed member's last raft messages still count
+		}
 		if !join && !isMember(id) {
 			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("node %d is not a member of the cluster (removed, or never added)", id))
 			return
@@ -260,6 +264,15 @@ func (s *security) guard(h http.Handler, isMember func(uint64) bool, peerPaths .
 		}
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// members tells the guard who is a member: current is the member
+// services' test (a removed member is out at once); raft, for the raft
+// transport's path (raftPath), admits a removed member until raft's own
+// configuration has dropped it.
+type members struct {
+	current, raft func(uint64) bool
+	raftPath      string
 }
 
 // authorize is the raft transport's check of every inbound frame: its

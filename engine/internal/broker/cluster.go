@@ -131,18 +131,25 @@ func (b *Broker) Addr(node uint64) (string, bool) {
 	return addr, ok
 }
 
-// IsMember reports whether node is a current member: it may send this
-// node raft messages and call its member services. A removed member is
-// not, from the moment this node applies its removal, though it was in
-// the initial cluster.
+// IsMember reports whether node may send this node raft messages: a
+// member of the initial cluster or of the metadata. A removed member
+// still may, until the configuration changes that take it out of every
+// raft group have gone through (a metadata leader that removes itself
+// must still get its last configuration change replicated); raft itself
+// then ignores it. The member services ask IsCurrentMember.
 func (b *Broker) IsMember(node uint64) bool {
-	if node == 0 || b.meta.Removed(node) {
-		return false
-	}
 	if _, ok := b.cfg.Peers[node]; ok {
 		return true
 	}
 	return slices.ContainsFunc(b.meta.Nodes(), func(n meta.Node) bool { return n.ID == node })
+}
+
+// IsCurrentMember reports whether node is a member now: not removed (from
+// the moment this node applies the removal, though it was in the initial
+// cluster). The member services (peer reads, the member path) admit only
+// current members.
+func (b *Broker) IsCurrentMember(node uint64) bool {
+	return node != 0 && !b.meta.Removed(node) && b.IsMember(node)
 }
 
 // NodeID returns this node's id.
