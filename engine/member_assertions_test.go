@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,23 +99,11 @@ func testHopHeadersFromAClient(t *testing.T, c *rpcs) {
 	// (In a cluster the member asked describes its own replicas: wait for
 	// them. A forged record stored would keep them apart for good.)
 	eventually(t, "only the first record stored", func() error {
-		if got := endOffsets(t, c, "keys"); !slicesEqual(got, []uint64{0, 0, 0, 1}) {
+		if got := endOffsets(t, c, "keys"); !slices.Equal(got, []uint64{0, 0, 0, 1}) {
 			return fmt.Errorf("end offsets %v after the forged hops, want only the first record (0 0 0 1)", got)
 		}
 		return nil
 	})
-}
-
-func slicesEqual(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestClientHopHeadersRefused: on a single node, with and without auth,
