@@ -296,3 +296,48 @@ func TestRemovedMemberRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataLeaderRemovesItself: the member that leads the metadata
+// group removes itself, with and without member authentication. Its last
+// configuration change must still reach the others after they applied
+// its removal: when the removal shut a removed member's raft frames out
+// at once, this call never returned (TestClusterGrowAndShrink hung when
+// node 1 happened to lead). The other members then see two members, and
+// the removed one is refused on their member services.
+func TestMetadataLeaderRemovesItself(t *testing.T) {
+	for name, secret := range map[string][]byte{"plain": nil, "secret": testSecret} {
+		t.Run(name, func(t *testing.T) {
+			cl := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.ClusterSecret = secret })
+			urls := cl.URLs()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang detector, not a budget
+			defer cancel()
+			var leader uint64
+			eventually(t, "a metadata leader", func() error {
+				st, err := newRPCs(urls[0], "").cluster.GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+				if err == nil && (st.GetMetadataLeader() == 0 || len(st.GetNodes()) != 3) {
+					err = fmt.Errorf("metadata leader %d, %d members: not settled yet", st.GetMetadataLeader(), len(st.GetNodes()))
+				}
+				leader = st.GetMetadataLeader()
+				return err
+			})
+			// Sent to the leader itself, which removes itself. (A new
+			// cluster records its first members a moment after it elects
+			// a metadata leader: until then the node is "not a member".)
+			eventually(t, "the leader removing itself", func() error {
+				_, err := newRPCs(urls[leader-1], "").cluster.RemoveNode(ctx, &rewindv1.RemoveNodeRequest{Node: leader})
+				if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
+					t.Fatalf("node %d removing itself: %v", leader, err)
+				}
+				return err
+			})
+			other := urls[leader%3] // any member but the leader
+			eventually(t, "two members left", func() error {
+				st, err := newRPCs(other, "").cluster.GetClusterStatus(ctx, &rewindv1.GetClusterStatusRequest{})
+				if err == nil && len(st.GetNodes()) != 2 {
+					err = fmt.Errorf("%d members", len(st.GetNodes()))
+				}
+				return err
+			})
+		})
+	}
+}
