@@ -31,27 +31,14 @@ func (m *Meta) checkTopicQuota(s *Spec) error {
 	if l.Topics == 0 && l.Partitions == 0 {
 		return nil
 	}
-	return quota.CheckTopics(s.Creator, l, owned(m.topics, s.Creator), s.Partitions)
+	return quota.CheckTopics(s.Creator, l, countOwned(m.topics)[s.Creator], s.Partitions)
 }
 
-func owned(topics map[string]*Topic, principal string) quota.Owned {
-	var o quota.Owned
-	for _, t := range topics {
-		if t.Creator == principal {
-			o.Topics++
-			o.Partitions += uint64(t.Partitions)
-		}
-	}
-	return o
-}
-
-// Owned returns, for every principal that created topics that still exist
-// (durable), how many and their partitions. Safe for concurrent use.
-func (m *Meta) Owned() map[string]quota.Owned {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// countOwned counts, per principal, the topics of the catalog it created
+// and their partitions (topics without a creator count for no one).
+func countOwned(topics map[string]*Topic) map[string]quota.Owned {
 	out := map[string]quota.Owned{}
-	for _, t := range m.mu.topics {
+	for _, t := range topics {
 		if t.Creator == "" {
 			continue
 		}
@@ -61,4 +48,12 @@ func (m *Meta) Owned() map[string]quota.Owned {
 		out[t.Creator] = o
 	}
 	return out
+}
+
+// Owned returns, for every principal that created topics that still exist
+// (durable), how many and their partitions. Safe for concurrent use.
+func (m *Meta) Owned() map[string]quota.Owned {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return countOwned(m.mu.topics)
 }
