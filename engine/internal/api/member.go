@@ -99,23 +99,17 @@ func HasMemberHeaders(h http.Header) (string, bool) {
 }
 
 // RefuseMemberHeaders serves the public paths: a request carrying a member
-// assertion is refused with PermissionDenied (in the caller's protocol)
-// before its handler runs.
+// assertion is refused with PermissionDenied (in the caller's protocol, or
+// HTTP 403) before its handler runs, its body unread (refuseUnread).
 func RefuseMemberHeaders(h http.Handler) http.Handler {
-	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k, ok := HasMemberHeaders(r.Header)
 		if !ok {
 			h.ServeHTTP(w, r)
 			return
 		}
-		err := connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
-			"the %s header is for calls between cluster members; a client may not send it", k))
-		if !ew.IsSupported(r) {
-			http.Error(w, err.Message(), http.StatusForbidden)
-			return
-		}
-		_ = ew.Write(w, r, err)
+		refuseUnread(w, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
+			"the %s header is for calls between cluster members; a client may not send it", k)))
 	})
 }
 
