@@ -58,7 +58,15 @@ func weedBinary(t testing.TB) string {
 			weedErr = fmt.Errorf("go mod download seaweedfs: no directory in %s", out)
 			return
 		}
-		tmp := weedPath + ".tmp"
+		// A temporary name of this process's own: test binaries of several
+		// packages build it at once on a fresh machine (a shared ".tmp"
+		// name let one rename the other's build away).
+		if err := os.MkdirAll(filepath.Dir(weedPath), 0o755); err != nil {
+			weedErr = err
+			return
+		}
+		tmp := fmt.Sprintf("%s.%d.tmp", weedPath, os.Getpid())
+		defer os.Remove(tmp)
 		build := exec.Command("go", "build", "-o", tmp, "./weed")
 		build.Dir = mod.Dir
 		build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
@@ -66,7 +74,7 @@ func weedBinary(t testing.TB) string {
 			weedErr = fmt.Errorf("building seaweedfs: %w\n%s", err, out)
 			return
 		}
-		weedErr = os.Rename(tmp, weedPath)
+		weedErr = os.Rename(tmp, weedPath) // the same bytes if another process got there first
 	})
 	if weedErr != nil {
 		t.Fatalf("the S3 test server: %v", weedErr)
