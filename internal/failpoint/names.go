@@ -89,6 +89,10 @@ const (
 	// BugSkipDedupe makes the leader ignore idempotency keys when it
 	// proposes (partition): a resend is stored again, at a new offset.
 	BugSkipDedupe = "bug-skip-dedupe"
+	// BugSkipConditions makes apply accept every conditional append
+	// without checking its conditions (partition): two writers that
+	// loaded the same version both append, one update is lost.
+	BugSkipConditions = "bug-skip-conditions"
 	// BugDeliverTwice makes each stream deliver the first record of its
 	// first records event twice (stream): the record is repeated at the
 	// end of that event, as a redelivery after a reconnect would.
@@ -145,7 +149,7 @@ const Path = "/debug/failpoints"
 // Names lists every failpoint, sorted.
 func Names() []string {
 	return []string{
-		BitFlip, BugAcceptFencedCommit, BugAckBeforeFsync, BugDeliverTwice, BugSkipDedupe, BugSwapRecords,
+		BitFlip, BugAcceptFencedCommit, BugAckBeforeFsync, BugDeliverTwice, BugSkipConditions, BugSkipDedupe, BugSwapRecords,
 		ClockOffset, ENOSPC, FsyncDelay, FsyncEIO, PowerLoss, ResetFail, TierRecorded, TierRecording, TierTruncatedLocal,
 		TierTruncatingLocal, TierUploaded, TornWrite,
 	}

@@ -36,6 +36,10 @@ type PublishResult struct {
 	// original's (the partition may differ from the one the record was
 	// routed to: idempotency keys are topic-wide).
 	Duplicate bool
+	// KeyVersion is the record's key version (its position in its key's
+	// history) when HasKeyVersion (the record has a key).
+	KeyVersion    uint64
+	HasKeyVersion bool
 	// Err is set, in a partial publish (PublishPartial) only, when the
 	// record's partition failed: the record is not acknowledged and
 	// Partition is where it was routed. errors.Is(Err, ErrNotStored)
@@ -310,9 +314,10 @@ func (b *Broker) partitionOutcome(lt *liveTopic, p uint32, idx []int, a *partiti
 	}
 	if a != nil {
 		var recs, bytes uint64
-		a.Each(func(i int, off uint64, t int64, dup bool) {
-			out[idx[i]] = PublishResult{Partition: p, Offset: off, AppendTime: t, Duplicate: dup}
-			if !dup {
+		a.Each(func(i int, s partition.Stored) {
+			out[idx[i]] = PublishResult{Partition: p, Offset: s.Offset, AppendTime: s.AppendTime, Duplicate: s.Duplicate,
+				KeyVersion: s.Version, HasKeyVersion: s.HasVersion}
+			if !s.Duplicate {
 				recs, bytes = recs+1, bytes+uint64(a.Records[i].PayloadSize())
 			}
 		})

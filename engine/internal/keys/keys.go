@@ -17,6 +17,13 @@
 //	'e' <group:8> <append time:8> <idempotency key>  dedupe expiry order
 //	'c' <group:8> <subscriber group name> a subscriber group's commit and fence
 //	'T' <group:8> <base offset:8>         tiered storage manifest: one row per segment object
+//	'k' <group:8> <len:4> <key> <version:8>  key index: the offset of a key's version
+//	'v' <group:8> <base offset:8>         key versions of a batch's keyed records
+//	'g' <group:8> <len:4> <term> <offset:8>  tag index: a record carrying a tag (or type)
+//
+// The key and tag indexes put a 4-byte length before the variable part, so
+// the rows of one key (or tag) are a contiguous span no other key's rows
+// fall into, sorted by version (or offset).
 //
 // Append times are stored with the sign bit flipped so that negative times
 // (before 1970) still sort first.
@@ -34,11 +41,14 @@ const (
 	Expiry    = 'e'
 	Commit    = 'c'
 	Tier      = 'T'
+	KeyIndex  = 'k'
+	Versions  = 'v'
+	TagIndex  = 'g'
 )
 
 // PartitionRows are the prefixes of a partition's rows (its applied state
 // aside): what deleting a partition, or replacing it by a snapshot, clears.
-var PartitionRows = []byte{Offset, Time, Dedupe, Expiry, Commit, Tier}
+var PartitionRows = []byte{Offset, Time, Dedupe, Expiry, Commit, Tier, KeyIndex, Versions, TagIndex}
 
 // FormatKey holds the store format version.
 var FormatKey = []byte{Meta, 'f'}
@@ -167,3 +177,88 @@ func CommitKeyName(k []byte) (string, bool) {
 // IdentityKey holds the node's identity (its id and its cluster's id),
 // written the first time the store is opened.
 var IdentityKey = []byte{Meta, 'n'}
+
+// termPrefix is prefix, group, the term's length and the term: the start of
+// the rows of one key (or tag).
+func termPrefix(prefix byte, group uint64, term []byte) []byte {
+	k := make([]byte, 13, 13+len(term)+8)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], group)
+	binary.BigEndian.PutUint32(k[9:], uint32(len(term)))
+	return append(k, term...)
+}
+
+// KeyVersionKey is the key index row of version v of key.
+func KeyVersionKey(group uint64, key []byte, v uint64) []byte {
+	return binary.BigEndian.AppendUint64(termPrefix(KeyIndex, group, key), v)
+}
+
+// KeySpan is the span of key's rows in the key index.
+func KeySpan(group uint64, key []byte) (start, end []byte) {
+	start = termPrefix(KeyIndex, group, key)
+	return start, KeyVersionKey(group, key, ^uint64(0))
+}
+
+// KeyVersionOf returns the version a key index row names.
+func KeyVersionOf(k []byte) (uint64, bool) {
+	if len(k) < 21 || k[0] != KeyIndex {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+// KeyIndexKeyOf returns the record key a key index row belongs to.
+func KeyIndexKeyOf(k []byte) ([]byte, bool) {
+	if len(k) < 21 || k[0] != KeyIndex {
+		return nil, false
+	}
+	n := binary.BigEndian.Uint32(k[9:])
+	if int(n) != len(k)-21 {
+		return nil, false
+	}
+	return k[13 : 13+n], true
+}
+
+// VersionsKey is the row of the key versions of the batch at base.
+func VersionsKey(group, base uint64) []byte {
+	return binary.BigEndian.AppendUint64(groupKey(Versions, group), base)
+}
+
+// VersionsKeyBase returns the base offset a versions row names.
+func VersionsKeyBase(k []byte) (uint64, bool) {
+	if len(k) != 17 || k[0] != Versions {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[9:]), true
+}
+
+// TagKey is the tag index row of a record at offset carrying term.
+func TagKey(group uint64, term []byte, offset uint64) []byte {
+	return binary.BigEndian.AppendUint64(termPrefix(TagIndex, group, term), offset)
+}
+
+// TagSpan is the span of term's rows in the tag index.
+func TagSpan(group uint64, term []byte) (start, end []byte) {
+	start = termPrefix(TagIndex, group, term)
+	return start, TagKey(group, term, ^uint64(0))
+}
+
+// TagKeyOffset returns the offset a tag index row names.
+func TagKeyOffset(k []byte) (uint64, bool) {
+	if len(k) < 21 || k[0] != TagIndex {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+// TagKeyTerm returns the term a tag index row belongs to.
+func TagKeyTerm(k []byte) ([]byte, bool) {
+	if len(k) < 21 || k[0] != TagIndex {
+		return nil, false
+	}
+	n := binary.BigEndian.Uint32(k[9:])
+	if int(n) != len(k)-21 {
+		return nil, false
+	}
+	return k[13 : 13+n], true
+}

@@ -84,6 +84,9 @@ type Duplicate struct {
 	Index      int // in the append's records
 	Offset     uint64
 	AppendTime int64
+	// Version is the original's key version when HasVersion.
+	Version    uint64
+	HasVersion bool
 }
 
 // dedupeEntry is the value of a dedupe row: a record row (24 bytes: where
@@ -205,7 +208,14 @@ func (p *Partition) checkDuplicates(a *Append) dedupeVerdict {
 			case e.bound:
 				moved = append(moved, Moved{Index: i, Partition: e.target})
 			default:
-				dups = append(dups, Duplicate{Index: i, Offset: e.offset, AppendTime: e.appendTime})
+				d := Duplicate{Index: i, Offset: e.offset, AppendTime: e.appendTime}
+				if len(r.Key) > 0 {
+					if d.Version, d.HasVersion, err = p.versionOf(e.offset); err != nil {
+						a.err = fmt.Errorf("partition %d: key versions: %w", p.cfg.Index, err)
+						return dedupeFailed
+					}
+				}
+				dups = append(dups, d)
 			}
 			continue
 		}
@@ -225,14 +235,13 @@ func (p *Partition) checkDuplicates(a *Append) dedupeVerdict {
 	return dedupeOK
 }
 
-// applyDedupe is step 2 for a batch about to get offsets from base at time
-// t: it reports whether the batch holds a key already stored within the
-// window (then nothing is written), and otherwise writes its keys' rows.
-func (p *Partition) applyDedupe(w *pebble.Batch, b record.Batch, base uint64, t int64, check bool) (dup bool, err error) {
+// dupAtApply is step 2 for a batch about to get append time t: it reports
+// whether the batch holds a key already stored within the window.
+func (p *Partition) dupAtApply(b record.Batch, t int64) (bool, error) {
 	floor := t - int64(p.cfg.DedupeWindow)
 	it := b.Iter()
 	var r record.Record
-	for check && it.Next(&r) {
+	for it.Next(&r) {
 		if len(r.IdempotencyKey) == 0 {
 			continue
 		}
@@ -244,21 +253,27 @@ func (p *Partition) applyDedupe(w *pebble.Batch, b record.Batch, base uint64, t 
 			return true, nil
 		}
 	}
-	it = b.Iter()
+	return false, it.Err()
+}
+
+// writeDedupe writes the dedupe rows of a batch stored from base at time t.
+func (p *Partition) writeDedupe(w *pebble.Batch, b record.Batch, base uint64, t int64) error {
+	it := b.Iter()
+	var r record.Record
 	for it.Next(&r) {
 		if len(r.IdempotencyKey) == 0 {
 			continue
 		}
 		e := dedupeEntry{offset: base + uint64(r.OffsetDelta), appendTime: t, hash: PayloadHash(&r)}
 		if err := w.Set(keys.DedupeKey(p.cfg.Group, r.IdempotencyKey), e.encode(), nil); err != nil {
-			return false, err
+			return err
 		}
 		if err := w.Set(keys.ExpiryKey(p.cfg.Group, t, r.IdempotencyKey), nil, nil); err != nil {
-			return false, err
+			return err
 		}
 		p.passKeys[string(r.IdempotencyKey)] = e
 	}
-	return false, it.Err()
+	return it.Err()
 }
 
 // mustCheckKeys reports whether apply must look up the keys of a batch from

@@ -33,11 +33,11 @@ type result struct {
 
 func results(a *Append) []result {
 	out := make([]result, len(a.Records))
-	a.Each(func(i int, off uint64, t int64, dup bool) {
+	a.Each(func(i int, s Stored) {
 		if out[i].seen {
 			panic(fmt.Sprintf("record %d reported twice", i))
 		}
-		out[i] = result{off, t, dup, true}
+		out[i] = result{s.Offset, s.AppendTime, s.Duplicate, true}
 	})
 	return out
 }

@@ -58,6 +58,7 @@ const (
 	kindCompact  = 4 // key compaction: drop records from one batch (retention.go)
 	kindBind     = 5 // bind idempotency keys to other partitions (bind.go)
 	kindTier     = 6 // tiered storage: a segment joins the manifest (tier.go)
+	kindBatchExt = 7 // a record batch with an extension: conditions, ghosts (conditions.go)
 )
 
 // batchEnvelope is what precedes a record batch in its raft entry: the kind
@@ -183,6 +184,14 @@ type Partition struct {
 	// publish it.
 	tierRows    []TierSegment
 	tierChanged bool
+	// passHeads and passIndex are the key heads and index terms this pass
+	// wrote (keyindex.go); headCache caches key heads the store holds;
+	// applyIter reads the key index during one Apply.
+	passHeads    map[string]uint64
+	passIndex    map[string][]uint64
+	passVersions map[uint64][]byte // by base offset
+	headCache    map[string]uint64
+	applyIter    *pebble.Iterator
 
 	mu struct {
 		sync.Mutex
@@ -246,6 +255,11 @@ type Append struct {
 	// Each to walk both.
 	Segments   []Segment
 	Duplicates []Duplicate
+	// Conds, when not empty, makes the append conditional (conditions.go):
+	// its records are proposed as one batch, appended only if every
+	// condition holds when the batch is applied; otherwise Wait returns a
+	// *ConditionError.
+	Conds *Conditions
 	// Elsewhere lists records not stored because their idempotency key is
 	// bound to another partition with the same contents (bind.go): they
 	// belong there. Each does not report them.
@@ -268,6 +282,19 @@ type Segment struct {
 	Count      int
 	Base       uint64 // offset of Records[First]
 	AppendTime int64
+	batch      *Batch // the batch they landed in (for key versions)
+}
+
+// Stored is where one record of an append is stored.
+type Stored struct {
+	Offset     uint64
+	AppendTime int64
+	// Duplicate: the record had been stored before (same idempotency key
+	// within the dedupe window); Offset is the original's.
+	Duplicate bool
+	// Version is the record's key version when HasVersion (it has a key).
+	Version    uint64
+	HasVersion bool
 }
 
 // Open loads the partition's applied state from the store.
@@ -291,11 +318,15 @@ func Open(cfg Config) (*Partition, error) {
 		cfg: cfg, log: cfg.Logger, inflight: make(map[uint64]*flight),
 		pendingKeys: make(map[string]struct{}), passKeys: make(map[string]dedupeEntry),
 		passGroups: make(map[string]passGroup), opFlights: make(map[uint64]*pendingOp),
-		bindFlights: make(map[uint64]*bindFlight),
-		passEntries: make(map[uint64][]byte),
-		passRows:    make(map[uint64]indexRow),
-		passTerms:   make(map[uint64]uint64),
-		gcFloor:     math.MinInt64,
+		bindFlights:  make(map[uint64]*bindFlight),
+		passEntries:  make(map[uint64][]byte),
+		passRows:     make(map[uint64]indexRow),
+		passTerms:    make(map[uint64]uint64),
+		gcFloor:      math.MinInt64,
+		passHeads:    make(map[string]uint64),
+		passIndex:    make(map[string][]uint64),
+		passVersions: make(map[uint64][]byte),
+		headCache:    make(map[string]uint64),
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -420,7 +451,16 @@ func (p *Partition) notifyLocked() {
 // backpressure), until ctx ends. Records must stay untouched until the
 // append is done. Wait for the outcome with Append.Wait.
 func (p *Partition) Enqueue(ctx context.Context, recs []record.Record) (*Append, error) {
+	return p.EnqueueIf(ctx, recs, nil)
+}
+
+// EnqueueIf is Enqueue for an append that is stored only if conds hold
+// when it is applied (nil: unconditional).
+func (p *Partition) EnqueueIf(ctx context.Context, recs []record.Record, conds *Conditions) (*Append, error) {
 	a := &Append{Records: recs, done: make(chan struct{})}
+	if !conds.Empty() {
+		a.Conds = conds
+	}
 	if p.cfg.Timings != nil {
 		a.enqueued = time.Now()
 	}
@@ -465,15 +505,24 @@ func (a *Append) Wait(ctx context.Context) error {
 }
 
 // Each calls fn for every record of the append, once, with where it is
-// stored and whether it had been stored before (a duplicate).
-func (a *Append) Each(fn func(index int, offset uint64, appendTime int64, duplicate bool)) {
+// stored, its key version, and whether it had been stored before (a
+// duplicate).
+func (a *Append) Each(fn func(index int, s Stored)) {
 	for _, seg := range a.Segments {
+		var vs Versions
+		if seg.batch != nil {
+			vs = seg.batch.Versions()
+		}
 		for k := range seg.Count {
-			fn(a.index(seg.First+k), seg.Base+uint64(k), seg.AppendTime, false)
+			s := Stored{Offset: seg.Base + uint64(k), AppendTime: seg.AppendTime}
+			if seg.batch != nil {
+				s.Version, s.HasVersion = vs.Lookup(uint32(s.Offset - seg.batch.Base))
+			}
+			fn(a.index(seg.First+k), s)
 		}
 	}
 	for _, d := range a.Duplicates {
-		fn(d.Index, d.Offset, d.AppendTime, true)
+		fn(d.Index, Stored{Offset: d.Offset, AppendTime: d.AppendTime, Duplicate: true, Version: d.Version, HasVersion: d.HasVersion})
 	}
 }
 
@@ -556,12 +605,10 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 		p.builder.Reset(p.nextID, p.proposedTime)
 		cur = &flight{time: p.proposedTime, term: p.proposingTerm}
 	}
+	var ext []byte // the extension of the batch being built
 	finish := func() {
-		data := p.builder.Finish()
-		entry := make([]byte, batchEnvelope+len(data))
-		entry[0] = kindBatch
-		binary.LittleEndian.PutUint64(entry[1:], p.appliedIndex)
-		copy(entry[batchEnvelope:], data)
+		entry := encodeBatchEntry(p.appliedIndex, ext, p.builder.Finish())
+		ext = nil
 		p.inflight[p.nextID] = cur
 		p.mu.Lock()
 		p.mu.flightTimes[p.nextID] = cur.time
@@ -595,6 +642,27 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 		n := a.keptLen()
 		if n == 0 {
 			p.complete(a) // every record was a duplicate
+			continue
+		}
+		if a.Conds != nil {
+			// One batch of its own, whatever its size: apply takes or
+			// refuses it whole.
+			if cur != nil {
+				finish()
+			}
+			start()
+			for j := range n {
+				r := &a.Records[a.index(j)]
+				p.builder.Add(r)
+				if len(r.IdempotencyKey) > 0 && p.cfg.DedupeWindow > 0 {
+					cur.keys = append(cur.keys, string(r.IdempotencyKey))
+				}
+			}
+			cur.parts = append(cur.parts, flightPart{a: a, first: 0, n: n})
+			a.pending++
+			x := batchExt{conds: *a.Conds}
+			ext = x.encode()
+			finish()
 			continue
 		}
 		first := 0
@@ -651,8 +719,12 @@ func (p *Partition) failOp(id uint64, err error) {
 
 func proposalID(entry []byte) (uint64, bool) {
 	switch {
-	case len(entry) >= batchEnvelope+record.HeaderSize && entry[0] == kindBatch:
-		return binary.LittleEndian.Uint64(entry[batchEnvelope+6:]), true
+	case len(entry) >= batchEnvelope+record.HeaderSize && isBatchKind(entry[0]):
+		be, err := parseBatchEntry(entry)
+		if err != nil || len(be.batch) < record.HeaderSize {
+			return 0, false
+		}
+		return binary.LittleEndian.Uint64(be.batch[6:]), true
 	case len(entry) >= 9 && (entry[0] == kindGroup || entry[0] == kindTruncate || entry[0] == kindCompact || entry[0] == kindBind || entry[0] == kindTier):
 		return binary.LittleEndian.Uint64(entry[1:]), true
 	}
@@ -696,11 +768,12 @@ func (p *Partition) settle(a *Append, err error) {
 
 // Apply implements raftlog.StateMachine.
 func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
+	defer p.closeApplyIter()
 	for _, e := range ents {
 		data := e.GetData()
 		p.appliedIndex = e.GetIndex()
 		switch data[0] {
-		case kindBatch:
+		case kindBatch, kindBatchExt:
 		case kindGroup, kindTruncate, kindCompact, kindTier:
 			if err := p.applyCommand(w, data); err != nil {
 				return fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, e.GetIndex(), err)
@@ -714,11 +787,18 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		default:
 			return fmt.Errorf("partition %d: entry %d: unknown command kind %d", p.cfg.Index, e.GetIndex(), data[0])
 		}
-		if len(data) < batchEnvelope {
-			return fmt.Errorf("partition %d: entry %d: %w: batch entry of %d bytes", p.cfg.Index, e.GetIndex(), ErrCorrupt, len(data))
+		be, err := parseBatchEntry(data)
+		if err != nil {
+			return fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, e.GetIndex(), err)
 		}
-		checked := binary.LittleEndian.Uint64(data[1:])
-		b, err := record.Parse(data[batchEnvelope:])
+		checked := be.checked
+		var ext batchExt
+		if be.ext != nil {
+			if ext, err = decodeExt(be.ext); err != nil {
+				return fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, e.GetIndex(), err)
+			}
+		}
+		b, err := record.Parse(be.batch)
 		if err != nil {
 			// The entry is corrupt in this replica's log: stop the group
 			// rather than assign offsets differently from other replicas.
@@ -741,8 +821,8 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		t := max(b.AppendTime(), p.st.LastTime)
 		base := p.st.Next
 		inc := b.ProposalID() >> 32
-		if p.cfg.DedupeWindow > 0 {
-			dup, err := p.applyDedupe(w, b, base, t, p.mustCheckKeys(inc, checked))
+		if p.cfg.DedupeWindow > 0 && p.mustCheckKeys(inc, checked) {
+			dup, err := p.dupAtApply(b, t)
 			if err != nil {
 				return fmt.Errorf("partition %d: entry %d: dedupe: %w", p.cfg.Index, e.GetIndex(), err)
 			}
@@ -751,11 +831,33 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 				p.failFlight(b.ProposalID(), errDuplicateAtApply)
 				continue
 			}
+		}
+		if !ext.conds.Empty() && !failpoint.Enabled(failpoint.BugSkipConditions) {
+			refused, err := p.checkConditions(&ext.conds)
+			if err != nil {
+				return fmt.Errorf("partition %d: entry %d: conditions: %w", p.cfg.Index, e.GetIndex(), err)
+			}
+			if refused != nil {
+				p.failFlight(b.ProposalID(), refused)
+				continue
+			}
+		}
+		if p.cfg.DedupeWindow > 0 {
+			if err := p.writeDedupe(w, b, base, t); err != nil {
+				return fmt.Errorf("partition %d: entry %d: dedupe: %w", p.cfg.Index, e.GetIndex(), err)
+			}
 			if err := p.expireDedupe(w, t-int64(p.cfg.DedupeWindow)); err != nil {
 				return fmt.Errorf("partition %d: entry %d: dedupe expiry: %w", p.cfg.Index, e.GetIndex(), err)
 			}
 		}
-		row := indexRow{raftIndex: e.GetIndex(), appendTime: t, span: b.Span(), size: uint32(len(data) - batchEnvelope),
+		versions, err := p.indexBatch(w, b, base, ext.ghosts)
+		if err != nil {
+			return fmt.Errorf("partition %d: entry %d: key index: %w", p.cfg.Index, e.GetIndex(), err)
+		}
+		if versions != nil {
+			p.passVersions[base] = versions
+		}
+		row := indexRow{raftIndex: e.GetIndex(), appendTime: t, span: b.Span(), size: uint32(len(be.batch)),
 			payload: uint32(min(payload, math.MaxUint32)), hasPayload: true}
 		if err := w.Set(keys.OffsetKey(p.cfg.Group, base), row.encode(), nil); err != nil {
 			return err
@@ -775,7 +877,7 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		p.st.Payload += payload
 		p.st.Next += uint64(b.Span())
 		p.st.LastTime = t
-		p.st.Bytes += uint64(len(data) - batchEnvelope)
+		p.st.Bytes += uint64(len(be.batch))
 		if inc != p.st.LastProposer {
 			// Everything before this entry counts as another
 			// incarnation's: bind entries write rows too (bind.go).
@@ -783,7 +885,7 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		}
 		p.st.LastIndex = e.GetIndex()
 		p.applied = append(p.applied, appliedBatch{
-			batch: &Batch{Base: base, AppendTime: t, Span: b.Span(), RaftIndex: e.GetIndex(), Records: b},
+			batch: &Batch{Base: base, AppendTime: t, Span: b.Span(), RaftIndex: e.GetIndex(), Records: b, versions: versions},
 			id:    b.ProposalID(),
 		})
 	}
@@ -830,6 +932,15 @@ func (p *Partition) Durable() {
 	clear(p.passEntries)
 	clear(p.passRows)
 	clear(p.passTerms)
+	for k, v := range p.passHeads {
+		if len(p.headCache) >= headCacheMax {
+			clear(p.headCache)
+		}
+		p.headCache[k] = v
+	}
+	clear(p.passHeads)
+	clear(p.passIndex)
+	clear(p.passVersions)
 	if p.restored {
 		p.restored = false
 		p.cfg.Cache.Drop(p.cfg.Group)
@@ -878,7 +989,7 @@ func (p *Partition) Durable() {
 		off := ab.batch.Base
 		for _, part := range f.parts {
 			part.a.Segments = append(part.a.Segments, Segment{
-				First: part.first, Count: part.n, Base: off, AppendTime: ab.batch.AppendTime,
+				First: part.first, Count: part.n, Base: off, AppendTime: ab.batch.AppendTime, batch: ab.batch,
 			})
 			off += uint64(part.n)
 			p.settle(part.a, nil)

@@ -19,6 +19,8 @@ type Batch struct {
 	Span       uint32
 	RaftIndex  uint64
 	Records    record.Batch
+	// versions are the key versions of its keyed records (keyindex.go).
+	versions []byte
 }
 
 // End returns the offset after the batch.
@@ -259,24 +261,25 @@ func (r *Reader) load(from uint64) error {
 	if r.lit.Index() != row.raftIndex {
 		return fmt.Errorf("partition %d: %w: raft entry %d of offset %d missing", p.cfg.Index, ErrCorrupt, row.raftIndex, base)
 	}
-	data := r.lit.Data()
-	if len(data) == 0 || data[0] != kindBatch {
-		return fmt.Errorf("partition %d: %w: raft entry %d is not a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
+	be, err := parseBatchEntry(r.lit.Data())
+	if err != nil {
+		return fmt.Errorf("partition %d: raft entry %d: %w", p.cfg.Index, row.raftIndex, err)
 	}
 	// Copy: the iterator's memory is reused as it moves (a block of the
 	// store's cache), and a stream may hold records of several batches in
 	// one event. The CRC is checked on the copy that will be delivered.
-	if len(data) < batchEnvelope {
-		return fmt.Errorf("partition %d: %w: raft entry %d is too short for a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
-	}
-	rb, err := record.Parse(bytes.Clone(data[batchEnvelope:]))
+	rb, err := record.Parse(bytes.Clone(be.batch))
 	if err != nil {
 		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
 	}
 	if rb.Span() != row.span {
 		return fmt.Errorf("partition %d offset %d: %w: batch span %d, index says %d", p.cfg.Index, base, ErrCorrupt, rb.Span(), row.span)
 	}
-	r.cur = &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: rb}
+	versions, err := p.versionsAt(p.cfg.DB, base)
+	if err != nil {
+		return err
+	}
+	r.cur = &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: rb, versions: versions}
 	return nil
 }
 

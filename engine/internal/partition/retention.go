@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -208,6 +207,14 @@ func (p *Partition) applyTruncate(w *pebble.Batch, c truncateCmd) (opErr, err er
 	if err := w.DeleteRange(lo, keys.OffsetKey(p.cfg.Group, keptBase), nil); err != nil {
 		return nil, err
 	}
+	if !c.Local {
+		// The key versions of removed batches go with them; the key and
+		// tag index rows stay (keyindex.go).
+		vlo, _ := keys.GroupSpan(keys.Versions, p.cfg.Group)
+		if err := w.DeleteRange(vlo, keys.VersionsKey(p.cfg.Group, keptBase), nil); err != nil {
+			return nil, err
+		}
+	}
 	for base := range p.passRows {
 		if base < keptBase {
 			delete(p.passRows, base)
@@ -343,10 +350,11 @@ func (p *Partition) rewriteBatch(w *pebble.Batch, base uint64, row indexRow, dro
 			return indexRow{}, 0, false, err
 		}
 	}
-	if len(data) < batchEnvelope || data[0] != kindBatch {
-		return indexRow{}, 0, false, fmt.Errorf("partition %d: %w: entry %d is not a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
+	be, err := parseBatchEntry(data)
+	if err != nil {
+		return indexRow{}, 0, false, fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, row.raftIndex, err)
 	}
-	b, err := record.Parse(data[batchEnvelope:])
+	b, err := record.Parse(be.batch)
 	if err != nil {
 		return indexRow{}, 0, false, fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
 	}
@@ -354,8 +362,25 @@ func (p *Partition) rewriteBatch(w *pebble.Batch, base uint64, row indexRow, dro
 	if err != nil {
 		return indexRow{}, 0, false, fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
 	}
-	entry := append(bytes.Clone(data[:batchEnvelope]), compacted...)
-	nb, err := record.Parse(entry[batchEnvelope:])
+	// What the indexes took from the dropped records stays in the entry
+	// (ghosts, keyindex.go), with the conditions it carried.
+	var x batchExt
+	if be.ext != nil {
+		if x, err = decodeExt(be.ext); err != nil {
+			return indexRow{}, 0, false, err
+		}
+	}
+	dropped, err := ghostsOf(b, drop)
+	if err != nil {
+		return indexRow{}, 0, false, fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
+	}
+	x.ghosts = mergeGhosts(x.ghosts, dropped)
+	var ext []byte
+	if len(x.ghosts) > 0 || !x.conds.Empty() {
+		ext = x.encode()
+	}
+	entry := encodeBatchEntry(be.checked, ext, compacted)
+	nb, err := record.Parse(entry[len(entry)-len(compacted):])
 	if err != nil {
 		return indexRow{}, 0, false, err
 	}
@@ -382,7 +407,13 @@ func (p *Partition) rewriteBatch(w *pebble.Batch, base uint64, row indexRow, dro
 		return indexRow{}, 0, false, err
 	}
 	p.passRows[base] = row
-	p.cacheReplace = append(p.cacheReplace, &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: nb})
+	versions, ok := p.passVersions[base]
+	if !ok {
+		if versions, err = p.versionsAt(p.cfg.DB, base); err != nil {
+			return indexRow{}, 0, false, err
+		}
+	}
+	p.cacheReplace = append(p.cacheReplace, &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: nb, versions: versions})
 	return row, saved, false, nil
 }
 
@@ -554,10 +585,11 @@ func (p *Partition) eachRecord(r pebble.Reader, base uint64, row indexRow, fn fu
 	if err != nil {
 		return err
 	}
-	if len(data) < batchEnvelope || data[0] != kindBatch {
-		return fmt.Errorf("partition %d: %w: entry %d is not a batch", p.cfg.Index, ErrCorrupt, row.raftIndex)
+	be, err := parseBatchEntry(data)
+	if err != nil {
+		return fmt.Errorf("partition %d: entry %d: %w", p.cfg.Index, row.raftIndex, err)
 	}
-	b, err := record.Parse(data[batchEnvelope:])
+	b, err := record.Parse(be.batch)
 	if err != nil {
 		return fmt.Errorf("partition %d offset %d: %w: %w", p.cfg.Index, base, ErrCorrupt, err)
 	}

@@ -603,7 +603,11 @@ func TestReplicaGivenACompactionEmptiedBatchKeepsOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := record.Parse(data[batchEnvelope:]); err != nil || b.Count() != 0 || b.Span() != 2 {
+	be, err := parseBatchEntry(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := record.Parse(be.batch); err != nil || b.Count() != 0 || b.Span() != 2 {
 		t.Fatalf("the stored entry should now be an empty batch of span 2: count %d span %d, %v", b.Count(), b.Span(), err)
 	}
 

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,6 +115,11 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 			return nil, err
 		}
 	}
+	// The key index, versions and tag index rows of offsets below the
+	// jump: the retained log writes the rest again, from the same heads.
+	if err := p.snapIndexRows(&snap); err != nil {
+		return nil, err
+	}
 	return json.Marshal(snap)
 }
 
@@ -121,6 +127,9 @@ func (p *Partition) SnapshotData(index uint64) ([]byte, error) {
 // partition is replaced by the snapshot's, and the partition continues
 // empty from the snapshot's offset.
 func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) error {
+	clear(p.headCache)
+	clear(p.passHeads)
+	clear(p.passIndex)
 	var snap snapshot
 	if err := json.Unmarshal(data, &snap); err != nil {
 		return fmt.Errorf("partition %d: %w: snapshot: %v", p.cfg.Index, ErrCorrupt, err)
@@ -173,3 +182,40 @@ func (p *Partition) RestoreSnapshot(w *pebble.Batch, index uint64, data []byte) 
 }
 
 var _ raftlog.Snapshotter = (*Partition)(nil)
+
+// snapIndexRows adds the key index, versions and tag index rows of offsets
+// below snap.Next to snap.
+func (p *Partition) snapIndexRows(snap *snapshot) error {
+	for _, prefix := range []byte{keys.KeyIndex, keys.Versions, keys.TagIndex} {
+		lo, hi := keys.GroupSpan(prefix, p.cfg.Group)
+		it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return err
+		}
+		for valid := it.First(); valid; valid = it.Next() {
+			var off uint64
+			var ok bool
+			switch prefix {
+			case keys.KeyIndex:
+				if ok = len(it.Value()) == 8; ok {
+					off = binary.BigEndian.Uint64(it.Value())
+				}
+			case keys.Versions:
+				off, ok = keys.VersionsKeyBase(it.Key())
+			default:
+				off, ok = keys.TagKeyOffset(it.Key())
+			}
+			if !ok {
+				it.Close()
+				return fmt.Errorf("partition %d: %w: bad index row %x", p.cfg.Index, ErrCorrupt, it.Key())
+			}
+			if off < snap.Next {
+				snap.Rows = append(snap.Rows, snapRow{K: append([]byte(nil), it.Key()...), V: append([]byte(nil), it.Value()...)})
+			}
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -292,7 +292,11 @@ func (p *Partition) readTier(from uint64, h *tierHold) (*Batch, error) {
 		return nil, p.tierErr(seg.Entries[i].Base, err)
 	}
 	e := seg.Entries[i]
-	return &Batch{Base: e.Base, AppendTime: e.AppendTime, Span: e.Span, Records: rb}, nil
+	versions, err := p.versionsAt(p.cfg.DB, e.Base)
+	if err != nil {
+		return nil, err
+	}
+	return &Batch{Base: e.Base, AppendTime: e.AppendTime, Span: e.Span, Records: rb, versions: versions}, nil
 }
 
 // seekTier returns the first offset at or after start with append time >=

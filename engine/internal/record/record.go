@@ -131,6 +131,40 @@ func Compact(bt Batch, drop func(delta uint32) bool) ([]byte, error) {
 	return b.Finish(), nil
 }
 
+// Window returns a batch of bt's records from offset delta from on that
+// keep selects, shifted down by from: what a reader of one key (or tag)
+// delivers from a batch it shares with other keys. The result spans
+// Span()-from offsets, so a reader that moves past it lands where it would
+// have after bt; it keeps the proposal id and append time.
+func Window(bt Batch, from uint32, keep func(r *Record) bool) ([]byte, error) {
+	if from >= bt.Span() {
+		return nil, fmt.Errorf("record: window from delta %d of a batch spanning %d", from, bt.Span())
+	}
+	var b Builder
+	b.Reset(bt.ProposalID(), bt.AppendTime())
+	it := bt.Iter()
+	var r Record
+	for it.Next(&r) {
+		if r.OffsetDelta >= from && keep(&r) {
+			b.add(&r, r.OffsetDelta-from)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	b.delta = bt.Span() - from
+	return b.Finish(), nil
+}
+
+// Gap returns a batch with no record spanning span offsets: what a reader
+// of one key delivers for a run of offsets holding none of its records.
+func Gap(proposalID uint64, appendTime int64, span uint32) []byte {
+	var b Builder
+	b.Reset(proposalID, appendTime)
+	b.delta = span
+	return b.Finish()
+}
+
 func (b *Builder) add(r *Record, delta uint32) {
 	b.delta = delta
 	var scratch [binary.MaxVarintLen64]byte
