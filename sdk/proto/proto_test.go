@@ -34,6 +34,22 @@ func TestLint(t *testing.T) {
 	goTool(t, "buf", "lint")
 }
 
+// releasedAPI is the commit of the API as clients of the last release know
+// it: every change since must be additive (wire- and source-compatible).
+const releasedAPI = "2d5ee6a"
+
+// TestNoBreakingChange runs buf breaking (FILE rules) against releasedAPI
+// from the repository's own history.
+func TestNoBreakingChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds buf")
+	}
+	if _, err := exec.Command("git", "-C", repoRoot, "cat-file", "-e", releasedAPI+"^{commit}").CombinedOutput(); err != nil {
+		t.Skipf("commit %s not in this clone (shallow?): %v", releasedAPI, err)
+	}
+	goTool(t, "buf", "breaking", "sdk/proto", "--against", ".git#ref="+releasedAPI+",subdir=sdk/proto")
+}
+
 // generated pairs each generation template with the tree it writes, and
 // the files in that tree written by hand: sdk/gen is a Go module of its
 // own (the client's dependency), whose go.mod and go.sum are not generated.

@@ -420,11 +420,118 @@ func (x *FilterError) GetResumeToken() string {
 	return ""
 }
 
+// ConditionFailed is the detail of FAILED_PRECONDITION when a conditional
+// append (PublishRequest.expectations or conditions) was refused: nothing
+// of the request was stored.
+type ConditionFailed struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// A key expectation failed: the key, what was expected, and the key's
+	// actual last version (absent: the key has no record).
+	Key             []byte  `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Expected        Expect  `protobuf:"varint,3,opt,name=expected,proto3,enum=rewind.v1.Expect" json:"expected,omitempty"`
+	ExpectedVersion uint64  `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	ActualVersion   *uint64 `protobuf:"varint,5,opt,name=actual_version,json=actualVersion,proto3,oneof" json:"actual_version,omitempty"`
+	// A tag condition failed: its query and position, and the offset of a
+	// matching record after it.
+	Query          *Query  `protobuf:"bytes,6,opt,name=query,proto3" json:"query,omitempty"`
+	After          *uint64 `protobuf:"varint,7,opt,name=after,proto3,oneof" json:"after,omitempty"`
+	MatchingOffset uint64  `protobuf:"varint,8,opt,name=matching_offset,json=matchingOffset,proto3" json:"matching_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ConditionFailed) Reset() {
+	*x = ConditionFailed{}
+	mi := &file_rewind_v1_errors_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConditionFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConditionFailed) ProtoMessage() {}
+
+func (x *ConditionFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_errors_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConditionFailed.ProtoReflect.Descriptor instead.
+func (*ConditionFailed) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_errors_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ConditionFailed) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ConditionFailed) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *ConditionFailed) GetExpected() Expect {
+	if x != nil {
+		return x.Expected
+	}
+	return Expect_EXPECT_ANY_UNSPECIFIED
+}
+
+func (x *ConditionFailed) GetExpectedVersion() uint64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *ConditionFailed) GetActualVersion() uint64 {
+	if x != nil && x.ActualVersion != nil {
+		return *x.ActualVersion
+	}
+	return 0
+}
+
+func (x *ConditionFailed) GetQuery() *Query {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+func (x *ConditionFailed) GetAfter() uint64 {
+	if x != nil && x.After != nil {
+		return *x.After
+	}
+	return 0
+}
+
+func (x *ConditionFailed) GetMatchingOffset() uint64 {
+	if x != nil {
+		return x.MatchingOffset
+	}
+	return 0
+}
+
 var File_rewind_v1_errors_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16rewind/v1/errors.proto\x12\trewind.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe0\x01\n" +
+	"\x16rewind/v1/errors.proto\x12\trewind.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rewind/v1/publish.proto\x1a\x15rewind/v1/query.proto\"\xe0\x01\n" +
 	"\vOffsetRange\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12)\n" +
 	"\x10requested_offset\x18\x02 \x01(\x04R\x0frequestedOffset\x12(\n" +
@@ -449,7 +556,18 @@ const file_rewind_v1_errors_proto_rawDesc = "" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x122\n" +
 	"\afailure\x18\x04 \x01(\x0e2\x18.rewind.v1.FilterFailureR\afailure\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12!\n" +
-	"\fresume_token\x18\x06 \x01(\tR\vresumeToken*\xe7\x01\n" +
+	"\fresume_token\x18\x06 \x01(\tR\vresumeToken\"\xd0\x02\n" +
+	"\x0fConditionFailed\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12-\n" +
+	"\bexpected\x18\x03 \x01(\x0e2\x11.rewind.v1.ExpectR\bexpected\x12)\n" +
+	"\x10expected_version\x18\x04 \x01(\x04R\x0fexpectedVersion\x12*\n" +
+	"\x0eactual_version\x18\x05 \x01(\x04H\x00R\ractualVersion\x88\x01\x01\x12&\n" +
+	"\x05query\x18\x06 \x01(\v2\x10.rewind.v1.QueryR\x05query\x12\x19\n" +
+	"\x05after\x18\a \x01(\x04H\x01R\x05after\x88\x01\x01\x12'\n" +
+	"\x0fmatching_offset\x18\b \x01(\x04R\x0ematchingOffsetB\x11\n" +
+	"\x0f_actual_versionB\b\n" +
+	"\x06_after*\xe7\x01\n" +
 	"\rFilterFailure\x12\x1e\n" +
 	"\x1aFILTER_FAILURE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FILTER_FAILURE_TRAP\x10\x01\x12\x17\n" +
@@ -473,23 +591,28 @@ func file_rewind_v1_errors_proto_rawDescGZIP() []byte {
 }
 
 var file_rewind_v1_errors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rewind_v1_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_rewind_v1_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_rewind_v1_errors_proto_goTypes = []any{
 	(FilterFailure)(0),            // 0: rewind.v1.FilterFailure
 	(*OffsetRange)(nil),           // 1: rewind.v1.OffsetRange
 	(*RecordTooLarge)(nil),        // 2: rewind.v1.RecordTooLarge
 	(*IdempotencyConflict)(nil),   // 3: rewind.v1.IdempotencyConflict
 	(*FilterError)(nil),           // 4: rewind.v1.FilterError
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*ConditionFailed)(nil),       // 5: rewind.v1.ConditionFailed
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(Expect)(0),                   // 7: rewind.v1.Expect
+	(*Query)(nil),                 // 8: rewind.v1.Query
 }
 var file_rewind_v1_errors_proto_depIdxs = []int32{
-	5, // 0: rewind.v1.OffsetRange.earliest_time:type_name -> google.protobuf.Timestamp
+	6, // 0: rewind.v1.OffsetRange.earliest_time:type_name -> google.protobuf.Timestamp
 	0, // 1: rewind.v1.FilterError.failure:type_name -> rewind.v1.FilterFailure
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	7, // 2: rewind.v1.ConditionFailed.expected:type_name -> rewind.v1.Expect
+	8, // 3: rewind.v1.ConditionFailed.query:type_name -> rewind.v1.Query
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_errors_proto_init() }
@@ -497,13 +620,16 @@ func file_rewind_v1_errors_proto_init() {
 	if File_rewind_v1_errors_proto != nil {
 		return
 	}
+	file_rewind_v1_publish_proto_init()
+	file_rewind_v1_query_proto_init()
+	file_rewind_v1_errors_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_errors_proto_rawDesc), len(file_rewind_v1_errors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

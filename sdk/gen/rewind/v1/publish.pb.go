@@ -21,6 +21,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// What a conditional append expects of a key's history.
+type Expect int32
+
+const (
+	// Anything: no check.
+	Expect_EXPECT_ANY_UNSPECIFIED Expect = 0
+	// The key has no record.
+	Expect_EXPECT_NONE Expect = 1
+	// The key has at least one record.
+	Expect_EXPECT_EXISTS Expect = 2
+	// The key's last version is `version`.
+	Expect_EXPECT_VERSION Expect = 3
+)
+
+// Enum value maps for Expect.
+var (
+	Expect_name = map[int32]string{
+		0: "EXPECT_ANY_UNSPECIFIED",
+		1: "EXPECT_NONE",
+		2: "EXPECT_EXISTS",
+		3: "EXPECT_VERSION",
+	}
+	Expect_value = map[string]int32{
+		"EXPECT_ANY_UNSPECIFIED": 0,
+		"EXPECT_NONE":            1,
+		"EXPECT_EXISTS":          2,
+		"EXPECT_VERSION":         3,
+	}
+)
+
+func (x Expect) Enum() *Expect {
+	p := new(Expect)
+	*p = x
+	return p
+}
+
+func (x Expect) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Expect) Descriptor() protoreflect.EnumDescriptor {
+	return file_rewind_v1_publish_proto_enumTypes[0].Descriptor()
+}
+
+func (Expect) Type() protoreflect.EnumType {
+	return &file_rewind_v1_publish_proto_enumTypes[0]
+}
+
+func (x Expect) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Expect.Descriptor instead.
+func (Expect) EnumDescriptor() ([]byte, []int) {
+	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{0}
+}
+
 // PublishRecord is one record to append.
 type PublishRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -136,7 +193,19 @@ type PublishRequest struct {
 	// without it. Without partial, one failed partition fails the whole call
 	// although the other partitions' records may be stored. Servers from
 	// before this field ignore it (the call then fails as a whole).
-	Partial       bool `protobuf:"varint,3,opt,name=partial,proto3" json:"partial,omitempty"`
+	Partial bool `protobuf:"varint,3,opt,name=partial,proto3" json:"partial,omitempty"`
+	// Expectations on keys' histories. With any expectation or condition the
+	// request is a conditional append: its records must all go to one
+	// partition (the keys' partition: give them one partition key, or use a
+	// single-partition topic), and that partition stores them all or none,
+	// only if every expectation and condition holds when it applies them.
+	// A failure is FAILED_PRECONDITION with a ConditionFailed detail; nothing
+	// is stored. A retry of an accepted append whose records carry the same
+	// idempotency keys returns the original results, not a failure.
+	Expectations []*KeyExpectation `protobuf:"bytes,4,rep,name=expectations,proto3" json:"expectations,omitempty"`
+	// Conditions over tags and types (dynamic consistency boundaries): fail
+	// if a record matching the query was appended after the position read.
+	Conditions    []*AppendCondition `protobuf:"bytes,5,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +261,137 @@ func (x *PublishRequest) GetPartial() bool {
 	return false
 }
 
+func (x *PublishRequest) GetExpectations() []*KeyExpectation {
+	if x != nil {
+		return x.Expectations
+	}
+	return nil
+}
+
+func (x *PublishRequest) GetConditions() []*AppendCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+// An expectation on one key's last version.
+type KeyExpectation struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Key    []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Expect Expect                 `protobuf:"varint,2,opt,name=expect,proto3,enum=rewind.v1.Expect" json:"expect,omitempty"`
+	// With EXPECT_VERSION: the version the key's last record must have
+	// (the key_version of the last record the writer loaded).
+	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyExpectation) Reset() {
+	*x = KeyExpectation{}
+	mi := &file_rewind_v1_publish_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyExpectation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyExpectation) ProtoMessage() {}
+
+func (x *KeyExpectation) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_publish_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyExpectation.ProtoReflect.Descriptor instead.
+func (*KeyExpectation) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *KeyExpectation) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *KeyExpectation) GetExpect() Expect {
+	if x != nil {
+		return x.Expect
+	}
+	return Expect_EXPECT_ANY_UNSPECIFIED
+}
+
+func (x *KeyExpectation) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// Fails the append if a record matching `query` exists at an offset after
+// `after` in the partition (absent: at any offset).
+type AppendCondition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Query         *Query                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	After         *uint64                `protobuf:"varint,2,opt,name=after,proto3,oneof" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendCondition) Reset() {
+	*x = AppendCondition{}
+	mi := &file_rewind_v1_publish_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendCondition) ProtoMessage() {}
+
+func (x *AppendCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_rewind_v1_publish_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendCondition.ProtoReflect.Descriptor instead.
+func (*AppendCondition) Descriptor() ([]byte, []int) {
+	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AppendCondition) GetQuery() *Query {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+func (x *AppendCondition) GetAfter() uint64 {
+	if x != nil && x.After != nil {
+		return *x.After
+	}
+	return 0
+}
+
 // PublishResult says where one record was stored.
 type PublishResult struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -213,7 +413,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_rewind_v1_publish_proto_msgTypes[2]
+	mi := &file_rewind_v1_publish_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +425,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_publish_proto_msgTypes[2]
+	mi := &file_rewind_v1_publish_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +438,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{2}
+	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PublishResult) GetPartition() uint32 {
@@ -300,7 +500,7 @@ type PublishError struct {
 
 func (x *PublishError) Reset() {
 	*x = PublishError{}
-	mi := &file_rewind_v1_publish_proto_msgTypes[3]
+	mi := &file_rewind_v1_publish_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +512,7 @@ func (x *PublishError) String() string {
 func (*PublishError) ProtoMessage() {}
 
 func (x *PublishError) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_publish_proto_msgTypes[3]
+	mi := &file_rewind_v1_publish_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +525,7 @@ func (x *PublishError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishError.ProtoReflect.Descriptor instead.
 func (*PublishError) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{3}
+	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PublishError) GetCode() uint32 {
@@ -359,7 +559,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_rewind_v1_publish_proto_msgTypes[4]
+	mi := &file_rewind_v1_publish_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +571,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rewind_v1_publish_proto_msgTypes[4]
+	mi := &file_rewind_v1_publish_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +584,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{4}
+	return file_rewind_v1_publish_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PublishResponse) GetResults() []*PublishResult {
@@ -398,7 +598,7 @@ var File_rewind_v1_publish_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_publish_proto_rawDesc = "" +
 	"\n" +
-	"\x17rewind/v1/publish.proto\x12\trewind.v1\x1a\x16rewind/v1/record.proto\"\xf1\x01\n" +
+	"\x17rewind/v1/publish.proto\x12\trewind.v1\x1a\x15rewind/v1/query.proto\x1a\x16rewind/v1/record.proto\"\xf1\x01\n" +
 	"\rPublishRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12+\n" +
@@ -407,11 +607,23 @@ const file_rewind_v1_publish_proto_rawDesc = "" +
 	"\x15event_time_unix_nanos\x18\x05 \x01(\x03R\x12eventTimeUnixNanos\x12!\n" +
 	"\tpartition\x18\x06 \x01(\rH\x00R\tpartition\x88\x01\x01B\f\n" +
 	"\n" +
-	"_partition\"t\n" +
+	"_partition\"\xef\x01\n" +
 	"\x0ePublishRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x122\n" +
 	"\arecords\x18\x02 \x03(\v2\x18.rewind.v1.PublishRecordR\arecords\x12\x18\n" +
-	"\apartial\x18\x03 \x01(\bR\apartial\"\xe6\x01\n" +
+	"\apartial\x18\x03 \x01(\bR\apartial\x12=\n" +
+	"\fexpectations\x18\x04 \x03(\v2\x19.rewind.v1.KeyExpectationR\fexpectations\x12:\n" +
+	"\n" +
+	"conditions\x18\x05 \x03(\v2\x1a.rewind.v1.AppendConditionR\n" +
+	"conditions\"g\n" +
+	"\x0eKeyExpectation\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12)\n" +
+	"\x06expect\x18\x02 \x01(\x0e2\x11.rewind.v1.ExpectR\x06expect\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"^\n" +
+	"\x0fAppendCondition\x12&\n" +
+	"\x05query\x18\x01 \x01(\v2\x10.rewind.v1.QueryR\x05query\x12\x19\n" +
+	"\x05after\x18\x02 \x01(\x04H\x00R\x05after\x88\x01\x01B\b\n" +
+	"\x06_after\"\xe6\x01\n" +
 	"\rPublishResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x1d\n" +
@@ -426,7 +638,12 @@ const file_rewind_v1_publish_proto_rawDesc = "" +
 	"\n" +
 	"not_stored\x18\x03 \x01(\bR\tnotStored\"E\n" +
 	"\x0fPublishResponse\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.rewind.v1.PublishResultR\aresults2R\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.rewind.v1.PublishResultR\aresults*\\\n" +
+	"\x06Expect\x12\x1a\n" +
+	"\x16EXPECT_ANY_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vEXPECT_NONE\x10\x01\x12\x11\n" +
+	"\rEXPECT_EXISTS\x10\x02\x12\x12\n" +
+	"\x0eEXPECT_VERSION\x10\x032R\n" +
 	"\x0ePublishService\x12@\n" +
 	"\aPublish\x12\x19.rewind.v1.PublishRequest\x1a\x1a.rewind.v1.PublishResponseB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
@@ -442,27 +659,36 @@ func file_rewind_v1_publish_proto_rawDescGZIP() []byte {
 	return file_rewind_v1_publish_proto_rawDescData
 }
 
-var file_rewind_v1_publish_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_rewind_v1_publish_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_rewind_v1_publish_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_rewind_v1_publish_proto_goTypes = []any{
-	(*PublishRecord)(nil),   // 0: rewind.v1.PublishRecord
-	(*PublishRequest)(nil),  // 1: rewind.v1.PublishRequest
-	(*PublishResult)(nil),   // 2: rewind.v1.PublishResult
-	(*PublishError)(nil),    // 3: rewind.v1.PublishError
-	(*PublishResponse)(nil), // 4: rewind.v1.PublishResponse
-	(*Header)(nil),          // 5: rewind.v1.Header
+	(Expect)(0),             // 0: rewind.v1.Expect
+	(*PublishRecord)(nil),   // 1: rewind.v1.PublishRecord
+	(*PublishRequest)(nil),  // 2: rewind.v1.PublishRequest
+	(*KeyExpectation)(nil),  // 3: rewind.v1.KeyExpectation
+	(*AppendCondition)(nil), // 4: rewind.v1.AppendCondition
+	(*PublishResult)(nil),   // 5: rewind.v1.PublishResult
+	(*PublishError)(nil),    // 6: rewind.v1.PublishError
+	(*PublishResponse)(nil), // 7: rewind.v1.PublishResponse
+	(*Header)(nil),          // 8: rewind.v1.Header
+	(*Query)(nil),           // 9: rewind.v1.Query
 }
 var file_rewind_v1_publish_proto_depIdxs = []int32{
-	5, // 0: rewind.v1.PublishRecord.headers:type_name -> rewind.v1.Header
-	0, // 1: rewind.v1.PublishRequest.records:type_name -> rewind.v1.PublishRecord
-	3, // 2: rewind.v1.PublishResult.error:type_name -> rewind.v1.PublishError
-	2, // 3: rewind.v1.PublishResponse.results:type_name -> rewind.v1.PublishResult
-	1, // 4: rewind.v1.PublishService.Publish:input_type -> rewind.v1.PublishRequest
-	4, // 5: rewind.v1.PublishService.Publish:output_type -> rewind.v1.PublishResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	8, // 0: rewind.v1.PublishRecord.headers:type_name -> rewind.v1.Header
+	1, // 1: rewind.v1.PublishRequest.records:type_name -> rewind.v1.PublishRecord
+	3, // 2: rewind.v1.PublishRequest.expectations:type_name -> rewind.v1.KeyExpectation
+	4, // 3: rewind.v1.PublishRequest.conditions:type_name -> rewind.v1.AppendCondition
+	0, // 4: rewind.v1.KeyExpectation.expect:type_name -> rewind.v1.Expect
+	9, // 5: rewind.v1.AppendCondition.query:type_name -> rewind.v1.Query
+	6, // 6: rewind.v1.PublishResult.error:type_name -> rewind.v1.PublishError
+	5, // 7: rewind.v1.PublishResponse.results:type_name -> rewind.v1.PublishResult
+	2, // 8: rewind.v1.PublishService.Publish:input_type -> rewind.v1.PublishRequest
+	7, // 9: rewind.v1.PublishService.Publish:output_type -> rewind.v1.PublishResponse
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_publish_proto_init() }
@@ -470,20 +696,23 @@ func file_rewind_v1_publish_proto_init() {
 	if File_rewind_v1_publish_proto != nil {
 		return
 	}
+	file_rewind_v1_query_proto_init()
 	file_rewind_v1_record_proto_init()
 	file_rewind_v1_publish_proto_msgTypes[0].OneofWrappers = []any{}
+	file_rewind_v1_publish_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rewind_v1_publish_proto_rawDesc), len(file_rewind_v1_publish_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   5,
+			NumEnums:      1,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_rewind_v1_publish_proto_goTypes,
 		DependencyIndexes: file_rewind_v1_publish_proto_depIdxs,
+		EnumInfos:         file_rewind_v1_publish_proto_enumTypes,
 		MessageInfos:      file_rewind_v1_publish_proto_msgTypes,
 	}.Build()
 	File_rewind_v1_publish_proto = out.File

@@ -22,7 +22,9 @@ const (
 )
 
 // Header is one key/value pair attached to a record. Keys need not be unique;
-// their order is kept.
+// their order is kept. Two names are indexed: "rewind-type" (the record's
+// type, at most one) and "rewind-tag" (a tag, repeatable, e.g.
+// "course:42"); queries (rewind.v1.Query) and append conditions match them.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -99,8 +101,13 @@ type Record struct {
 	// The producer's own timestamp, if it sent one (0 if not). Informational:
 	// time seeks use the append time.
 	EventTimeUnixNanos int64 `protobuf:"varint,9,opt,name=event_time_unix_nanos,json=eventTimeUnixNanos,proto3" json:"event_time_unix_nanos,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The record's key version: its position in its key's history within the
+	// partition (0, 1, 2, ...), set when the record has a key. Versions are
+	// assigned when the record is stored, identically on every replica, and
+	// keep their numbers whatever retention or compaction removes.
+	KeyVersion    *uint64 `protobuf:"varint,10,opt,name=key_version,json=keyVersion,proto3,oneof" json:"key_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Record) Reset() {
@@ -196,6 +203,13 @@ func (x *Record) GetEventTimeUnixNanos() int64 {
 	return 0
 }
 
+func (x *Record) GetKeyVersion() uint64 {
+	if x != nil && x.KeyVersion != nil {
+		return *x.KeyVersion
+	}
+	return 0
+}
+
 var File_rewind_v1_record_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_record_proto_rawDesc = "" +
@@ -203,7 +217,7 @@ const file_rewind_v1_record_proto_rawDesc = "" +
 	"\x16rewind/v1/record.proto\x12\trewind.v1\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xc3\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xf9\x02\n" +
 	"\x06Record\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x1d\n" +
@@ -214,7 +228,11 @@ const file_rewind_v1_record_proto_rawDesc = "" +
 	"\x05value\x18\x06 \x01(\fR\x05value\x12+\n" +
 	"\aheaders\x18\a \x03(\v2\x11.rewind.v1.HeaderR\aheaders\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x121\n" +
-	"\x15event_time_unix_nanos\x18\t \x01(\x03R\x12eventTimeUnixNanosB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
+	"\x15event_time_unix_nanos\x18\t \x01(\x03R\x12eventTimeUnixNanos\x12$\n" +
+	"\vkey_version\x18\n" +
+	" \x01(\x04H\x00R\n" +
+	"keyVersion\x88\x01\x01B\x0e\n" +
+	"\f_key_versionB8Z6github.com/rewind-io/rewind/sdk/gen/rewind/v1;rewindv1b\x06proto3"
 
 var (
 	file_rewind_v1_record_proto_rawDescOnce sync.Once
@@ -247,6 +265,7 @@ func file_rewind_v1_record_proto_init() {
 	if File_rewind_v1_record_proto != nil {
 		return
 	}
+	file_rewind_v1_record_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -103,6 +103,7 @@ type StartPosition struct {
 	//	*StartPosition_RecordsBack
 	//	*StartPosition_TimeBack
 	//	*StartPosition_ResumeToken
+	//	*StartPosition_KeyVersion
 	Position      isStartPosition_Position `protobuf_oneof:"position"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -217,6 +218,15 @@ func (x *StartPosition) GetResumeToken() string {
 	return ""
 }
 
+func (x *StartPosition) GetKeyVersion() uint64 {
+	if x != nil {
+		if x, ok := x.Position.(*StartPosition_KeyVersion); ok {
+			return x.KeyVersion
+		}
+	}
+	return 0
+}
+
 type isStartPosition_Position interface {
 	isStartPosition_Position()
 }
@@ -269,6 +279,11 @@ type StartPosition_ResumeToken struct {
 	ResumeToken string `protobuf:"bytes,8,opt,name=resume_token,json=resumeToken,proto3,oneof"`
 }
 
+type StartPosition_KeyVersion struct {
+	// With SubscribeRequest.key: the record of this key version.
+	KeyVersion uint64 `protobuf:"varint,9,opt,name=key_version,json=keyVersion,proto3,oneof"`
+}
+
 func (*StartPosition_Earliest) isStartPosition_Position() {}
 
 func (*StartPosition_Latest) isStartPosition_Position() {}
@@ -284,6 +299,8 @@ func (*StartPosition_RecordsBack) isStartPosition_Position() {}
 func (*StartPosition_TimeBack) isStartPosition_Position() {}
 
 func (*StartPosition_ResumeToken) isStartPosition_Position() {}
+
+func (*StartPosition_KeyVersion) isStartPosition_Position() {}
 
 // StopPosition ends a stream. Ranges are half-open: the stop itself is not
 // delivered, so one range's stop is the next range's start.
@@ -442,7 +459,12 @@ type SubscribeRequest struct {
 	// IDs and idempotency keys of the records it read, in offset order.
 	Filter *ReplayFilter `protobuf:"bytes,10,opt,name=filter,proto3" json:"filter,omitempty"`
 	// Which replica serves the records; see ReadFrom.
-	ReadFrom      ReadFrom `protobuf:"varint,11,opt,name=read_from,json=readFrom,proto3,enum=rewind.v1.ReadFrom" json:"read_from,omitempty"`
+	ReadFrom ReadFrom `protobuf:"varint,11,opt,name=read_from,json=readFrom,proto3,enum=rewind.v1.ReadFrom" json:"read_from,omitempty"`
+	// Only the records of this key (an entity's stream), read through the
+	// key index: the cost follows the key's records, not the partition's.
+	// Positions, tokens and offsets stay the partition's. Without
+	// `partitions`, the key's partition.
+	Key           []byte `protobuf:"bytes,12,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -552,6 +574,13 @@ func (x *SubscribeRequest) GetReadFrom() ReadFrom {
 		return x.ReadFrom
 	}
 	return ReadFrom_READ_FROM_UNSPECIFIED
+}
+
+func (x *SubscribeRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
 }
 
 // ReplayFilter names the module a stream runs and its config.
@@ -1386,7 +1415,7 @@ var File_rewind_v1_subscribe_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"\n" +
-	"\x19rewind/v1/subscribe.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16rewind/v1/record.proto\"\xc4\x02\n" +
+	"\x19rewind/v1/subscribe.proto\x12\trewind.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16rewind/v1/record.proto\"\xe7\x02\n" +
 	"\rStartPosition\x12\x1c\n" +
 	"\bearliest\x18\x01 \x01(\bH\x00R\bearliest\x12\x18\n" +
 	"\x06latest\x18\x02 \x01(\bH\x00R\x06latest\x12\x18\n" +
@@ -1396,7 +1425,9 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"message_id\x18\x05 \x01(\tH\x00R\tmessageId\x12#\n" +
 	"\frecords_back\x18\x06 \x01(\x04H\x00R\vrecordsBack\x128\n" +
 	"\ttime_back\x18\a \x01(\v2\x19.google.protobuf.DurationH\x00R\btimeBack\x12#\n" +
-	"\fresume_token\x18\b \x01(\tH\x00R\vresumeTokenB\n" +
+	"\fresume_token\x18\b \x01(\tH\x00R\vresumeToken\x12!\n" +
+	"\vkey_version\x18\t \x01(\x04H\x00R\n" +
+	"keyVersionB\n" +
 	"\n" +
 	"\bposition\"\x9b\x01\n" +
 	"\fStopPosition\x12\x18\n" +
@@ -1406,7 +1437,7 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tH\x00R\tmessageId\x12\x12\n" +
 	"\x03end\x18\x04 \x01(\bH\x00R\x03endB\n" +
 	"\n" +
-	"\bposition\"\xdb\x03\n" +
+	"\bposition\"\xed\x03\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
@@ -1423,7 +1454,8 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"clampStart\x12/\n" +
 	"\x06filter\x18\n" +
 	" \x01(\v2\x17.rewind.v1.ReplayFilterR\x06filter\x120\n" +
-	"\tread_from\x18\v \x01(\x0e2\x13.rewind.v1.ReadFromR\breadFrom\"d\n" +
+	"\tread_from\x18\v \x01(\x0e2\x13.rewind.v1.ReadFromR\breadFrom\x12\x10\n" +
+	"\x03key\x18\f \x01(\fR\x03key\"d\n" +
 	"\fReplayFilter\x12\x18\n" +
 	"\x06plugin\x18\x01 \x01(\tH\x00R\x06plugin\x12\x18\n" +
 	"\x06inline\x18\x02 \x01(\fH\x00R\x06inline\x12\x16\n" +
@@ -1580,6 +1612,7 @@ func file_rewind_v1_subscribe_proto_init() {
 		(*StartPosition_RecordsBack)(nil),
 		(*StartPosition_TimeBack)(nil),
 		(*StartPosition_ResumeToken)(nil),
+		(*StartPosition_KeyVersion)(nil),
 	}
 	file_rewind_v1_subscribe_proto_msgTypes[1].OneofWrappers = []any{
 		(*StopPosition_Offset)(nil),

@@ -6,13 +6,17 @@ import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2"
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Expect } from "./publish_pb.js";
+import { file_rewind_v1_publish } from "./publish_pb.js";
+import type { Query } from "./query_pb.js";
+import { file_rewind_v1_query } from "./query_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file rewind/v1/errors.proto.
  */
 export const file_rewind_v1_errors: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZXdpbmQvdjEvZXJyb3JzLnByb3RvEglyZXdpbmQudjEimwEKC09mZnNldFJhbmdlEhEKCXBhcnRpdGlvbhgBIAEoDRIYChByZXF1ZXN0ZWRfb2Zmc2V0GAIgASgEEhgKEGxvZ19zdGFydF9vZmZzZXQYAyABKAQSEgoKZW5kX29mZnNldBgEIAEoBBIxCg1lYXJsaWVzdF90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJHCg5SZWNvcmRUb29MYXJnZRINCgVpbmRleBgBIAEoDRIMCgRzaXplGAIgASgEEhgKEG1heF9yZWNvcmRfYnl0ZXMYAyABKAQidAoTSWRlbXBvdGVuY3lDb25mbGljdBINCgVpbmRleBgBIAEoDRIXCg9pZGVtcG90ZW5jeV9rZXkYAiABKAkSEQoJcGFydGl0aW9uGAMgASgNEg4KBm9mZnNldBgEIAEoBBISCgptZXNzYWdlX2lkGAUgASgJIpEBCgtGaWx0ZXJFcnJvchIOCgZtb2R1bGUYASABKAkSEQoJcGFydGl0aW9uGAIgASgNEg4KBm9mZnNldBgDIAEoBBIpCgdmYWlsdXJlGAQgASgOMhgucmV3aW5kLnYxLkZpbHRlckZhaWx1cmUSDgoGcmVhc29uGAUgASgJEhQKDHJlc3VtZV90b2tlbhgGIAEoCSrnAQoNRmlsdGVyRmFpbHVyZRIeChpGSUxURVJfRkFJTFVSRV9VTlNQRUNJRklFRBAAEhcKE0ZJTFRFUl9GQUlMVVJFX1RSQVAQARIXChNGSUxURVJfRkFJTFVSRV9GVUVMEAISGQoVRklMVEVSX0ZBSUxVUkVfT1VUUFVUEAMSGAoURklMVEVSX0ZBSUxVUkVfTElNSVQQBBIYChRGSUxURVJfRkFJTFVSRV9HVUVTVBAFEhoKFkZJTFRFUl9GQUlMVVJFX0lOVkFMSUQQBhIZChVGSUxURVJfRkFJTFVSRV9DT05GSUcQB0I4WjZnaXRodWIuY29tL3Jld2luZC1pby9yZXdpbmQvc2RrL2dlbi9yZXdpbmQvdjE7cmV3aW5kdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChZyZXdpbmQvdjEvZXJyb3JzLnByb3RvEglyZXdpbmQudjEimwEKC09mZnNldFJhbmdlEhEKCXBhcnRpdGlvbhgBIAEoDRIYChByZXF1ZXN0ZWRfb2Zmc2V0GAIgASgEEhgKEGxvZ19zdGFydF9vZmZzZXQYAyABKAQSEgoKZW5kX29mZnNldBgEIAEoBBIxCg1lYXJsaWVzdF90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJHCg5SZWNvcmRUb29MYXJnZRINCgVpbmRleBgBIAEoDRIMCgRzaXplGAIgASgEEhgKEG1heF9yZWNvcmRfYnl0ZXMYAyABKAQidAoTSWRlbXBvdGVuY3lDb25mbGljdBINCgVpbmRleBgBIAEoDRIXCg9pZGVtcG90ZW5jeV9rZXkYAiABKAkSEQoJcGFydGl0aW9uGAMgASgNEg4KBm9mZnNldBgEIAEoBBISCgptZXNzYWdlX2lkGAUgASgJIpEBCgtGaWx0ZXJFcnJvchIOCgZtb2R1bGUYASABKAkSEQoJcGFydGl0aW9uGAIgASgNEg4KBm9mZnNldBgDIAEoBBIpCgdmYWlsdXJlGAQgASgOMhgucmV3aW5kLnYxLkZpbHRlckZhaWx1cmUSDgoGcmVhc29uGAUgASgJEhQKDHJlc3VtZV90b2tlbhgGIAEoCSL4AQoPQ29uZGl0aW9uRmFpbGVkEhEKCXBhcnRpdGlvbhgBIAEoDRILCgNrZXkYAiABKAwSIwoIZXhwZWN0ZWQYAyABKA4yES5yZXdpbmQudjEuRXhwZWN0EhgKEGV4cGVjdGVkX3ZlcnNpb24YBCABKAQSGwoOYWN0dWFsX3ZlcnNpb24YBSABKARIAIgBARIfCgVxdWVyeRgGIAEoCzIQLnJld2luZC52MS5RdWVyeRISCgVhZnRlchgHIAEoBEgBiAEBEhcKD21hdGNoaW5nX29mZnNldBgIIAEoBEIRCg9fYWN0dWFsX3ZlcnNpb25CCAoGX2FmdGVyKucBCg1GaWx0ZXJGYWlsdXJlEh4KGkZJTFRFUl9GQUlMVVJFX1VOU1BFQ0lGSUVEEAASFwoTRklMVEVSX0ZBSUxVUkVfVFJBUBABEhcKE0ZJTFRFUl9GQUlMVVJFX0ZVRUwQAhIZChVGSUxURVJfRkFJTFVSRV9PVVRQVVQQAxIYChRGSUxURVJfRkFJTFVSRV9MSU1JVBAEEhgKFEZJTFRFUl9GQUlMVVJFX0dVRVNUEAUSGgoWRklMVEVSX0ZBSUxVUkVfSU5WQUxJRBAGEhkKFUZJTFRFUl9GQUlMVVJFX0NPTkZJRxAHQjhaNmdpdGh1Yi5jb20vcmV3aW5kLWlvL3Jld2luZC9zZGsvZ2VuL3Jld2luZC92MTtyZXdpbmR2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rewind_v1_publish, file_rewind_v1_query]);
 
 /**
  * OffsetRange is attached as an error detail to OutOfRange errors: the range
@@ -192,6 +196,68 @@ export type FilterError = Message<"rewind.v1.FilterError"> & {
  */
 export const FilterErrorSchema: GenMessage<FilterError> = /*@__PURE__*/
   messageDesc(file_rewind_v1_errors, 3);
+
+/**
+ * ConditionFailed is the detail of FAILED_PRECONDITION when a conditional
+ * append (PublishRequest.expectations or conditions) was refused: nothing
+ * of the request was stored.
+ *
+ * @generated from message rewind.v1.ConditionFailed
+ */
+export type ConditionFailed = Message<"rewind.v1.ConditionFailed"> & {
+  /**
+   * @generated from field: uint32 partition = 1;
+   */
+  partition: number;
+
+  /**
+   * A key expectation failed: the key, what was expected, and the key's
+   * actual last version (absent: the key has no record).
+   *
+   * @generated from field: bytes key = 2;
+   */
+  key: Uint8Array;
+
+  /**
+   * @generated from field: rewind.v1.Expect expected = 3;
+   */
+  expected: Expect;
+
+  /**
+   * @generated from field: uint64 expected_version = 4;
+   */
+  expectedVersion: bigint;
+
+  /**
+   * @generated from field: optional uint64 actual_version = 5;
+   */
+  actualVersion?: bigint | undefined;
+
+  /**
+   * A tag condition failed: its query and position, and the offset of a
+   * matching record after it.
+   *
+   * @generated from field: rewind.v1.Query query = 6;
+   */
+  query?: Query | undefined;
+
+  /**
+   * @generated from field: optional uint64 after = 7;
+   */
+  after?: bigint | undefined;
+
+  /**
+   * @generated from field: uint64 matching_offset = 8;
+   */
+  matchingOffset: bigint;
+};
+
+/**
+ * Describes the message rewind.v1.ConditionFailed.
+ * Use `create(ConditionFailedSchema)` to create a new message.
+ */
+export const ConditionFailedSchema: GenMessage<ConditionFailed> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_errors, 4);
 
 /**
  * FilterFailure classifies FilterError.

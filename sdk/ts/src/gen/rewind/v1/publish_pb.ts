@@ -2,8 +2,10 @@
 // @generated from file rewind/v1/publish.proto (package rewind.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Query } from "./query_pb.js";
+import { file_rewind_v1_query } from "./query_pb.js";
 import type { Header } from "./record_pb.js";
 import { file_rewind_v1_record } from "./record_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewind/v1/publish.proto.
  */
 export const file_rewind_v1_publish: GenFile = /*@__PURE__*/
-  fileDesc("ChdyZXdpbmQvdjEvcHVibGlzaC5wcm90bxIJcmV3aW5kLnYxIq0BCg1QdWJsaXNoUmVjb3JkEgsKA2tleRgBIAEoDBINCgV2YWx1ZRgCIAEoDBIiCgdoZWFkZXJzGAMgAygLMhEucmV3aW5kLnYxLkhlYWRlchIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSHQoVZXZlbnRfdGltZV91bml4X25hbm9zGAUgASgDEhYKCXBhcnRpdGlvbhgGIAEoDUgAiAEBQgwKCl9wYXJ0aXRpb24iWwoOUHVibGlzaFJlcXVlc3QSDQoFdG9waWMYASABKAkSKQoHcmVjb3JkcxgCIAMoCzIYLnJld2luZC52MS5QdWJsaXNoUmVjb3JkEg8KB3BhcnRpYWwYAyABKAgioQEKDVB1Ymxpc2hSZXN1bHQSEQoJcGFydGl0aW9uGAEgASgNEg4KBm9mZnNldBgCIAEoBBISCgptZXNzYWdlX2lkGAMgASgJEh4KFmFwcGVuZF90aW1lX3VuaXhfbmFub3MYBCABKAMSEQoJZHVwbGljYXRlGAUgASgIEiYKBWVycm9yGAYgASgLMhcucmV3aW5kLnYxLlB1Ymxpc2hFcnJvciJBCgxQdWJsaXNoRXJyb3ISDAoEY29kZRgBIAEoDRIPCgdtZXNzYWdlGAIgASgJEhIKCm5vdF9zdG9yZWQYAyABKAgiPAoPUHVibGlzaFJlc3BvbnNlEikKB3Jlc3VsdHMYASADKAsyGC5yZXdpbmQudjEuUHVibGlzaFJlc3VsdDJSCg5QdWJsaXNoU2VydmljZRJACgdQdWJsaXNoEhkucmV3aW5kLnYxLlB1Ymxpc2hSZXF1ZXN0GhoucmV3aW5kLnYxLlB1Ymxpc2hSZXNwb25zZUI4WjZnaXRodWIuY29tL3Jld2luZC1pby9yZXdpbmQvc2RrL2dlbi9yZXdpbmQvdjE7cmV3aW5kdjFiBnByb3RvMw", [file_rewind_v1_record]);
+  fileDesc("ChdyZXdpbmQvdjEvcHVibGlzaC5wcm90bxIJcmV3aW5kLnYxIq0BCg1QdWJsaXNoUmVjb3JkEgsKA2tleRgBIAEoDBINCgV2YWx1ZRgCIAEoDBIiCgdoZWFkZXJzGAMgAygLMhEucmV3aW5kLnYxLkhlYWRlchIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSHQoVZXZlbnRfdGltZV91bml4X25hbm9zGAUgASgDEhYKCXBhcnRpdGlvbhgGIAEoDUgAiAEBQgwKCl9wYXJ0aXRpb24ivAEKDlB1Ymxpc2hSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEikKB3JlY29yZHMYAiADKAsyGC5yZXdpbmQudjEuUHVibGlzaFJlY29yZBIPCgdwYXJ0aWFsGAMgASgIEi8KDGV4cGVjdGF0aW9ucxgEIAMoCzIZLnJld2luZC52MS5LZXlFeHBlY3RhdGlvbhIuCgpjb25kaXRpb25zGAUgAygLMhoucmV3aW5kLnYxLkFwcGVuZENvbmRpdGlvbiJRCg5LZXlFeHBlY3RhdGlvbhILCgNrZXkYASABKAwSIQoGZXhwZWN0GAIgASgOMhEucmV3aW5kLnYxLkV4cGVjdBIPCgd2ZXJzaW9uGAMgASgEIlAKD0FwcGVuZENvbmRpdGlvbhIfCgVxdWVyeRgBIAEoCzIQLnJld2luZC52MS5RdWVyeRISCgVhZnRlchgCIAEoBEgAiAEBQggKBl9hZnRlciKhAQoNUHVibGlzaFJlc3VsdBIRCglwYXJ0aXRpb24YASABKA0SDgoGb2Zmc2V0GAIgASgEEhIKCm1lc3NhZ2VfaWQYAyABKAkSHgoWYXBwZW5kX3RpbWVfdW5peF9uYW5vcxgEIAEoAxIRCglkdXBsaWNhdGUYBSABKAgSJgoFZXJyb3IYBiABKAsyFy5yZXdpbmQudjEuUHVibGlzaEVycm9yIkEKDFB1Ymxpc2hFcnJvchIMCgRjb2RlGAEgASgNEg8KB21lc3NhZ2UYAiABKAkSEgoKbm90X3N0b3JlZBgDIAEoCCI8Cg9QdWJsaXNoUmVzcG9uc2USKQoHcmVzdWx0cxgBIAMoCzIYLnJld2luZC52MS5QdWJsaXNoUmVzdWx0KlwKBkV4cGVjdBIaChZFWFBFQ1RfQU5ZX1VOU1BFQ0lGSUVEEAASDwoLRVhQRUNUX05PTkUQARIRCg1FWFBFQ1RfRVhJU1RTEAISEgoORVhQRUNUX1ZFUlNJT04QAzJSCg5QdWJsaXNoU2VydmljZRJACgdQdWJsaXNoEhkucmV3aW5kLnYxLlB1Ymxpc2hSZXF1ZXN0GhoucmV3aW5kLnYxLlB1Ymxpc2hSZXNwb25zZUI4WjZnaXRodWIuY29tL3Jld2luZC1pby9yZXdpbmQvc2RrL2dlbi9yZXdpbmQvdjE7cmV3aW5kdjFiBnByb3RvMw", [file_rewind_v1_query, file_rewind_v1_record]);
 
 /**
  * PublishRecord is one record to append.
@@ -108,6 +110,28 @@ export type PublishRequest = Message<"rewind.v1.PublishRequest"> & {
    * @generated from field: bool partial = 3;
    */
   partial: boolean;
+
+  /**
+   * Expectations on keys' histories. With any expectation or condition the
+   * request is a conditional append: its records must all go to one
+   * partition (the keys' partition: give them one partition key, or use a
+   * single-partition topic), and that partition stores them all or none,
+   * only if every expectation and condition holds when it applies them.
+   * A failure is FAILED_PRECONDITION with a ConditionFailed detail; nothing
+   * is stored. A retry of an accepted append whose records carry the same
+   * idempotency keys returns the original results, not a failure.
+   *
+   * @generated from field: repeated rewind.v1.KeyExpectation expectations = 4;
+   */
+  expectations: KeyExpectation[];
+
+  /**
+   * Conditions over tags and types (dynamic consistency boundaries): fail
+   * if a record matching the query was appended after the position read.
+   *
+   * @generated from field: repeated rewind.v1.AppendCondition conditions = 5;
+   */
+  conditions: AppendCondition[];
 };
 
 /**
@@ -116,6 +140,63 @@ export type PublishRequest = Message<"rewind.v1.PublishRequest"> & {
  */
 export const PublishRequestSchema: GenMessage<PublishRequest> = /*@__PURE__*/
   messageDesc(file_rewind_v1_publish, 1);
+
+/**
+ * An expectation on one key's last version.
+ *
+ * @generated from message rewind.v1.KeyExpectation
+ */
+export type KeyExpectation = Message<"rewind.v1.KeyExpectation"> & {
+  /**
+   * @generated from field: bytes key = 1;
+   */
+  key: Uint8Array;
+
+  /**
+   * @generated from field: rewind.v1.Expect expect = 2;
+   */
+  expect: Expect;
+
+  /**
+   * With EXPECT_VERSION: the version the key's last record must have
+   * (the key_version of the last record the writer loaded).
+   *
+   * @generated from field: uint64 version = 3;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message rewind.v1.KeyExpectation.
+ * Use `create(KeyExpectationSchema)` to create a new message.
+ */
+export const KeyExpectationSchema: GenMessage<KeyExpectation> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_publish, 2);
+
+/**
+ * Fails the append if a record matching `query` exists at an offset after
+ * `after` in the partition (absent: at any offset).
+ *
+ * @generated from message rewind.v1.AppendCondition
+ */
+export type AppendCondition = Message<"rewind.v1.AppendCondition"> & {
+  /**
+   * @generated from field: rewind.v1.Query query = 1;
+   */
+  query?: Query | undefined;
+
+  /**
+   * @generated from field: optional uint64 after = 2;
+   */
+  after?: bigint | undefined;
+};
+
+/**
+ * Describes the message rewind.v1.AppendCondition.
+ * Use `create(AppendConditionSchema)` to create a new message.
+ */
+export const AppendConditionSchema: GenMessage<AppendCondition> = /*@__PURE__*/
+  messageDesc(file_rewind_v1_publish, 3);
 
 /**
  * PublishResult says where one record was stored.
@@ -167,7 +248,7 @@ export type PublishResult = Message<"rewind.v1.PublishResult"> & {
  * Use `create(PublishResultSchema)` to create a new message.
  */
 export const PublishResultSchema: GenMessage<PublishResult> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_publish, 2);
+  messageDesc(file_rewind_v1_publish, 4);
 
 /**
  * PublishError is why a record of a partial publish was not acknowledged.
@@ -203,7 +284,7 @@ export type PublishError = Message<"rewind.v1.PublishError"> & {
  * Use `create(PublishErrorSchema)` to create a new message.
  */
 export const PublishErrorSchema: GenMessage<PublishError> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_publish, 3);
+  messageDesc(file_rewind_v1_publish, 5);
 
 /**
  * @generated from message rewind.v1.PublishResponse
@@ -222,7 +303,48 @@ export type PublishResponse = Message<"rewind.v1.PublishResponse"> & {
  * Use `create(PublishResponseSchema)` to create a new message.
  */
 export const PublishResponseSchema: GenMessage<PublishResponse> = /*@__PURE__*/
-  messageDesc(file_rewind_v1_publish, 4);
+  messageDesc(file_rewind_v1_publish, 6);
+
+/**
+ * What a conditional append expects of a key's history.
+ *
+ * @generated from enum rewind.v1.Expect
+ */
+export enum Expect {
+  /**
+   * Anything: no check.
+   *
+   * @generated from enum value: EXPECT_ANY_UNSPECIFIED = 0;
+   */
+  ANY_UNSPECIFIED = 0,
+
+  /**
+   * The key has no record.
+   *
+   * @generated from enum value: EXPECT_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * The key has at least one record.
+   *
+   * @generated from enum value: EXPECT_EXISTS = 2;
+   */
+  EXISTS = 2,
+
+  /**
+   * The key's last version is `version`.
+   *
+   * @generated from enum value: EXPECT_VERSION = 3;
+   */
+  VERSION = 3,
+}
+
+/**
+ * Describes the enum rewind.v1.Expect.
+ */
+export const ExpectSchema: GenEnum<Expect> = /*@__PURE__*/
+  enumDesc(file_rewind_v1_publish, 0);
 
 /**
  * PublishService appends records to topics.

@@ -10,11 +10,13 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewind/v1/record.proto.
  */
 export const file_rewind_v1_record: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZXdpbmQvdjEvcmVjb3JkLnByb3RvEglyZXdpbmQudjEiJAoGSGVhZGVyEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDCLXAQoGUmVjb3JkEhEKCXBhcnRpdGlvbhgBIAEoDRIOCgZvZmZzZXQYAiABKAQSEgoKbWVzc2FnZV9pZBgDIAEoCRIeChZhcHBlbmRfdGltZV91bml4X25hbm9zGAQgASgDEgsKA2tleRgFIAEoDBINCgV2YWx1ZRgGIAEoDBIiCgdoZWFkZXJzGAcgAygLMhEucmV3aW5kLnYxLkhlYWRlchIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkSHQoVZXZlbnRfdGltZV91bml4X25hbm9zGAkgASgDQjhaNmdpdGh1Yi5jb20vcmV3aW5kLWlvL3Jld2luZC9zZGsvZ2VuL3Jld2luZC92MTtyZXdpbmR2MWIGcHJvdG8z");
+  fileDesc("ChZyZXdpbmQvdjEvcmVjb3JkLnByb3RvEglyZXdpbmQudjEiJAoGSGVhZGVyEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDCKBAgoGUmVjb3JkEhEKCXBhcnRpdGlvbhgBIAEoDRIOCgZvZmZzZXQYAiABKAQSEgoKbWVzc2FnZV9pZBgDIAEoCRIeChZhcHBlbmRfdGltZV91bml4X25hbm9zGAQgASgDEgsKA2tleRgFIAEoDBINCgV2YWx1ZRgGIAEoDBIiCgdoZWFkZXJzGAcgAygLMhEucmV3aW5kLnYxLkhlYWRlchIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkSHQoVZXZlbnRfdGltZV91bml4X25hbm9zGAkgASgDEhgKC2tleV92ZXJzaW9uGAogASgESACIAQFCDgoMX2tleV92ZXJzaW9uQjhaNmdpdGh1Yi5jb20vcmV3aW5kLWlvL3Jld2luZC9zZGsvZ2VuL3Jld2luZC92MTtyZXdpbmR2MWIGcHJvdG8z");
 
 /**
  * Header is one key/value pair attached to a record. Keys need not be unique;
- * their order is kept.
+ * their order is kept. Two names are indexed: "rewind-type" (the record's
+ * type, at most one) and "rewind-tag" (a tag, repeatable, e.g.
+ * "course:42"); queries (rewind.v1.Query) and append conditions match them.
  *
  * @generated from message rewind.v1.Header
  */
@@ -105,6 +107,16 @@ export type Record = Message<"rewind.v1.Record"> & {
    * @generated from field: int64 event_time_unix_nanos = 9;
    */
   eventTimeUnixNanos: bigint;
+
+  /**
+   * The record's key version: its position in its key's history within the
+   * partition (0, 1, 2, ...), set when the record has a key. Versions are
+   * assigned when the record is stored, identically on every replica, and
+   * keep their numbers whatever retention or compaction removes.
+   *
+   * @generated from field: optional uint64 key_version = 10;
+   */
+  keyVersion?: bigint | undefined;
 };
 
 /**
