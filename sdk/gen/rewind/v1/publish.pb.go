@@ -406,7 +406,11 @@ type PublishResult struct {
 	// record's partition failed: the record is not acknowledged; partition
 	// is the one it was routed to, offset, message_id and append time are
 	// unset.
-	Error         *PublishError `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Error *PublishError `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// The record's key version: its position in its key's history within
+	// the partition (0, 1, 2, ...). Set when the record has a key; for a
+	// duplicate, the original's.
+	KeyVersion    *uint64 `protobuf:"varint,7,opt,name=key_version,json=keyVersion,proto3,oneof" json:"key_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -481,6 +485,13 @@ func (x *PublishResult) GetError() *PublishError {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *PublishResult) GetKeyVersion() uint64 {
+	if x != nil && x.KeyVersion != nil {
+		return *x.KeyVersion
+	}
+	return 0
 }
 
 // PublishError is why a record of a partial publish was not acknowledged.
@@ -623,7 +634,7 @@ const file_rewind_v1_publish_proto_rawDesc = "" +
 	"\x0fAppendCondition\x12&\n" +
 	"\x05query\x18\x01 \x01(\v2\x10.rewind.v1.QueryR\x05query\x12\x19\n" +
 	"\x05after\x18\x02 \x01(\x04H\x00R\x05after\x88\x01\x01B\b\n" +
-	"\x06_after\"\xe6\x01\n" +
+	"\x06_after\"\x9c\x02\n" +
 	"\rPublishResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x1d\n" +
@@ -631,7 +642,10 @@ const file_rewind_v1_publish_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x123\n" +
 	"\x16append_time_unix_nanos\x18\x04 \x01(\x03R\x13appendTimeUnixNanos\x12\x1c\n" +
 	"\tduplicate\x18\x05 \x01(\bR\tduplicate\x12-\n" +
-	"\x05error\x18\x06 \x01(\v2\x17.rewind.v1.PublishErrorR\x05error\"[\n" +
+	"\x05error\x18\x06 \x01(\v2\x17.rewind.v1.PublishErrorR\x05error\x12$\n" +
+	"\vkey_version\x18\a \x01(\x04H\x00R\n" +
+	"keyVersion\x88\x01\x01B\x0e\n" +
+	"\f_key_version\"[\n" +
 	"\fPublishError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -700,6 +714,7 @@ func file_rewind_v1_publish_proto_init() {
 	file_rewind_v1_record_proto_init()
 	file_rewind_v1_publish_proto_msgTypes[0].OneofWrappers = []any{}
 	file_rewind_v1_publish_proto_msgTypes[3].OneofWrappers = []any{}
+	file_rewind_v1_publish_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
