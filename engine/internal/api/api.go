@@ -103,6 +103,7 @@ func (s *Server) Handler() http.Handler {
 	handle(rewindv1connect.NewPluginServiceHandler(s, opts...))
 	handle(rewindv1connect.NewClusterServiceHandler(s, opts...))
 	handle(rewindv1connect.NewAuthServiceHandler(s, opts...))
+	handle(rewindv1connect.NewEventStoreServiceHandler(s, opts...))
 	services := []string{
 		rewindv1connect.AuthServiceName,
 		rewindv1connect.ClusterServiceName,
@@ -111,6 +112,7 @@ func (s *Server) Handler() http.Handler {
 		rewindv1connect.SubscribeServiceName,
 		rewindv1connect.GroupServiceName,
 		rewindv1connect.PluginServiceName,
+		rewindv1connect.EventStoreServiceName,
 	}
 	mux.Handle("GET /metrics", s.adminOnly(s.metricsHandler()))
 	mux.HandleFunc("GET /healthz", s.livez)
@@ -128,9 +130,10 @@ func (s *Server) Handler() http.Handler {
 }
 
 var (
-	_ rewindv1connect.TopicServiceHandler     = (*Server)(nil)
-	_ rewindv1connect.PublishServiceHandler   = (*Server)(nil)
-	_ rewindv1connect.SubscribeServiceHandler = (*Server)(nil)
-	_ rewindv1connect.GroupServiceHandler     = (*Server)(nil)
-	_ rewindv1connect.PluginServiceHandler    = (*Server)(nil)
+	_ rewindv1connect.TopicServiceHandler      = (*Server)(nil)
+	_ rewindv1connect.PublishServiceHandler    = (*Server)(nil)
+	_ rewindv1connect.SubscribeServiceHandler  = (*Server)(nil)
+	_ rewindv1connect.GroupServiceHandler      = (*Server)(nil)
+	_ rewindv1connect.PluginServiceHandler     = (*Server)(nil)
+	_ rewindv1connect.EventStoreServiceHandler = (*Server)(nil)
 )

@@ -86,6 +86,9 @@ var needs = map[string]func(e env, msg any) []need{
 		return []need{{op: auth.Publish, res: topicRes(m.(*rewindv1.PublishRequest).GetTopic())}}
 	},
 	rewindv1connect.SubscribeServiceSubscribeProcedure: subscribeNeeds,
+	rewindv1connect.EventStoreServiceReadProcedure: func(_ env, m any) []need {
+		return []need{{op: auth.Replay, res: topicRes(m.(*rewindv1.ReadRequest).GetTopic())}}
+	},
 	rewindv1connect.GroupServiceCommitProcedure: func(_ env, m any) []need {
 		r := m.(*rewindv1.CommitRequest)
 		return []need{{op: auth.Commit, res: groupRes(r.GetGroup())}, {op: auth.Read, res: topicRes(r.GetTopic())}}

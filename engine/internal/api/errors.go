@@ -34,6 +34,7 @@ var codes = []struct {
 }{
 	{partition.ErrCorrupt, connect.CodeDataLoss},
 	{partition.ErrConflict, connect.CodeFailedPrecondition},
+	{partition.ErrCondition, connect.CodeFailedPrecondition},
 	{partition.ErrFenced, connect.CodeFailedPrecondition},
 	{broker.ErrNoTopic, connect.CodeNotFound},
 	{broker.ErrNoGroup, connect.CodeNotFound},
@@ -152,6 +153,12 @@ func toConnectCode(log hclog.Logger, err error) error {
 			d.EarliestTime = timestamppb.New(unixNano(oor.EarliestTime))
 		}
 		addDetail(e, d)
+		return e
+	}
+	var cond *broker.ConditionError
+	if errors.As(err, &cond) {
+		e := connect.NewError(connect.CodeFailedPrecondition, clip(err))
+		addDetail(e, route.ConditionFailedToProto(cond.Partition, cond.ConditionError))
 		return e
 	}
 	var conflict *broker.ConflictError

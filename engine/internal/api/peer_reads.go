@@ -75,7 +75,7 @@ func (p *PeerReads) Fetch(ctx context.Context, req *peerv1.FetchRequest) (*peerv
 		Batches: make([]*peerv1.Batch, len(res.Batches)),
 	}
 	for i, b := range res.Batches {
-		out.Batches[i] = &peerv1.Batch{Base: b.Base, AppendTimeUnixNanos: b.AppendTime, Span: b.Span, Records: b.Records.Bytes()}
+		out.Batches[i] = &peerv1.Batch{Base: b.Base, AppendTimeUnixNanos: b.AppendTime, Span: b.Span, Records: b.Records.Bytes(), KeyVersions: b.KeyVersions}
 	}
 	return out, nil
 }

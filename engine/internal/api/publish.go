@@ -11,6 +11,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/msgid"
 	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/engine/internal/route"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
 
@@ -46,6 +47,16 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 	if req.GetPartial() {
 		publish = s.b.PublishPartial
 	}
+	if conds := route.ConditionsFromProto(req.GetExpectations(), req.GetConditions()); conds != nil {
+		if req.GetPartial() {
+			err := invalidf("a conditional append is all or nothing: it cannot be partial")
+			s.countPublishFailure(ctx, err)
+			return nil, err
+		}
+		publish = func(ctx context.Context, topic string, recs []broker.PublishRecord) (uint64, []broker.PublishResult, error) {
+			return s.b.PublishIf(ctx, topic, recs, conds)
+		}
+	}
 	topicID, res, err := publish(ctx, req.GetTopic(), recs)
 	if err != nil {
 		err = toConnect(s.log, err)
@@ -69,6 +80,10 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 		pr.MessageId = msgid.ID{TopicID: topicID, Partition: r.Partition, Offset: r.Offset}.String()
 		pr.AppendTimeUnixNanos = r.AppendTime
 		pr.Duplicate = r.Duplicate
+		if r.HasKeyVersion {
+			v := r.KeyVersion
+			pr.KeyVersion = &v
+		}
 		out.Results[i] = pr
 	}
 	return out, nil

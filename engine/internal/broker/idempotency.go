@@ -224,7 +224,7 @@ func (b *Broker) moveElsewhere(ctx context.Context, lt *liveTopic, recs []Publis
 			rs[j] = recs[m.index]
 		}
 		ms = ms[k:]
-		a, res, err := b.publishPartition(ctx, lt, p, records(rs))
+		a, res, err := b.publishPartition(ctx, lt, p, records(rs), nil)
 		again, err := b.partitionOutcome(lt, p, idx, a, res, err, out)
 		if err != nil {
 			return err

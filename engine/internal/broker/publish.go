@@ -116,8 +116,25 @@ func PartitionForKey(key []byte, partitions uint32) uint32 {
 // are durable, with the topic's id and one result per record in request
 // order. Validation failures store nothing.
 func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord) (topicID uint64, _ []PublishResult, err error) {
-	return b.publish(ctx, topic, recs, false)
+	return b.publish(ctx, topic, recs, false, nil)
 }
+
+// PublishIf is Publish for a conditional append: the records must all go
+// to one partition, which stores them all or none, only if conds hold when
+// it applies them (a *ConditionError otherwise). Key conditions name keys
+// of that partition.
+func (b *Broker) PublishIf(ctx context.Context, topic string, recs []PublishRecord, conds *partition.Conditions) (topicID uint64, _ []PublishResult, err error) {
+	return b.publish(ctx, topic, recs, false, conds)
+}
+
+// ConditionError is a conditional append refused in Partition.
+type ConditionError struct {
+	Partition uint32
+	*partition.ConditionError
+}
+
+// Unwrap returns the partition's refusal.
+func (e *ConditionError) Unwrap() error { return e.ConditionError }
 
 // PublishPartial is Publish where the partitions of the request succeed
 // or fail apart: the records of a partition that failed (its leader is
@@ -127,10 +144,10 @@ func (b *Broker) Publish(ctx context.Context, topic string, recs []PublishRecord
 // conflict, or when every partition failed. One partition stuck until
 // the deadline no longer costs the acknowledgements of the others.
 func (b *Broker) PublishPartial(ctx context.Context, topic string, recs []PublishRecord) (topicID uint64, _ []PublishResult, err error) {
-	return b.publish(ctx, topic, recs, true)
+	return b.publish(ctx, topic, recs, true, nil)
 }
 
-func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord, partial bool) (topicID uint64, _ []PublishResult, err error) {
+func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord, partial bool, conds *partition.Conditions) (topicID uint64, _ []PublishResult, err error) {
 	// Checking and routing the records is live work, which catch-up
 	// reads give way to (package sched); waiting for them to be stored is
 	// not.
@@ -204,6 +221,11 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 			dest[i] = uint32((runBase + uint64(dest[i])) % uint64(n))
 		}
 	}
+	if !conds.Empty() {
+		if err := checkColocated(recs, dest, conds, n); err != nil {
+			return 0, nil, err
+		}
+	}
 	ctx, cancel := b.publishContext(ctx)
 	defer cancel()
 	live()
@@ -246,7 +268,7 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 	results := make([]done, len(parts))
 	publish := func(k int) {
 		p := parts[k]
-		a, res, err := b.publishPartition(ctx, lt, uint32(p), byPart[p])
+		a, res, err := b.publishPartition(ctx, lt, uint32(p), byPart[p], conds)
 		results[k] = done{p: p, a: a, res: res, err: err}
 	}
 	if len(parts) == 1 {
@@ -294,6 +316,14 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 // the records to move elsewhere, or the publish's error.
 func (b *Broker) partitionOutcome(lt *liveTopic, p uint32, idx []int, a *partition.Append, res []PublishResult, err error, out []PublishResult) ([]moved, error) {
 	if err != nil {
+		var cond *ConditionError
+		if errors.As(err, &cond) {
+			return nil, cond
+		}
+		var pcond *partition.ConditionError
+		if errors.As(err, &pcond) {
+			return nil, &ConditionError{Partition: p, ConditionError: pcond}
+		}
 		var ce *partition.ConflictError
 		if errors.As(err, &ce) {
 			c := &ConflictError{Index: idx[ce.Index], Key: ce.Key, TopicID: lt.meta.ID, Partition: ce.Partition, Offset: ce.Offset}
@@ -370,4 +400,32 @@ func unavailableUnlessTyped(err error) error {
 		}
 	}
 	return unavailable(err)
+}
+
+// checkColocated refuses a conditional append that spans partitions: its
+// records must all go to one partition, and the keys its conditions name
+// must map there too (unless the records name their partition).
+func checkColocated(recs []PublishRecord, dest []uint32, conds *partition.Conditions, n uint32) error {
+	for i := range dest {
+		if dest[i] != dest[0] {
+			return fmt.Errorf("%w: a conditional append is atomic within one partition, but records 0 and %d go to partitions %d and %d: give the records one partition key, name one partition, or use a single-partition topic",
+				ErrInvalid, i, dest[0], dest[i])
+		}
+	}
+	explicit := slices.ContainsFunc(recs, func(r PublishRecord) bool { return r.HasPartition })
+	for _, kc := range conds.Keys {
+		if len(kc.Key) == 0 {
+			return fmt.Errorf("%w: an expectation names an empty key", ErrInvalid)
+		}
+		if p := PartitionForKey(kc.Key, n); !explicit && p != dest[0] {
+			return fmt.Errorf("%w: the expectation on key %s is checked in partition %d, the key's, but the records go to partition %d: co-locate them (one partition key or a single-partition topic)",
+				ErrInvalid, echo.QuoteBytes(kc.Key), p, dest[0])
+		}
+	}
+	for _, tc := range conds.Tags {
+		if len(tc.Query) == 0 {
+			return fmt.Errorf("%w: a condition has an empty query", ErrInvalid)
+		}
+	}
+	return nil
 }

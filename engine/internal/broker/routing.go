@@ -145,7 +145,7 @@ func (b *Broker) noReplica(lt *liveTopic, p uint32) error {
 
 // publishPartition publishes one partition's records: on this node if it
 // leads the partition, else on the leader (route.Router.Write).
-func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, recs []record.Record) (a *partition.Append, res []PublishResult, err error) {
+func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, recs []record.Record, conds *partition.Conditions) (a *partition.Append, res []PublishResult, err error) {
 	// The router may try here, lose the leadership (ErrNotLeader) and then
 	// forward: only the attempt that succeeded may leave its outcome, or
 	// the failed local Append (no offsets) would stand for the leader's
@@ -156,7 +156,7 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 		if part == nil {
 			return b.noReplica(lt, p)
 		}
-		ap, err := part.Enqueue(ctx, recs)
+		ap, err := part.EnqueueIf(ctx, recs, conds)
 		if err == nil {
 			err = ap.Wait(ctx)
 		}
@@ -168,13 +168,14 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 	if b.cfg.PeerClients != nil {
 		op.Remote = func(ctx context.Context, node uint64, addr string, relay bool) error {
 			a, res = nil, nil
-			out, err := b.cfg.PeerClients.Publish(ctx, node, addr, lt.meta.Name, p, recs, relay)
+			out, err := b.cfg.PeerClients.Publish(ctx, node, addr, lt.meta.Name, p, recs, conds, relay)
 			if err != nil {
 				return peerError(err, false)
 			}
 			res = make([]PublishResult, len(out))
 			for i, o := range out {
-				res[i] = PublishResult{Partition: o.Partition, Offset: o.Offset, AppendTime: o.AppendTime, Duplicate: o.Duplicate}
+				res[i] = PublishResult{Partition: o.Partition, Offset: o.Offset, AppendTime: o.AppendTime, Duplicate: o.Duplicate,
+					KeyVersion: o.KeyVersion, HasKeyVersion: o.HasKeyVersion}
 			}
 			return nil
 		}
@@ -195,6 +196,8 @@ func peerError(err error, read bool) error {
 	case route.RefusedConflict:
 		c := re.Conflict
 		return &ConflictError{Index: c.Index, Key: c.Key, Partition: c.Partition, Offset: c.Offset, OffsetUnknown: c.OffsetUnknown}
+	case route.RefusedCondition:
+		return re.Condition
 	case route.RefusedInvalid:
 		return fmt.Errorf("%w: %s", ErrInvalid, re.Msg)
 	case route.RefusedNotFound:

@@ -109,7 +109,7 @@ type Versions struct {
 }
 
 // Versions returns a walker over the key versions of b's records.
-func (b *Batch) Versions() Versions { return Versions{data: b.versions, first: true} }
+func (b *Batch) Versions() Versions { return Versions{data: b.KeyVersions, first: true} }
 
 // Lookup returns the version of the record at delta; calls must come in
 // increasing delta order.
@@ -490,7 +490,7 @@ func (p *Partition) versionOf(offset uint64) (uint64, bool, error) {
 	if !ok || offset-base > 1<<32-1 {
 		return 0, false, it.Error()
 	}
-	b := Batch{versions: it.Value()}
+	b := Batch{KeyVersions: it.Value()}
 	vs := b.Versions()
 	v, ok := vs.Lookup(uint32(offset - base))
 	return v, ok, nil

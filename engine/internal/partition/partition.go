@@ -885,7 +885,7 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		}
 		p.st.LastIndex = e.GetIndex()
 		p.applied = append(p.applied, appliedBatch{
-			batch: &Batch{Base: base, AppendTime: t, Span: b.Span(), RaftIndex: e.GetIndex(), Records: b, versions: versions},
+			batch: &Batch{Base: base, AppendTime: t, Span: b.Span(), RaftIndex: e.GetIndex(), Records: b, KeyVersions: versions},
 			id:    b.ProposalID(),
 		})
 	}

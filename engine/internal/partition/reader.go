@@ -19,8 +19,9 @@ type Batch struct {
 	Span       uint32
 	RaftIndex  uint64
 	Records    record.Batch
-	// versions are the key versions of its keyed records (keyindex.go).
-	versions []byte
+	// KeyVersions are the key versions of its keyed records, encoded
+	// (keyindex.go); read them with Versions.
+	KeyVersions []byte
 }
 
 // End returns the offset after the batch.
@@ -279,7 +280,7 @@ func (r *Reader) load(from uint64) error {
 	if err != nil {
 		return err
 	}
-	r.cur = &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: rb, versions: versions}
+	r.cur = &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: rb, KeyVersions: versions}
 	return nil
 }
 

@@ -413,7 +413,7 @@ func (p *Partition) rewriteBatch(w *pebble.Batch, base uint64, row indexRow, dro
 			return indexRow{}, 0, false, err
 		}
 	}
-	p.cacheReplace = append(p.cacheReplace, &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: nb, versions: versions})
+	p.cacheReplace = append(p.cacheReplace, &Batch{Base: base, AppendTime: row.appendTime, Span: row.span, RaftIndex: row.raftIndex, Records: nb, KeyVersions: versions})
 	return row, saved, false, nil
 }
 

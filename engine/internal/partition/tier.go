@@ -296,7 +296,7 @@ func (p *Partition) readTier(from uint64, h *tierHold) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Batch{Base: e.Base, AppendTime: e.AppendTime, Span: e.Span, Records: rb, versions: versions}, nil
+	return &Batch{Base: e.Base, AppendTime: e.AppendTime, Span: e.Span, Records: rb, KeyVersions: versions}, nil
 }
 
 // seekTier returns the first offset at or after start with append time >=

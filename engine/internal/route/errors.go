@@ -3,6 +3,8 @@ package route
 import (
 	"errors"
 	"fmt"
+
+	"github.com/rewind-io/rewind/engine/internal/partition"
 )
 
 var (
@@ -75,6 +77,9 @@ const (
 	// RefusedConflict: an idempotency key is bound to other contents
 	// (Conflict says where).
 	RefusedConflict
+	// RefusedCondition: a conditional append's condition failed
+	// (Condition says which).
+	RefusedCondition
 )
 
 // RefusedError is a member's refusal of a request (Refusal says why). The
@@ -84,7 +89,8 @@ type RefusedError struct {
 	Node     uint64
 	Refusal  Refusal
 	Msg      string
-	Conflict *Conflict // with RefusedConflict
+	Conflict  *Conflict                 // with RefusedConflict
+	Condition *partition.ConditionError // with RefusedCondition
 }
 
 func (e *RefusedError) Error() string { return fmt.Sprintf("node %d: %s", e.Node, e.Msg) }

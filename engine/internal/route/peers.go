@@ -105,6 +105,7 @@ type Peers struct {
 	publish *clients[rewindv1connect.PublishServiceClient]
 	cluster *clients[rewindv1connect.ClusterServiceClient]
 	parts   *clients[peerv1connect.PartitionServiceClient]
+	store   *clients[rewindv1connect.EventStoreServiceClient]
 }
 
 // NewPeers returns the peer clients.
@@ -124,6 +125,10 @@ func NewPeers(cfg PeersConfig) *Peers {
 	p.publish = newClients(func(addr string) rewindv1connect.PublishServiceClient {
 		return rewindv1connect.NewPublishServiceClient(cfg.HTTP.Client, member(addr),
 			ClientOptions(append([]connect.ClientOption{connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes)}, icpt...)...)...)
+	})
+	p.store = newClients(func(addr string) rewindv1connect.EventStoreServiceClient {
+		return rewindv1connect.NewEventStoreServiceClient(cfg.HTTP.Client, member(addr),
+			ClientOptions(append([]connect.ClientOption{connect.WithReadMaxBytes(MaxMessageBytes)}, icpt...)...)...)
 	})
 	p.cluster = newClients(func(addr string) rewindv1connect.ClusterServiceClient {
 		return rewindv1connect.NewClusterServiceClient(cfg.HTTP.Client, member(addr), ClientOptions(icpt...)...)
@@ -174,6 +179,9 @@ type Published struct {
 	Offset     uint64
 	AppendTime int64
 	Duplicate  bool
+	// KeyVersion is the record's key version when HasKeyVersion.
+	KeyVersion    uint64
+	HasKeyVersion bool
 }
 
 // Publish sends one partition's records to node on the member path,
@@ -182,7 +190,7 @@ type Published struct {
 // who leads as far as node knows) are safe to retry; a *RefusedError is
 // the leader's refusal; partition.ErrBusy and ErrDiskFull keep their
 // class; anything else is ErrUnavailable with the outcome unknown.
-func (p *Peers) Publish(ctx context.Context, node uint64, addr, topic string, part uint32, recs []record.Record, relay bool) ([]Published, error) {
+func (p *Peers) Publish(ctx context.Context, node uint64, addr, topic string, part uint32, recs []record.Record, conds *partition.Conditions, relay bool) ([]Published, error) {
 	if addr == "" {
 		return nil, fmt.Errorf("%w: %w: no address for node %d", ErrUnavailable, ErrNotStored, node)
 	}
@@ -197,13 +205,15 @@ func (p *Peers) Publish(ctx context.Context, node uint64, addr, topic string, pa
 		}
 		req.Records[i] = pr
 	}
+	req.Expectations, req.Conditions = ConditionsToProto(conds)
 	resp, err := p.publish.get(addr).Publish(p.hop(peerauth.WithTarget(ctx, node), relay), req)
 	if err != nil {
 		return nil, forwardError(node, topic, part, err)
 	}
 	out := make([]Published, len(resp.GetResults()))
 	for i, r := range resp.GetResults() {
-		out[i] = Published{Partition: r.GetPartition(), Offset: r.GetOffset(), AppendTime: r.GetAppendTimeUnixNanos(), Duplicate: r.GetDuplicate()}
+		out[i] = Published{Partition: r.GetPartition(), Offset: r.GetOffset(), AppendTime: r.GetAppendTimeUnixNanos(), Duplicate: r.GetDuplicate(),
+			KeyVersion: r.GetKeyVersion(), HasKeyVersion: r.KeyVersion != nil}
 	}
 	if len(out) != len(recs) {
 		return nil, fmt.Errorf("%w: node %d answered %d results for %d records", ErrUnavailable, node, len(out), len(recs))
@@ -262,7 +272,7 @@ func (p *Peers) Fetch(ctx context.Context, node uint64, addr string, topicID uin
 		if rb.Span() != b.GetSpan() || b.GetSpan() == 0 {
 			return remote.Fetched{}, fmt.Errorf("node %d partition %d offset %d: %w: batch span %d, header says %d", node, part, b.GetBase(), partition.ErrCorrupt, rb.Span(), b.GetSpan())
 		}
-		out.Batches[i] = &partition.Batch{Base: b.GetBase(), AppendTime: b.GetAppendTimeUnixNanos(), Span: b.GetSpan(), Records: rb}
+		out.Batches[i] = &partition.Batch{Base: b.GetBase(), AppendTime: b.GetAppendTimeUnixNanos(), Span: b.GetSpan(), Records: rb, KeyVersions: b.GetKeyVersions()}
 	}
 	return out, nil
 }
@@ -349,6 +359,9 @@ func forwardError(node uint64, topic string, part uint32, err error) error {
 					Index: int(c.GetIndex()), Key: c.GetIdempotencyKey(), Partition: c.GetPartition(), Offset: c.GetOffset(),
 					OffsetUnknown: c.GetMessageId() == "",
 				}}
+			}
+			if c, ok := v.(*rewindv1.ConditionFailed); ok {
+				return &RefusedError{Node: node, Refusal: RefusedCondition, Msg: ce.Message(), Condition: ConditionFailedFromProto(c)}
 			}
 		}
 	}
@@ -445,4 +458,65 @@ func (c carrier) WrapStreamingClient(next connect.StreamingClientFunc) connect.S
 
 func (c carrier) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// ReadAnswer is a leader's answer to an event-store read.
+type ReadAnswer struct {
+	Records              []ReadRecord
+	Head, Earliest       uint64
+	HasHead, HasEarliest bool
+	Position             uint64
+	HasPosition, More    bool
+}
+
+// ReadRecord is one record of a ReadAnswer.
+type ReadRecord struct {
+	record.Record
+	Offset     uint64
+	AppendTime int64
+	Version    uint64
+	HasVersion bool
+}
+
+// Read sends an event-store read of partition part to node on the member
+// path, marked forwarded (relay: relayed), for it to serve only if it
+// leads the partition. Errors as Publish's.
+func (p *Peers) Read(ctx context.Context, node uint64, addr, topic string, part uint32, key []byte, q partition.Query,
+	fromVersion, fromOffset *uint64, last uint64, backward bool, limit int, relay bool) (ReadAnswer, error) {
+	if addr == "" {
+		return ReadAnswer{}, fmt.Errorf("%w: %w: no address for node %d", ErrUnavailable, ErrNotStored, node)
+	}
+	req := &rewindv1.ReadRequest{Topic: topic, Partition: &part, Backward: backward, Limit: uint32(limit)}
+	if len(key) > 0 {
+		req.Select = &rewindv1.ReadRequest_Key{Key: key}
+	} else {
+		req.Select = &rewindv1.ReadRequest_Query{Query: QueryToProto(q)}
+	}
+	switch {
+	case fromVersion != nil:
+		req.From = &rewindv1.ReadRequest_FromVersion{FromVersion: *fromVersion}
+	case fromOffset != nil:
+		req.From = &rewindv1.ReadRequest_FromOffset{FromOffset: *fromOffset}
+	case last > 0:
+		req.From = &rewindv1.ReadRequest_Last{Last: last}
+	}
+	resp, err := p.store.get(addr).Read(p.hop(peerauth.WithTarget(ctx, node), relay), req)
+	if err != nil {
+		return ReadAnswer{}, forwardError(node, topic, part, err)
+	}
+	out := ReadAnswer{
+		Head: resp.GetHeadVersion(), HasHead: resp.HeadVersion != nil, Earliest: resp.GetEarliestVersion(), HasEarliest: resp.EarliestVersion != nil,
+		Position: resp.GetPosition(), HasPosition: resp.Position != nil, More: resp.GetMore(),
+	}
+	for _, r := range resp.GetRecords() {
+		rr := ReadRecord{
+			Record: record.Record{Key: r.GetKey(), Value: r.GetValue(), IdempotencyKey: []byte(r.GetIdempotencyKey()), EventTime: r.GetEventTimeUnixNanos()},
+			Offset: r.GetOffset(), AppendTime: r.GetAppendTimeUnixNanos(), Version: r.GetKeyVersion(), HasVersion: r.KeyVersion != nil,
+		}
+		for _, h := range r.GetHeaders() {
+			rr.Headers = append(rr.Headers, record.Header{Key: []byte(h.GetKey()), Value: h.GetValue()})
+		}
+		out.Records = append(out.Records, rr)
+	}
+	return out, nil
 }

@@ -29,7 +29,7 @@ func TestPeerCallsDoNotAskForCompression(t *testing.T) {
 	ctx := context.Background()
 	peers := NewPeers(PeersConfig{Self: 1, ClusterID: 1, HTTP: HTTP{Client: srv.Client()}})
 	_, _ = peers.Fetch(ctx, 2, addr, 3, 0, remote.Fetch{MaxBytes: 1})
-	_, _ = peers.Publish(ctx, 2, addr, "t", 0, []record.Record{{Value: []byte("v")}}, false)
+	_, _ = peers.Publish(ctx, 2, addr, "t", 0, []record.Record{{Value: []byte("v")}}, nil, false)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(seen) != 2 {

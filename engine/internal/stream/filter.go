@@ -47,6 +47,7 @@ func (e *FilterError) Unwrap() error { return e.Err }
 type candidate struct {
 	off uint64
 	t   int64
+	ver int64 // key version, -1 none
 	rec record.Record // Key, Value, IdempotencyKey alias the batch; Headers the arena
 }
 
@@ -76,12 +77,12 @@ func (f *filtering) fits(r *record.Record, room int) bool {
 	return f.batch.Size()+size <= f.f.InputCap()
 }
 
-func (f *filtering) add(off uint64, t int64, r *record.Record) {
+func (f *filtering) add(off uint64, t int64, ver int64, r *record.Record) {
 	f.batch.Add(off, t, r.Key, r.Value, len(r.Headers))
 	for _, h := range r.Headers {
 		f.batch.AddHeader(h.Key, h.Value)
 	}
-	c := candidate{off: off, t: t, rec: *r}
+	c := candidate{off: off, t: t, ver: ver, rec: *r}
 	if len(r.Headers) > 0 {
 		h0 := len(f.headers)
 		f.headers = append(f.headers, r.Headers...)
@@ -120,7 +121,7 @@ func (s *streamer) runFilter(ctx context.Context, sl *slot, bytes int) (int, err
 				r.Headers = append(r.Headers, record.Header{Key: h.Key, Value: h.Value})
 			}
 		}
-		s.appendRecord(sl.cur.Partition, c.off, c.t, &r)
+		s.appendRecord(sl.cur.Partition, c.off, c.t, c.ver, &r)
 		bytes += len(r.Key) + len(r.Value) + len(r.IdempotencyKey)
 	}
 	if err == nil {

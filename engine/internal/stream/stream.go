@@ -241,6 +241,7 @@ type streamer struct {
 type pendingBatch struct {
 	b  *partition.Batch
 	it record.Iter
+	vs partition.Versions
 }
 
 func (s *streamer) add(p Source, c cursor.Cursor) {
@@ -510,7 +511,7 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 				}
 				s.paceBytes += len(b.Records.Bytes())
 			}
-			pb.b, pb.it = b, b.Records.Iter()
+			pb.b, pb.it, pb.vs = b, b.Records.Iter(), b.Versions()
 		}
 		b := pb.b
 		r := &s.scratch
@@ -523,15 +524,21 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 				break
 			}
 			if deliver {
+				ver := int64(-1)
+				if len(r.Key) > 0 {
+					if v, ok := pb.vs.Lookup(r.OffsetDelta); ok {
+						ver = int64(v)
+					}
+				}
 				if f := s.filter; f != nil {
 					if !f.fits(r, maxRecords-len(s.ptrs)) {
 						if bytes, err = s.runFilter(ctx, sl, bytes); err != nil {
 							return err
 						}
 					}
-					f.add(off, b.AppendTime, r)
+					f.add(off, b.AppendTime, ver, r)
 				} else {
-					s.appendRecord(c.Partition, off, b.AppendTime, r)
+					s.appendRecord(c.Partition, off, b.AppendTime, ver, r)
 					bytes += len(r.Key) + len(r.Value) + len(r.IdempotencyKey)
 				}
 			}
@@ -610,7 +617,7 @@ func (s *streamer) injectBugs() {
 	}
 }
 
-func (s *streamer) appendRecord(part uint32, off uint64, t int64, r *record.Record) {
+func (s *streamer) appendRecord(part uint32, off uint64, t int64, ver int64, r *record.Record) {
 	if cap(s.slab) == len(s.slab) {
 		// Grow by allocating a new slab: records already handed out point
 		// into the old one and must stay put.
@@ -626,6 +633,10 @@ func (s *streamer) appendRecord(part uint32, off uint64, t int64, r *record.Reco
 	// (If ids grew, earlier strings keep the old array alive.)
 	pr.MessageId = unsafe.String(&s.ids[start], len(s.ids)-start)
 	pr.AppendTimeUnixNanos = t
+	if ver >= 0 {
+		v := uint64(ver)
+		pr.KeyVersion = &v
+	}
 	pr.Key = r.Key
 	pr.Value = r.Value
 	pr.EventTimeUnixNanos = r.EventTime

@@ -305,7 +305,9 @@ type Batch struct {
 	AppendTimeUnixNanos int64                  `protobuf:"varint,2,opt,name=append_time_unix_nanos,json=appendTimeUnixNanos,proto3" json:"append_time_unix_nanos,omitempty"`
 	Span                uint32                 `protobuf:"varint,3,opt,name=span,proto3" json:"span,omitempty"`
 	// The record batch, in the storage format (checksummed).
-	Records       []byte `protobuf:"bytes,4,opt,name=records,proto3" json:"records,omitempty"`
+	Records []byte `protobuf:"bytes,4,opt,name=records,proto3" json:"records,omitempty"`
+	// The key versions of its keyed records (partition.Batch.KeyVersions).
+	KeyVersions   []byte `protobuf:"bytes,5,opt,name=key_versions,json=keyVersions,proto3" json:"key_versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -364,6 +366,13 @@ func (x *Batch) GetSpan() uint32 {
 func (x *Batch) GetRecords() []byte {
 	if x != nil {
 		return x.Records
+	}
+	return nil
+}
+
+func (x *Batch) GetKeyVersions() []byte {
+	if x != nil {
+		return x.KeyVersions
 	}
 	return nil
 }
@@ -781,12 +790,13 @@ const file_rewind_peer_v1_partition_proto_rawDesc = "" +
 	"\x15first_time_unix_nanos\x18\x03 \x01(\x03R\x12firstTimeUnixNanos\x12/\n" +
 	"\x14last_time_unix_nanos\x18\x04 \x01(\x03R\x11lastTimeUnixNanos\x129\n" +
 	"\x19time_watermark_unix_nanos\x18\x05 \x01(\x03R\x16timeWatermarkUnixNanos\x12\x14\n" +
-	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\"~\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\"\xa1\x01\n" +
 	"\x05Batch\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\x04R\x04base\x123\n" +
 	"\x16append_time_unix_nanos\x18\x02 \x01(\x03R\x13appendTimeUnixNanos\x12\x12\n" +
 	"\x04span\x18\x03 \x01(\rR\x04span\x12\x18\n" +
-	"\arecords\x18\x04 \x01(\fR\arecords\"\x97\x01\n" +
+	"\arecords\x18\x04 \x01(\fR\arecords\x12!\n" +
+	"\fkey_versions\x18\x05 \x01(\fR\vkeyVersions\"\x97\x01\n" +
 	"\rLocateRequest\x12:\n" +
 	"\tpartition\x18\x01 \x01(\v2\x1c.rewind.peer.v1.PartitionRefR\tpartition\x12(\n" +
 	"\x0ftime_unix_nanos\x18\x02 \x01(\x03H\x00R\rtimeUnixNanos\x12\x18\n" +

@@ -1,0 +1,295 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rewind-io/rewind/engine/internal/partition"
+	"github.com/rewind-io/rewind/engine/internal/record"
+	"github.com/rewind-io/rewind/engine/internal/route"
+)
+
+// MaxReadRecords bounds one event-store read.
+const MaxReadRecords = 10_000
+
+// ReadSpec is one event-store read (EventStoreService.Read): the records
+// of one key, or those a query matches, in one partition.
+type ReadSpec struct {
+	Key          []byte
+	Query        partition.Query
+	Partition    uint32
+	HasPartition bool
+	// One start at most: a key version, an offset, or the last N.
+	FromVersion, FromOffset *uint64
+	Last                    uint64
+	Backward                bool
+	Limit                   int // default and maximum MaxReadRecords
+}
+
+// ReadRecord is one record a read returns.
+type ReadRecord struct {
+	record.Record
+	Offset     uint64
+	AppendTime int64
+	Version    uint64
+	HasVersion bool
+}
+
+// ReadResult is what a read returns.
+type ReadResult struct {
+	TopicID   uint64
+	Partition uint32
+	Records   []ReadRecord
+	// Key reads: the key's last version and the earliest still held.
+	Head, Earliest       uint64
+	HasHead, HasEarliest bool
+	// Position is the partition's last offset when read (HasPosition
+	// false: the partition is empty).
+	Position    uint64
+	HasPosition bool
+	More        bool
+}
+
+// Read serves an event-store read on the partition's leader (this node,
+// or the leader through the router), so that what it returns includes
+// every acknowledged append: a writer that loads, decides and appends
+// with the version it loaded conflicts only with appends it could not
+// have seen.
+func (b *Broker) Read(ctx context.Context, topic string, spec ReadSpec) (ReadResult, error) {
+	lt, err := b.anyTopic(topic)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	n := lt.meta.Partitions
+	switch {
+	case len(spec.Key) == 0 && len(spec.Query) == 0:
+		return ReadResult{}, fmt.Errorf("%w: a read names a key or a query", ErrInvalid)
+	case spec.HasPartition && spec.Partition >= n:
+		return ReadResult{}, fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, spec.Partition, topic, n)
+	case !spec.HasPartition && len(spec.Key) > 0:
+		spec.Partition = PartitionForKey(spec.Key, n)
+	case !spec.HasPartition && n > 1:
+		return ReadResult{}, fmt.Errorf("%w: a query reads one partition: name it (topic %q has %d)", ErrInvalid, topic, n)
+	}
+	for _, it := range spec.Query {
+		if len(it.Tags) == 0 && len(it.Types) == 0 {
+			return ReadResult{}, fmt.Errorf("%w: a query item names no tag and no type", ErrInvalid)
+		}
+	}
+	if spec.FromVersion != nil && len(spec.Key) == 0 {
+		return ReadResult{}, fmt.Errorf("%w: a start at a key version needs a key", ErrInvalid)
+	}
+	if spec.Limit <= 0 || spec.Limit > MaxReadRecords {
+		spec.Limit = MaxReadRecords
+	}
+	p := spec.Partition
+	var res ReadResult
+	op := route.Op{Local: func() error {
+		part := lt.parts[p]
+		if part == nil {
+			return b.noReplica(lt, p)
+		}
+		if part.Leader() != b.cfg.NodeID || !part.LeaderApplied() {
+			return fmt.Errorf("%w: partition %d: node %d does not lead it", partition.ErrNotLeader, p, b.cfg.NodeID)
+		}
+		var err error
+		res, err = readLocal(part, spec)
+		return err
+	}}
+	if b.cfg.PeerClients != nil {
+		op.Remote = func(ctx context.Context, node uint64, addr string, relay bool) error {
+			out, err := b.cfg.PeerClients.Read(ctx, node, addr, topic, p, spec.Key, spec.Query, spec.FromVersion, spec.FromOffset, spec.Last, spec.Backward, spec.Limit, relay)
+			if err != nil {
+				return peerError(err, true)
+			}
+			res = ReadResult{Partition: p, Head: out.Head, HasHead: out.HasHead, Earliest: out.Earliest, HasEarliest: out.HasEarliest,
+				Position: out.Position, HasPosition: out.HasPosition, More: out.More}
+			for _, r := range out.Records {
+				res.Records = append(res.Records, ReadRecord{Record: r.Record, Offset: r.Offset, AppendTime: r.AppendTime, Version: r.Version, HasVersion: r.HasVersion})
+			}
+			return nil
+		}
+	}
+	if err := b.route.Write(ctx, b.routed(lt, p, true), op); err != nil {
+		return ReadResult{}, readError(topic, err)
+	}
+	res.TopicID, res.Partition = lt.meta.ID, p
+	return res, nil
+}
+
+func readError(topic string, err error) error {
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNoTopic) {
+		return err
+	}
+	return fmt.Errorf("read %q: %w", topic, unavailableUnlessTyped(err))
+}
+
+// readLocal serves spec from the local replica part.
+func readLocal(part *partition.Partition, spec ReadSpec) (ReadResult, error) {
+	vis := part.Bounds()
+	var res ReadResult
+	if vis.Next > 0 {
+		res.Position, res.HasPosition = vis.Next-1, true
+	}
+	var offs []uint64
+	if len(spec.Key) > 0 {
+		head, ok, err := part.KeyHead(spec.Key)
+		if err != nil {
+			return res, err
+		}
+		if !ok {
+			return res, nil
+		}
+		res.Head, res.HasHead = head.Version, true
+		if first, err := part.KeyEntries(spec.Key, 0, 1); err != nil {
+			return res, err
+		} else if len(first) > 0 {
+			res.Earliest, res.HasEarliest = first[0].Version, true
+		}
+		// The versions to read: [lo, hi] in the key's history.
+		lo, hi := uint64(0), head.Version
+		switch {
+		case spec.FromVersion != nil && spec.Backward:
+			hi = min(*spec.FromVersion, hi)
+		case spec.FromVersion != nil:
+			lo = *spec.FromVersion
+		case spec.FromOffset != nil:
+			v, found, err := part.KeyVersionAt(spec.Key, *spec.FromOffset)
+			if err != nil {
+				return res, err
+			}
+			switch {
+			case spec.Backward && !found:
+			case spec.Backward:
+				// At or before the offset: the version found is at or
+				// after it.
+				e, err := part.KeyEntries(spec.Key, v, 1)
+				if err != nil {
+					return res, err
+				}
+				if len(e) == 0 || e[0].Offset > *spec.FromOffset {
+					if v == 0 {
+						return res, nil
+					}
+					v--
+				}
+				hi = v
+			case !found:
+				return res, nil
+			default:
+				lo = v
+			}
+		}
+		if lo > hi {
+			return res, nil
+		}
+		var es []partition.KeyEntry
+		switch {
+		case spec.Last > 0 || spec.Backward:
+			n := uint64(spec.Limit)
+			if spec.Last > 0 {
+				n = min(n, spec.Last)
+			}
+			from := lo
+			if hi-lo+1 > n {
+				from = hi - n + 1
+				res.More = spec.Backward && spec.Last == 0
+			}
+			es, err = part.KeyEntries(spec.Key, from, int(hi-from+1))
+		default:
+			es, err = part.KeyEntries(spec.Key, lo, spec.Limit+1)
+			if len(es) > spec.Limit {
+				es, res.More = es[:spec.Limit], true
+			}
+		}
+		if err != nil {
+			return res, err
+		}
+		for _, e := range es {
+			if e.Version <= hi {
+				offs = append(offs, e.Offset)
+			}
+		}
+	} else {
+		after := int64(partition.NoPosition)
+		if spec.FromOffset != nil && !spec.Backward && *spec.FromOffset > 0 {
+			after = int64(*spec.FromOffset) - 1
+		}
+		end := vis.Next
+		if spec.FromOffset != nil && spec.Backward {
+			end = min(end, *spec.FromOffset+1)
+		}
+		limit := spec.Limit + 1
+		if spec.Last > 0 || spec.Backward {
+			limit = 0 // the newest ones: all, then the tail
+		}
+		all, err := part.QueryOffsets(spec.Query, after, end, limit)
+		if err != nil {
+			return res, err
+		}
+		n := spec.Limit
+		if spec.Last > 0 {
+			n = min(n, int(min(spec.Last, uint64(MaxReadRecords))))
+		}
+		switch {
+		case spec.Last > 0 || spec.Backward:
+			if len(all) > n {
+				res.More = spec.Backward && spec.Last == 0
+				all = all[len(all)-n:]
+			}
+		case len(all) > n:
+			all, res.More = all[:n], true
+		}
+		offs = all
+	}
+	recs, err := recordsAt(part, offs, len(spec.Key) > 0, spec.Key)
+	if err != nil {
+		return res, err
+	}
+	if spec.Backward {
+		slices.Reverse(recs)
+	}
+	res.Records = recs
+	return res, nil
+}
+
+// recordsAt reads the records at offs (ascending) through one reader. A
+// record that compaction removed is left out.
+func recordsAt(part *partition.Partition, offs []uint64, keyed bool, key []byte) ([]ReadRecord, error) {
+	r := part.NewReader()
+	defer r.Close()
+	var out []ReadRecord
+	var b *partition.Batch
+	for _, off := range offs {
+		if b == nil || off >= b.End() || off < b.Base {
+			nb, _, err := r.Read(off)
+			if errors.Is(err, partition.ErrBelowStart) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			b = nb
+		}
+		vs := b.Versions()
+		it := b.Records.Iter()
+		var rec record.Record
+		for it.Next(&rec) {
+			o := b.Base + uint64(rec.OffsetDelta)
+			if o < off {
+				continue
+			}
+			if o == off && (!keyed || string(rec.Key) == string(key)) {
+				v, ok := vs.Lookup(rec.OffsetDelta)
+				out = append(out, ReadRecord{Record: rec, Offset: o, AppendTime: b.AppendTime, Version: v, HasVersion: ok})
+			}
+			break
+		}
+		if err := it.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
