@@ -86,9 +86,9 @@ const (
 // broker maps it to its own errors; it is neither ErrUnavailable nor
 // ErrNotStored.
 type RefusedError struct {
-	Node     uint64
-	Refusal  Refusal
-	Msg      string
+	Node      uint64
+	Refusal   Refusal
+	Msg       string
 	Conflict  *Conflict                 // with RefusedConflict
 	Condition *partition.ConditionError // with RefusedCondition
 }

@@ -47,7 +47,7 @@ func (e *FilterError) Unwrap() error { return e.Err }
 type candidate struct {
 	off uint64
 	t   int64
-	ver int64 // key version, -1 none
+	ver int64         // key version, -1 none
 	rec record.Record // Key, Value, IdempotencyKey alias the batch; Headers the arena
 }
 
