@@ -24,7 +24,8 @@ import (
 func newPublish(g *globals) *cobra.Command {
 	var (
 		key, idem, input, format string
-		headers                  []string
+		expect, typ              string
+		headers, tags            []string
 		partition                partitionFlag
 	)
 	cmd := &cobra.Command{
@@ -40,7 +41,13 @@ When some partitions fail while others store their records, the stored
 records are printed as usual, each record not stored gets a line on
 standard error (its input line, partition, the error, and whether it was
 certainly not stored, so that sending it again cannot duplicate it), and
-the command exits 1 without sending the rest of the input.`,
+the command exits 1 without sending the rest of the input.
+
+--expect-version makes the publish conditional (an event store's append):
+the record is stored only if the key's last version is N (none: the key
+has no record; exists: it has one; any: no check). On a conflict nothing
+is stored and the command exits 1, naming the expected and actual
+versions. --tag (repeatable) and --type are indexed for queries.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -54,6 +61,7 @@ the command exits 1 without sending the rest of the input.`,
 				base.Key = []byte(key)
 			}
 			base.Partition = partition.p
+			base.Tags, base.Type = tags, typ
 			for _, h := range headers {
 				k, v, ok := strings.Cut(h, "=")
 				if !ok {
@@ -64,6 +72,23 @@ the command exits 1 without sending the rest of the input.`,
 			c := g.client()
 			topic := args[0]
 			out := newResultWriter(format)
+			if expect != "" {
+				cond, err := parseExpect(expect)
+				if err != nil {
+					return err
+				}
+				if key == "" || len(args) != 2 {
+					return fmt.Errorf("--expect-version needs --key and a VALUE argument")
+				}
+				m := base
+				m.Value = []byte(args[1])
+				res, err := c.Append(cmd.Context(), topic, []byte(key), []client.Message{m}, cond)
+				var ce *client.ConditionError
+				if errors.As(err, &ce) {
+					return fmt.Errorf("conflict, nothing stored: %s", ce.Summary())
+				}
+				return out.report(res, err, 0)
+			}
 			if len(args) == 2 {
 				m := base
 				m.Value = []byte(args[1])
@@ -79,6 +104,9 @@ the command exits 1 without sending the rest of the input.`,
 	f.StringArrayVar(&headers, "header", nil, "header key=value (repeatable)")
 	f.Var(&partition, "partition", "explicit partition (default: by key)")
 	f.StringVar(&input, "input", "text", "stdin format: text (one value per line) or json")
+	f.StringVar(&expect, "expect-version", "", "store only if the key's last version is N, or none, exists, any (a conditional append)")
+	f.StringArrayVar(&tags, "tag", nil, "tag indexed for queries, e.g. course:42 (repeatable)")
+	f.StringVar(&typ, "type", "", "record type indexed for queries")
 	addFormat(cmd, &format)
 	return cmd
 }
@@ -394,11 +422,18 @@ func connectMessage(err error) string {
 
 func (rw *resultWriter) write(r client.Result) error {
 	if rw.json {
-		b, _ := json.Marshal(map[string]any{"partition": r.Partition, "offset": r.Offset, "message_id": r.MessageID, "duplicate": r.Duplicate})
+		m := map[string]any{"partition": r.Partition, "offset": r.Offset, "message_id": r.MessageID, "duplicate": r.Duplicate}
+		if r.HasKeyVersion {
+			m["key_version"] = r.KeyVersion
+		}
+		b, _ := json.Marshal(m)
 		rw.w.Write(b)
 		rw.w.WriteByte('\n')
 	} else {
 		fmt.Fprintf(rw.w, "partition=%d offset=%d message_id=%s", r.Partition, r.Offset, r.MessageID)
+		if r.HasKeyVersion {
+			fmt.Fprintf(rw.w, " key_version=%d", r.KeyVersion)
+		}
 		if r.Duplicate {
 			// Stored before under the same idempotency key: this is
 			// where it is, and nothing new was stored.
@@ -410,3 +445,20 @@ func (rw *resultWriter) write(r client.Result) error {
 }
 
 func (rw *resultWriter) flush() error { return rw.w.Flush() }
+
+// parseExpect parses --expect-version: N, none, exists or any.
+func parseExpect(s string) (client.Condition, error) {
+	switch s {
+	case "none":
+		return client.ExpectNone(), nil
+	case "exists":
+		return client.ExpectExists(), nil
+	case "any":
+		return client.ExpectAny(), nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return client.Condition{}, fmt.Errorf("--expect-version %q: want a version (0, 1, ...), none, exists or any", s)
+	}
+	return client.ExpectVersion(n), nil
+}

@@ -81,6 +81,7 @@ type Client struct {
 	plugins rewindv1connect.PluginServiceClient
 	cluster rewindv1connect.ClusterServiceClient
 	auth    rewindv1connect.AuthServiceClient
+	store   rewindv1connect.EventStoreServiceClient
 	retry   retryPolicy
 	// addr is the node's base URL ("http://host:port").
 	addr string
@@ -315,6 +316,7 @@ func New(addr string, opts ...Option) *Client {
 		plugins:     rewindv1connect.NewPluginServiceClient(o.httpClient, a, copts...),
 		cluster:     rewindv1connect.NewClusterServiceClient(o.httpClient, a, copts...),
 		auth:        rewindv1connect.NewAuthServiceClient(o.httpClient, a, copts...),
+		store:       rewindv1connect.NewEventStoreServiceClient(o.httpClient, a, copts...),
 		retry:       o.retry,
 		addr:        a,
 		openTimeout: o.openTimeout,

@@ -40,6 +40,11 @@ type Message struct {
 	EventTime time.Time
 	// Partition, when set, picks the partition explicitly.
 	Partition *uint32
+	// Type and Tags are indexed (headers "rewind-type" and "rewind-tag"):
+	// queries (Client.Query) and append conditions (FailIfMatched) match
+	// them.
+	Type string
+	Tags []string
 }
 
 // Result says where a published record was stored.
@@ -51,6 +56,10 @@ type Result struct {
 	// Duplicate: the record was stored before under its idempotency key;
 	// Partition, Offset and MessageID are the original's.
 	Duplicate bool
+	// KeyVersion is the record's position in its key's history (0, 1,
+	// 2, ...) when HasKeyVersion (the record has a key).
+	KeyVersion    uint64
+	HasKeyVersion bool
 }
 
 // The event times a record can carry: those of an int64 of Unix
@@ -77,30 +86,9 @@ var (
 // Without a key, a record whose first attempt was stored but not answered
 // is stored again by the retry.
 func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]Result, error) {
-	req := &rewindv1.PublishRequest{Topic: topic, Records: make([]*rewindv1.PublishRecord, len(msgs)), Partial: true}
-	slab := make([]rewindv1.PublishRecord, len(msgs))
-	for i := range msgs {
-		m := &msgs[i]
-		r := &slab[i]
-		r.Key, r.Value, r.IdempotencyKey, r.Partition = m.Key, m.Value, m.IdempotencyKey, m.Partition
-		if r.IdempotencyKey == "" && c.genKeys {
-			r.IdempotencyKey = generatedKey()
-		}
-		if !m.EventTime.IsZero() {
-			if m.EventTime.Before(minEventTime) || m.EventTime.After(maxEventTime) {
-				// UnixNano would wrap: refuse rather than store a wrong time.
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client: message %d: event time %s is outside %s to %s (Unix nanoseconds)",
-					i, m.EventTime.UTC().Format(time.RFC3339), minEventTime.UTC().Format(time.RFC3339), maxEventTime.UTC().Format(time.RFC3339)))
-			}
-			r.EventTimeUnixNanos = m.EventTime.UnixNano()
-		}
-		if len(m.Headers) > 0 {
-			r.Headers = make([]*rewindv1.Header, len(m.Headers))
-			for j, h := range m.Headers {
-				r.Headers[j] = &rewindv1.Header{Key: h.Key, Value: h.Value}
-			}
-		}
-		req.Records[i] = r
+	req, err := c.publishRequest(topic, msgs, false)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := c.publish(ctx, req)
 	if err != nil {
@@ -117,15 +105,61 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs ...Message) ([]
 			out[i] = Result{Partition: r.GetPartition()}
 			continue
 		}
-		out[i] = Result{
-			Partition: r.GetPartition(), Offset: r.GetOffset(), MessageID: r.GetMessageId(),
-			AppendTime: time.Unix(0, r.GetAppendTimeUnixNanos()), Duplicate: r.GetDuplicate(),
-		}
+		out[i] = resultOf(r)
 	}
 	if partial != nil {
 		return out, partial
 	}
 	return out, nil
+}
+
+func resultOf(r *rewindv1.PublishResult) Result {
+	out := Result{
+		Partition: r.GetPartition(), Offset: r.GetOffset(), MessageID: r.GetMessageId(),
+		AppendTime: time.Unix(0, r.GetAppendTimeUnixNanos()), Duplicate: r.GetDuplicate(),
+	}
+	if r.KeyVersion != nil {
+		out.KeyVersion, out.HasKeyVersion = r.GetKeyVersion(), true
+	}
+	return out
+}
+
+// publishRequest builds the request of msgs; conditional requests give
+// every record without an idempotency key one, so a retry of an accepted
+// append is answered with its results, not a conflict.
+func (c *Client) publishRequest(topic string, msgs []Message, conditional bool) (*rewindv1.PublishRequest, error) {
+	req := &rewindv1.PublishRequest{Topic: topic, Records: make([]*rewindv1.PublishRecord, len(msgs)), Partial: !conditional}
+	slab := make([]rewindv1.PublishRecord, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		r := &slab[i]
+		r.Key, r.Value, r.IdempotencyKey, r.Partition = m.Key, m.Value, m.IdempotencyKey, m.Partition
+		if r.IdempotencyKey == "" && (c.genKeys || conditional) {
+			r.IdempotencyKey = generatedKey()
+		}
+		if !m.EventTime.IsZero() {
+			if m.EventTime.Before(minEventTime) || m.EventTime.After(maxEventTime) {
+				// UnixNano would wrap: refuse rather than store a wrong time.
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client: message %d: event time %s is outside %s to %s (Unix nanoseconds)",
+					i, m.EventTime.UTC().Format(time.RFC3339), minEventTime.UTC().Format(time.RFC3339), maxEventTime.UTC().Format(time.RFC3339)))
+			}
+			r.EventTimeUnixNanos = m.EventTime.UnixNano()
+		}
+		if len(m.Headers) > 0 {
+			r.Headers = make([]*rewindv1.Header, len(m.Headers))
+			for j, h := range m.Headers {
+				r.Headers[j] = &rewindv1.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+		if m.Type != "" {
+			r.Headers = append(r.Headers, &rewindv1.Header{Key: TypeHeader, Value: []byte(m.Type)})
+		}
+		for _, t := range m.Tags {
+			r.Headers = append(r.Headers, &rewindv1.Header{Key: TagHeader, Value: []byte(t)})
+		}
+		req.Records[i] = r
+	}
+	return req, nil
 }
 
 // WithGeneratedIdempotencyKeys gives every published record without an

@@ -25,6 +25,10 @@ type Record struct {
 	Headers        []Header
 	IdempotencyKey string
 	EventTime      time.Time // zero if the producer sent none
+	// KeyVersion is the record's position in its key's history (0, 1,
+	// 2, ...) when HasKeyVersion (the record has a key).
+	KeyVersion    uint64
+	HasKeyVersion bool
 }
 
 // PartitionPosition is where a stream stands in one partition.
@@ -692,6 +696,9 @@ func recordOf(r *rewindv1.Record) Record {
 	}
 	if et := r.GetEventTimeUnixNanos(); et != 0 {
 		rec.EventTime = time.Unix(0, et)
+	}
+	if r.KeyVersion != nil {
+		rec.KeyVersion, rec.HasKeyVersion = r.GetKeyVersion(), true
 	}
 	if hs := r.GetHeaders(); len(hs) > 0 {
 		rec.Headers = make([]Header, len(hs))

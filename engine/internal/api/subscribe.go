@@ -20,9 +20,42 @@ const MinProgressInterval = 50 * time.Millisecond
 
 // Subscribe implements rewindv1connect.SubscribeServiceHandler.
 func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, out *connect.ServerStream[rewindv1.SubscribeResponse]) error {
-	start, err := startOf(req.GetStart())
-	if err != nil {
-		return err
+	var start cursor.Start
+	var err error
+	parts := req.GetPartitions()
+	key := req.GetKey()
+	switch kv := req.GetStart().GetPosition().(type) {
+	case *rewindv1.StartPosition_KeyVersion:
+		if len(key) == 0 {
+			return invalidf("a start at a key version needs a key")
+		}
+		// The offset of the version (or the partition's end when the key
+		// has no such version yet), read from the leader.
+		v := kv.KeyVersion
+		spec := broker.ReadSpec{Key: key, FromVersion: &v, Limit: 1}
+		if len(parts) == 1 {
+			spec.Partition, spec.HasPartition = parts[0], true
+		}
+		res, err := s.b.Read(ctx, req.GetTopic(), spec)
+		if err != nil {
+			return toConnect(s.log, err)
+		}
+		parts = []uint32{res.Partition}
+		switch {
+		case len(res.Records) > 0:
+			start = cursor.Start{Kind: cursor.AtOffset, Offset: res.Records[0].Offset}
+		case res.HasPosition:
+			start = cursor.Start{Kind: cursor.AtOffset, Offset: res.Position + 1}
+		default:
+			start = cursor.Start{Kind: cursor.Earliest}
+		}
+	default:
+		if start, err = startOf(req.GetStart()); err != nil {
+			return err
+		}
+	}
+	if len(key) > 0 && req.GetGroup() != "" {
+		return invalidf("a key subscription cannot join a group")
 	}
 	start.Clamp = req.GetClampStart()
 	if req.GetGroup() != "" {
@@ -32,7 +65,7 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	if err != nil {
 		return err
 	}
-	opts := stream.Options{MaxRecordsPerEvent: int(min(req.GetMaxRecordsPerEvent(), 1<<16))}
+	opts := stream.Options{MaxRecordsPerEvent: int(min(req.GetMaxRecordsPerEvent(), 1<<16)), Key: key}
 	if d := req.GetProgressInterval(); d != nil {
 		if err := d.CheckValid(); err != nil {
 			return invalidf("progress_interval: %v", err)
@@ -62,7 +95,7 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 		return invalidf("unknown read_from %d", req.GetReadFrom())
 	}
 	err = s.b.Subscribe(ctx, broker.SubscribeParams{
-		Topic: req.GetTopic(), Partitions: req.GetPartitions(), Start: start, Stop: stop, Options: opts,
+		Topic: req.GetTopic(), Partitions: parts, Key: key, Start: start, Stop: stop, Options: opts,
 		Group: req.GetGroup(), ClientName: req.GetClientName(), Filter: filter, ReadFrom: from,
 		RecordStart: s.guard != nil,
 	}, s.signing(ctx, out))

@@ -14,8 +14,10 @@ import (
 // SubscribeParams is a resolved subscribe request.
 type SubscribeParams struct {
 	Topic string
-	// Partitions to read; empty means all.
+	// Partitions to read; empty means all (with Key: the key's).
 	Partitions []uint32
+	// Key, when set, delivers only the records of this key.
+	Key []byte
 	Start      cursor.Start
 	Stop       cursor.Stop
 	Options    stream.Options
@@ -77,6 +79,10 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	}
 	n := uint32(len(lt.parts))
 	sel := slices.Clone(sp.Partitions)
+	if len(sel) == 0 && len(sp.Key) > 0 && sp.Start.Kind != cursor.FromToken {
+		sel = []uint32{PartitionForKey(sp.Key, n)}
+	}
+	sp.Options.Key = sp.Key
 	if len(sel) == 0 {
 		if sp.Start.Kind == cursor.FromToken {
 			for _, p := range sp.Start.Token.Positions {

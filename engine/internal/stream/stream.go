@@ -68,6 +68,9 @@ type Options struct {
 	// Filter, when set, runs every record through a WebAssembly module;
 	// see filter.go.
 	Filter *sandbox.Filter
+	// Key, when set, delivers only the records with this key (before the
+	// filter); positions still move over every record read.
+	Key []byte
 	// MaxScanPerEvent bounds the records a filtered stream reads from one
 	// partition per round, delivered or not, so partitions take turns and
 	// progress events keep flowing. Default 65536.
@@ -519,6 +522,9 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 		for pb.it.Next(r) {
 			off := b.Base + uint64(r.OffsetDelta)
 			deliver, stop := c.Admit(off, b.AppendTime)
+			if deliver && s.opts.Key != nil && string(r.Key) != string(s.opts.Key) {
+				deliver = false
+			}
 			if stop {
 				c.Finish(off)
 				break
