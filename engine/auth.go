@@ -54,7 +54,7 @@ func apiAuth(cfg Config, log hclog.Logger) *api.AuthConfig {
 		audit = logWriter{log.Named("audit")}
 	}
 	return &api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.Clock, RecheckInterval: cfg.AuthRecheckInterval,
-		Failures: cfg.AuthFailures.auth(cfg.Clock)}
+		Failures: cfg.AuthFailures}
 }
 
 // AuthReady is closed once the authorization state exists (the bootstrap
