@@ -345,7 +345,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.route = b.newRouter()
 	var err error
-	if b.sched, err = sched.New(cfg.Replay); err != nil {
+	if b.sched, err = sched.New(cfg.Replay, nil); err != nil {
 		return nil, err
 	}
 	b.draining, b.drain = context.WithCancel(context.Background())
