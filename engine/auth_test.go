@@ -31,7 +31,7 @@ type authNode struct {
 func startAuthNode(t testing.TB, mutate func(*engine.Config)) *authNode {
 	t.Helper()
 	audit := &enginetest.Buffer{}
-	cfg := engine.Config{Dir: t.TempDir(), Auth: true, AuditLog: audit, AuthRecheckInterval: 100 * time.Millisecond}
+	cfg := engine.Config{Dir: t.TempDir(), Auth: engine.AuthConfig{Enabled: true, AuditLog: audit, RecheckInterval: 100 * time.Millisecond}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -410,7 +410,7 @@ func TestAuthCommitCannotRewind(t *testing.T) {
 // neither forgets them nor writes a new bootstrap token.
 func TestAuthSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := engine.Config{Dir: dir, Auth: true}
+	cfg := engine.Config{Dir: dir, Auth: engine.AuthConfig{Enabled: true}}
 	n := enginetest.StartNode(t, cfg)
 	url := n.URL
 	root := n.BootstrapToken(t)

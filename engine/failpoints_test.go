@@ -29,7 +29,7 @@ import (
 // fsyncs.
 func TestFailpointFsyncEIOStopsTheNode(t *testing.T) {
 	t.Cleanup(func() { failpoint.Clear(failpoint.FsyncEIO) })
-	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem(), MinFreeBytes: -1}, enginetest.WithServingAfterFailure())
+	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem(), Storage: engine.StorageConfig{MinFreeBytes: -1}}, enginetest.WithServingAfterFailure())
 	ctx := context.Background()
 	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, n.URL)
 	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, n.URL)

@@ -180,16 +180,16 @@ func startFaultCluster(t testing.TB, opts ...func(*engine.Config)) *faultCluster
 		addrs: map[uint64]string{}, fs: map[uint64]*stallFS{},
 	}
 	cl := enginetest.StartCluster(t, 3, func(id uint64, cfg *engine.Config) {
-		for mid, a := range cfg.InitialCluster {
+		for mid, a := range cfg.Cluster.InitialMembers {
 			c.net.addrs[a] = mid
 		}
 		fs := &stallFS{FS: vfs.NewMem()}
 		c.fs[id] = fs
 		// In memory, no balancing, no disk floor, the links through c.net;
 		// the engine's default caches.
-		cfg.Dir, cfg.FS, cfg.LeaderBalanceInterval, cfg.MinFreeBytes = "/data", fs, -1, -1
+		cfg.Dir, cfg.FS, cfg.Cluster.LeaderBalanceInterval, cfg.Storage.MinFreeBytes = "/data", fs, -1, -1
 		cfg.PeerDialer = c.net.dialer(id)
-		cfg.StoreCacheBytes, cfg.TailCacheBytes = 0, 0
+		cfg.Storage.StoreCacheBytes, cfg.Storage.TailCacheBytes = 0, 0
 		for _, o := range opts {
 			o(cfg)
 		}

@@ -60,7 +60,7 @@ func healthOf(t *testing.T, url, service string) grpchealth.Status {
 // answering SERVING from a node whose raft groups had all stopped.
 func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 	fs, full := fillableFS()
-	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: fs, MinFreeBytes: -1}, enginetest.WithServingAfterFailure())
+	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: fs, Storage: engine.StorageConfig{MinFreeBytes: -1}}, enginetest.WithServingAfterFailure())
 	services := []string{"", rewindv1connect.PublishServiceName, rewindv1connect.SubscribeServiceName}
 	// A node is ready once its metadata group has a leader: a single node
 	// elects itself a few ticks after it opens (CI checked too early).

@@ -168,7 +168,7 @@ func TestMetricsOfARealNode(t *testing.T) {
 	now.Store(t0.UnixNano())
 	url := enginetest.StartNode(t, engine.Config{
 		Dir: t.TempDir(), Clock: func() time.Time { return time.Unix(0, now.Load()) },
-		StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
+		Storage: engine.StorageConfig{StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20},
 	}).URL
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -419,7 +419,7 @@ func (s scrape) has(name string) bool {
 func TestMetricsInACluster(t *testing.T) {
 	// A 100 ms tick (elections after 1-2 s) keeps leaderships put on a
 	// busy machine; the checks below still allow for them to move.
-	urls := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.TickInterval = 100 * time.Millisecond }).URLs()
+	urls := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.Cluster.TickInterval = 100 * time.Millisecond }).URLs()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, u := range urls {

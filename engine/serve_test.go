@@ -30,7 +30,7 @@ func TestServeExitsWhenTheStoreFails(t *testing.T) {
 		}
 		return nil
 	}))
-	node, err := engine.Open(engine.Config{Dir: "data", FS: fs, MinFreeBytes: -1, Logger: hclog.NewNullLogger()})
+	node, err := engine.Open(engine.Config{Dir: "data", FS: fs, Storage: engine.StorageConfig{MinFreeBytes: -1}, Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

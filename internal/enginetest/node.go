@@ -18,7 +18,7 @@ import (
 type Node struct {
 	*engine.Node
 	// URL is the node's base URL: http://127.0.0.1:PORT, or https:// when
-	// the node serves TLS (Config.TLSCertFile).
+	// the node serves TLS (Config.Security.TLSCertFile).
 	URL string
 	// Addr is the host:port it listens on.
 	Addr string
@@ -44,7 +44,7 @@ type options struct {
 }
 
 // WithListener serves on ln, a TCP listener the test opened (to know the
-// port before writing the configuration: Config.Advertise, a handler that
+// port before writing the configuration: Config.Join.Advertise, a handler that
 // names its own address). The harness closes it.
 func WithListener(ln net.Listener) Option { return func(o *options) { o.ln = ln } }
 
