@@ -53,7 +53,7 @@ func apiAuth(cfg Config, log hclog.Logger) *api.AuthConfig {
 	if audit == nil {
 		audit = logWriter{log.Named("audit")}
 	}
-	return &api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.Clock, RecheckInterval: cfg.Auth.RecheckInterval,
+	return &api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.hooks.Clock, RecheckInterval: cfg.Auth.RecheckInterval,
 		Failures: cfg.Auth.Failures}
 }
 

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -175,7 +176,7 @@ func TestAuthBadTokens(t *testing.T) {
 	}
 	now.t = time.Now()
 	clock := func() time.Time { now.Lock(); defer now.Unlock(); return now.t }
-	a := startAuthNode(t, func(c *engine.Config) { c.Clock = clock })
+	a := startAuthNode(t, func(c *engine.Config) { enginehook.Of(c).Clock = clock })
 	ctx := context.Background()
 	root := a.client(a.root)
 	if _, err := root.CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {

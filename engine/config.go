@@ -1,17 +1,15 @@
 package engine
 
 import (
-	"context"
 	"io"
-	"net"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/tier"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/sandbox"
 )
 
@@ -65,21 +63,13 @@ type Config struct {
 	// docs/security.md).
 	Auth AuthConfig
 
-	// FS replaces the operating system's filesystem (tests: in-memory or
-	// crash-simulating). Default: the OS.
-	FS vfs.FS
-	// Clock replaces the broker clock (tests). Default time.Now.
-	Clock func() time.Time
-	// NewLeaderWait bounds how long a node whose forward to a partition's
-	// leader was cut short by an election waits for the winner, so that
-	// its Unavailable answer names the new leader rather than the old one.
-	// Default half an election timeout; tests set it long.
-	NewLeaderWait time.Duration
-	// PeerDialer opens the connections to the other members (raft
-	// streams, forwarded publishes, reads through leaders, membership
-	// calls). Default: TCP with a 3 s dial timeout. Tests inject network
-	// faults with it.
-	PeerDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// hooks are the test hooks (filesystem, clock, peer dialer, new
+	// leader wait), set through internal/enginehook only.
+	hooks enginehook.Hooks
+}
+
+func init() {
+	enginehook.Register(func(cfg any) *enginehook.Hooks { return &cfg.(*Config).hooks })
 }
 
 // StorageConfig sizes a node's caches and paces the housekeeping of its

@@ -41,13 +41,13 @@ func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, member
 	if cfg.Join.Advertise == "" {
 		return 0, nil, errors.New("engine: joining a cluster needs the address peers reach this node at (--advertise or --listen)")
 	}
-	hc := sec.client(cfg.PeerDialer, false)
+	hc := sec.client(cfg.hooks.PeerDialer, false)
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		for _, addr := range cfg.Join.Through {
 			if sec.peer != nil {
-				if e := sec.probeTLS(context.Background(), cfg.PeerDialer, addr); e != nil {
+				if e := sec.probeTLS(context.Background(), cfg.hooks.PeerDialer, addr); e != nil {
 					var cve *tls.CertificateVerificationError
 					if errors.As(e, &cve) || strings.Contains(e.Error(), "remote error: tls: ") {
 						// One side refused the other's certificate.
@@ -124,7 +124,7 @@ func Open(cfg Config) (*Node, error) {
 	bc := broker.Config{
 		Dir: cfg.Dir, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		Storage: cfg.Storage, Cluster: cfg.Cluster, Sandbox: cfg.Sandbox, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes, Replay: cfg.Replay,
-		FS: cfg.FS, Clock: cfg.Clock, NewLeaderWait: cfg.NewLeaderWait,
+		FS: cfg.hooks.FS, Clock: cfg.hooks.Clock, NewLeaderWait: cfg.hooks.NewLeaderWait,
 	}
 	if cfg.Tier.URL != "" {
 		st, err := tier.Open(cfg.Tier.URL)
@@ -159,15 +159,15 @@ func Open(cfg Config) (*Node, error) {
 		}
 		// The broker builds the raft transport (it wires the transport's
 		// callbacks to itself); the engine gives it what security decides.
-		bc.Transport = transport.Config{Logger: log.Named("transport"), Dial: cfg.PeerDialer}
+		bc.Transport = transport.Config{Logger: log.Named("transport"), Dial: cfg.hooks.PeerDialer}
 		bc.PeerScheme = sec.scheme()
 		if sec.authenticates() {
 			bc.Transport.Authorize = sec.authorize
-			bc.Transport.HTTPClient = sec.client(cfg.PeerDialer, true)
+			bc.Transport.HTTPClient = sec.client(cfg.hooks.PeerDialer, true)
 		}
 		peers = route.NewPeers(route.PeersConfig{
 			Self: cfg.NodeID, ClusterID: cfg.Cluster.ID, Credentials: api.CarryCredentials,
-			HTTP: sec.peerHTTP(cfg.PeerDialer), PartitionHTTP: sec.peerHTTP(cfg.PeerDialer),
+			HTTP: sec.peerHTTP(cfg.hooks.PeerDialer), PartitionHTTP: sec.peerHTTP(cfg.hooks.PeerDialer),
 		})
 		bc.PeerClients = peers
 	}

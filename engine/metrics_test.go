@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/wasmgen"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -166,10 +167,10 @@ func TestMetricsOfARealNode(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var now atomic.Int64
 	now.Store(t0.UnixNano())
-	url := enginetest.StartNode(t, engine.Config{
-		Dir: t.TempDir(), Clock: func() time.Time { return time.Unix(0, now.Load()) },
+	url := enginetest.StartNode(t, enginehook.With(engine.Config{
+		Dir:     t.TempDir(),
 		Storage: engine.StorageConfig{StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20},
-	}).URL
+	}, enginehook.Hooks{Clock: func() time.Time { return time.Unix(0, now.Load()) }})).URL
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	hc := http.DefaultClient

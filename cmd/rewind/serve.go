@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-io/rewind/cmd/rewind/internal/gctune"
 	"github.com/rewind-io/rewind/console"
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/sandbox"
 )
 
@@ -171,7 +172,7 @@ cluster secret, unless --insecure is given.`,
 				return err
 			}
 			defer closeAudit()
-			node, err := engine.Open(engine.Config{
+			cfg := engine.Config{
 				Dir: data, NodeID: nodeID, Logger: log,
 				Storage: engine.StorageConfig{
 					TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20, MinFreeBytes: free,
@@ -191,9 +192,10 @@ cluster secret, unless --insecure is given.`,
 					PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
 					ClusterSecret: secret,
 				},
-				Auth:       engine.AuthConfig{Enabled: authOn, AuditLog: audit, Failures: authFailures},
-				PeerDialer: via.dialer(),
-			})
+				Auth: engine.AuthConfig{Enabled: authOn, AuditLog: audit, Failures: authFailures},
+			}
+			enginehook.Of(&cfg).PeerDialer = via.dialer()
+			node, err := engine.Open(cfg)
 			if err != nil {
 				return err
 			}

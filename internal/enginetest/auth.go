@@ -15,7 +15,7 @@ import (
 // BootstrapToken waits (up to 30 s) for the auth bootstrap of a node
 // started with Config.Auth.Enabled and returns the superuser token it wrote to
 // its data directory, failing the test unless the file's mode is 0600.
-// The node's Dir must be on the OS's filesystem (no Config.FS).
+// The node's Dir must be on the OS's filesystem (no enginehook FS).
 func (n *Node) BootstrapToken(tb testing.TB) string {
 	tb.Helper()
 	select {

@@ -48,7 +48,7 @@ func StartCluster(tb testing.TB, n int, mutate func(id uint64, c *engine.Config)
 //	Storage: StoreCacheBytes and TailCacheBytes: 8 MiB
 //
 // which mutate (nil: none) then changes member by member: security,
-// faults (FS, PeerDialer), limits.
+// faults (enginehook.Of(c).FS, .PeerDialer), limits.
 func PrepareCluster(tb testing.TB, n int, mutate func(id uint64, c *engine.Config), opts ...Option) *Cluster {
 	tb.Helper()
 	c := &Cluster{Members: map[uint64]string{}, tb: tb, opts: opts,
