@@ -46,15 +46,15 @@ func (n *Node) startAuth(cfg Config, log hclog.Logger) {
 // apiAuth is the api server's authentication configuration (nil with auth
 // off).
 func apiAuth(cfg Config, log hclog.Logger) *api.AuthConfig {
-	if !cfg.Auth {
+	if !cfg.Auth.Enabled {
 		return nil
 	}
-	audit := cfg.AuditLog
+	audit := cfg.Auth.AuditLog
 	if audit == nil {
 		audit = logWriter{log.Named("audit")}
 	}
-	return &api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.Clock, RecheckInterval: cfg.AuthRecheckInterval,
-		Failures: cfg.AuthFailures.auth(cfg.Clock)}
+	return &api.AuthConfig{Audit: auth.NewAudit(audit, nil), Now: cfg.hooks.Clock, RecheckInterval: cfg.Auth.RecheckInterval,
+		Failures: cfg.Auth.Failures}
 }
 
 // AuthReady is closed once the authorization state exists (the bootstrap

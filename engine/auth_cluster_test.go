@@ -64,7 +64,7 @@ func clusterRoot(t *testing.T, dirs map[uint64]string, url string) string {
 func TestAuthCluster(t *testing.T) {
 	dirs := map[uint64]string{}
 	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.Auth, c.AuthRecheckInterval, c.ClusterSecret = true, 100*time.Millisecond, testSecret
+		c.Auth.Enabled, c.Auth.RecheckInterval, c.Security.ClusterSecret = true, 100*time.Millisecond, testSecret
 		dirs[id] = c.Dir
 	}).URLs()
 	root := clusterRoot(t, dirs, urls[0])
@@ -161,7 +161,7 @@ func TestAuthCluster(t *testing.T) {
 func TestAuthJoin(t *testing.T) {
 	dirs := map[uint64]string{}
 	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.Auth, c.ClusterSecret = true, testSecret
+		c.Auth.Enabled, c.Security.ClusterSecret = true, testSecret
 		dirs[id] = c.Dir
 	}).URLs()
 	root := clusterRoot(t, dirs, urls[0])
@@ -170,14 +170,15 @@ func TestAuthJoin(t *testing.T) {
 	}
 	ln := enginetest.Listen(t)
 	cfg := engine.Config{
-		Dir: t.TempDir(), NodeID: 4, Logger: hclog.NewNullLogger(), Auth: true, ClusterSecret: testSecret, TickInterval: 20 * time.Millisecond,
-		Join: []string{strings.TrimPrefix(urls[0], "http://")}, Advertise: ln.Addr().String(),
-		StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
+		Dir: t.TempDir(), NodeID: 4, Logger: hclog.NewNullLogger(), Auth: engine.AuthConfig{Enabled: true},
+		Security: engine.SecurityConfig{ClusterSecret: testSecret}, Cluster: engine.ClusterConfig{TickInterval: 20 * time.Millisecond},
+		Join:    engine.JoinConfig{Through: []string{strings.TrimPrefix(urls[0], "http://")}, Advertise: ln.Addr().String()},
+		Storage: engine.StorageConfig{StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20},
 	}
 	if _, err := engine.Open(cfg); err == nil || !strings.Contains(err.Error(), "unauthenticated") {
 		t.Fatalf("join without a token: %v, want unauthenticated", err)
 	}
-	cfg.Dir, cfg.JoinToken = t.TempDir(), root
+	cfg.Dir, cfg.Join.Token = t.TempDir(), root
 	if _, err := enginetest.TryStartNode(t, cfg, enginetest.WithListener(ln)); err != nil {
 		t.Fatalf("join with the root token: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -31,7 +32,7 @@ type authNode struct {
 func startAuthNode(t testing.TB, mutate func(*engine.Config)) *authNode {
 	t.Helper()
 	audit := &enginetest.Buffer{}
-	cfg := engine.Config{Dir: t.TempDir(), Auth: true, AuditLog: audit, AuthRecheckInterval: 100 * time.Millisecond}
+	cfg := engine.Config{Dir: t.TempDir(), Auth: engine.AuthConfig{Enabled: true, AuditLog: audit, RecheckInterval: 100 * time.Millisecond}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -175,7 +176,7 @@ func TestAuthBadTokens(t *testing.T) {
 	}
 	now.t = time.Now()
 	clock := func() time.Time { now.Lock(); defer now.Unlock(); return now.t }
-	a := startAuthNode(t, func(c *engine.Config) { c.Clock = clock })
+	a := startAuthNode(t, func(c *engine.Config) { enginehook.Of(c).Clock = clock })
 	ctx := context.Background()
 	root := a.client(a.root)
 	if _, err := root.CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
@@ -410,7 +411,7 @@ func TestAuthCommitCannotRewind(t *testing.T) {
 // neither forgets them nor writes a new bootstrap token.
 func TestAuthSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := engine.Config{Dir: dir, Auth: true}
+	cfg := engine.Config{Dir: dir, Auth: engine.AuthConfig{Enabled: true}}
 	n := enginetest.StartNode(t, cfg)
 	url := n.URL
 	root := n.BootstrapToken(t)

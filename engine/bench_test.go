@@ -106,6 +106,6 @@ func startTLS(b *testing.B) (string, *tls.Config) {
 	dir := b.TempDir()
 	ca := testcerts.NewCA(b, "bench CA")
 	f := ca.Issue(b, "bench", "127.0.0.1").Write(b, dir, "server")
-	addr := enginetest.StartNode(b, engine.Config{TLSCertFile: f.Cert, TLSKeyFile: f.Key}).URL
+	addr := enginetest.StartNode(b, engine.Config{Security: engine.SecurityConfig{TLSCertFile: f.Cert, TLSKeyFile: f.Key}}).URL
 	return addr, &tls.Config{RootCAs: ca.Pool()}
 }

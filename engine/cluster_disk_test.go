@@ -24,10 +24,10 @@ import (
 // may hand a partition back to node 3 once, which hands it on again.)
 func TestLeaderLowOnDiskHandsItsPartitionsAway(t *testing.T) {
 	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.HousekeepingInterval = 10 * time.Millisecond
-		c.LeaderBalanceInterval = 200 * time.Millisecond
+		c.Storage.HousekeepingInterval = 10 * time.Millisecond
+		c.Cluster.LeaderBalanceInterval = 200 * time.Millisecond
 		if id == 3 {
-			c.MinFreeBytes = 1 << 62
+			c.Storage.MinFreeBytes = 1 << 62
 		}
 	}).URLs()
 	ctx := context.Background()

@@ -26,7 +26,7 @@ import (
 // TestReplicaGivenACompactionEmptiedBatchKeepsOffsets covers that path
 // (it used to be skipped as invalid and shifted the offsets).
 func TestLaggingReplicaAppliesABatchCompactionEmptied(t *testing.T) {
-	c := startFaultCluster(t, func(cfg *engine.Config) { cfg.CompactionInterval = 50 * time.Millisecond })
+	c := startFaultCluster(t, func(cfg *engine.Config) { cfg.Storage.CompactionInterval = 50 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, "http://"+c.addrs[1], connect.WithGRPC())

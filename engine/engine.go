@@ -14,9 +14,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/rewind-io/rewind/engine/internal/sched"
-	"github.com/rewind-io/rewind/engine/internal/tier"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -25,162 +22,32 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/route"
+	"github.com/rewind-io/rewind/engine/internal/tier"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/internal/identity"
 	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/raftlog/transport"
-	"github.com/rewind-io/rewind/sandbox"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
-// Config configures a node. The zero value of every field but Dir selects
-// its default.
-type Config struct {
-	// Dir is the data directory; created if missing. Required.
-	Dir string
-	// NodeID is this node's id. Default 1.
-	NodeID uint64
-	// Logger is the root logger; default: none.
-	Logger hclog.Logger
-	// TailCacheBytes bounds the in-memory cache of recent batches that live
-	// subscribers read from. Default 256 MiB.
-	TailCacheBytes int64
-	// StoreCacheBytes sizes Pebble's block cache. Default 256 MiB.
-	StoreCacheBytes int64
-	// FS replaces the operating system's filesystem (tests: in-memory or
-	// crash-simulating). Default: the OS.
-	FS vfs.FS
-	// Clock replaces the broker clock (tests). Default time.Now.
-	Clock func() time.Time
-	// HousekeepingInterval is how often retention limits are checked
-	// (default 1 s); CompactionInterval how often a compacted partition
-	// with new records is compacted (default 30 s).
-	HousekeepingInterval, CompactionInterval time.Duration
-	// MinFreeBytes: publishes fail with ResourceExhausted below this much
-	// free disk space (default 64 MiB; negative: no check).
-	MinFreeBytes int64
-	// Filters bounds WebAssembly filter and transform modules (memory,
-	// fuel per call, module size, concurrent guest calls, ...); zero fields
-	// take their defaults (sandbox.Limits, docs/design.md).
-	Filters sandbox.Limits
-	// MaxInlineModuleBytes bounds a module sent with a subscribe request
-	// instead of being uploaded. Default 4 MiB.
-	MaxInlineModuleBytes int
-
-	// InitialCluster makes the node a member of a cluster: every member's
-	// id and the address peers and clients reach it at (this node's
-	// included). The same map on every node; nil runs the node alone.
-	InitialCluster map[uint64]string
-	// ClusterID names the cluster (ClusterIDOf gives the one derived from
-	// InitialCluster). A data directory or a raft message of another
-	// cluster is refused.
-	ClusterID uint64
-	// DefaultReplicationFactor is used for topics created without one,
-	// capped at the number of members. Default 3.
-	DefaultReplicationFactor uint32
-	// TickInterval is the raft tick (default 100 ms) and ElectionTicks the
-	// election timeout in ticks (default 10): a leader that died is
-	// replaced after 1-2 election timeouts.
-	TickInterval  time.Duration
-	ElectionTicks int
-	// LeaderBalanceInterval is how often leaders hand partitions back to
-	// their preferred replica. Default 5 s; negative: never.
-	LeaderBalanceInterval time.Duration
-	// NewLeaderWait bounds how long a node whose forward to a partition's
-	// leader was cut short by an election waits for the winner, so that
-	// its Unavailable answer names the new leader rather than the old one.
-	// Default half an election timeout; tests set it long.
-	NewLeaderWait time.Duration
-	// Join adds the node to a running cluster through any of these members
-	// (host:port), as Advertise (the address peers and clients dial).
-	// Asking again after a restart is fine: a member that asks again with
-	// the same address is let in.
-	Join      []string
-	Advertise string
-	// FollowerReads serves streams from this node's replicas unless a
-	// request asks for the leader (fetch from follower); by default each
-	// partition is read from its leader.
-	FollowerReads bool
-	// ReplayShare is the share of the node's processors that catch-up
-	// reads (replays of history, and fetches of history for streams on
-	// other nodes) may use, in (0, 1]; default 0.1. Live publishes and
-	// deliveries are never held back by it. See docs/design.md, "Live
-	// first".
-	ReplayShare float64
-	// Tier is the URL of the tiered storage object store: file:///path or
-	// s3://bucket/prefix?endpoint=URL&region=R (docs/design.md §12,
-	// "Tiered storage"). Empty: no tiering; topics cannot set local
-	// retention limits.
-	Tier string
-	// TierCacheBytes bounds the memory that keeps recently read parts of
-	// tiered history (windows of batches, segment indexes), shared by the
-	// node's partitions. Default 64 MiB; negative: nothing is kept.
-	TierCacheBytes int64
-	// PeerDialer opens the connections to the other members (raft
-	// streams, forwarded publishes, reads through leaders, membership
-	// calls). Default: TCP with a 3 s dial timeout. Tests inject network
-	// faults with it.
-	PeerDialer func(ctx context.Context, network, addr string) (net.Conn, error)
-
-	// Transport security (docs/security.md); the zero values serve plain
-	// HTTP/1.1 and h2c and let anyone who reaches the port speak as a
-	// member.
-	//
-	// TLSCertFile and TLSKeyFile make the port speak TLS only (ALPN h2 and
-	// http/1.1: Connect, gRPC and gRPC-web), with this certificate, loaded
-	// again when the files change; serve with TLSConfig. TLSClientCAFile
-	// also requires every client to present a certificate signed by one of
-	// its CAs (tlsconf.PrincipalFromCert names its holder).
-	TLSCertFile, TLSKeyFile, TLSClientCAFile string
-	// PeerTLSCertFile, PeerTLSKeyFile and PeerTLSCAFile (all or none; TLS
-	// required) make members speak mutual TLS on the same port: a member
-	// dials with the server name node-<id>, both sides present
-	// certificates signed by the cluster CA, each with the DNS SAN
-	// node-<its id>. A member whose port has TLS needs them.
-	PeerTLSCertFile, PeerTLSKeyFile, PeerTLSCAFile string
-	// ClusterSecret, if set (at least 16 bytes), authenticates every
-	// request and raft stream between members with an HMAC of it
-	// (internal/peerauth); the secret itself never travels.
-	ClusterSecret []byte
-	// Auth turns authentication and authorization on (auth.go,
-	// docs/security.md): every public call needs a bearer token or a
-	// verified client certificate, and the rights the ACLs give it.
-	Auth bool
-	// AuditLog receives the audit log's JSON lines; default: the logger.
-	AuditLog io.Writer
-	// JoinToken is the bearer token (cluster admin) a node joining a
-	// cluster with auth on presents.
-	JoinToken string
-	// AuthRecheckInterval is how often open streams' tokens and rights are
-	// checked again. Default 1 s.
-	AuthRecheckInterval time.Duration
-
-	// Slow and idle clients, bad-token floods (issue 24; the HTTP server's
-	// own limits are HTTPConfig, httpserver.go).
-	//
-	// AuthFailures limits failed authentications by source, with Auth.
-	AuthFailures AuthFailureConfig
-}
-
 // join asks the members in turn to add this node, for up to a minute.
 func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, members map[uint64]string, err error) {
-	if cfg.Advertise == "" {
+	if cfg.Join.Advertise == "" {
 		return 0, nil, errors.New("engine: joining a cluster needs the address peers reach this node at (--advertise or --listen)")
 	}
-	hc := sec.client(cfg.PeerDialer, false)
+	hc := sec.client(cfg.hooks.PeerDialer, false)
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		for _, addr := range cfg.Join {
+		for _, addr := range cfg.Join.Through {
 			if sec.peer != nil {
-				if e := sec.probeTLS(context.Background(), cfg.PeerDialer, addr); e != nil {
+				if e := sec.probeTLS(context.Background(), cfg.hooks.PeerDialer, addr); e != nil {
 					var cve *tls.CertificateVerificationError
 					if errors.As(e, &cve) || strings.Contains(e.Error(), "remote error: tls: ") {
 						// One side refused the other's certificate.
@@ -188,9 +55,9 @@ func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, member
 					}
 				}
 			}
-			c := rewindv1connect.NewClusterServiceClient(hc, sec.scheme()+"://"+addr, route.ClientOptions(bearerOption(cfg.JoinToken))...)
+			c := rewindv1connect.NewClusterServiceClient(hc, sec.scheme()+"://"+addr, route.ClientOptions(bearerOption(cfg.Join.Token))...)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Advertise})
+			resp, e := c.AddNode(ctx, &rewindv1.AddNodeRequest{Node: cfg.NodeID, Address: cfg.Join.Advertise})
 			cancel()
 			if e == nil {
 				members = map[uint64]string{}
@@ -214,7 +81,7 @@ func join(cfg Config, sec *security, log hclog.Logger) (clusterID uint64, member
 			log.Warn("join: member not ready", "member", addr, "error", e)
 		}
 		if time.Now().After(deadline) {
-			return 0, nil, fmt.Errorf("engine: could not join through %v: %w", cfg.Join, err)
+			return 0, nil, fmt.Errorf("engine: could not join through %v: %w", cfg.Join.Through, err)
 		}
 		time.Sleep(time.Second) // members down or electing: ask again
 	}
@@ -255,57 +122,52 @@ func Open(cfg Config) (*Node, error) {
 		log.Warn("built with failpoints: for fault-injection tests only", "active", failpoint.Active())
 	}
 	bc := broker.Config{
-		Dir: cfg.Dir, FS: cfg.FS, NodeID: cfg.NodeID, Logger: cfg.Logger,
-		TailCacheBytes: cfg.TailCacheBytes, StoreCacheBytes: cfg.StoreCacheBytes, Clock: cfg.Clock,
-		HousekeepingInterval: cfg.HousekeepingInterval, CompactionInterval: cfg.CompactionInterval,
-		MinFreeBytes: cfg.MinFreeBytes, Sandbox: cfg.Filters, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes,
-		Peers: cfg.InitialCluster, ClusterID: cfg.ClusterID, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, LeaderBalanceInterval: cfg.LeaderBalanceInterval,
-		NewLeaderWait: cfg.NewLeaderWait,
-		FollowerReads: cfg.FollowerReads, Replay: sched.Config{Share: cfg.ReplayShare},
+		Dir: cfg.Dir, NodeID: cfg.NodeID, Logger: cfg.Logger,
+		Storage: cfg.Storage, Cluster: cfg.Cluster, Sandbox: cfg.Sandbox, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes, Replay: cfg.Replay,
+		FS: cfg.hooks.FS, Clock: cfg.hooks.Clock, NewLeaderWait: cfg.hooks.NewLeaderWait,
 	}
-	if cfg.Tier != "" {
-		st, err := tier.Open(cfg.Tier)
+	if cfg.Tier.URL != "" {
+		st, err := tier.Open(cfg.Tier.URL)
 		if err != nil {
 			return nil, err
 		}
 		bc.Tier = st
-		bc.TierCache = tier.NewCache(tier.CacheConfig{MaxBytes: cfg.TierCacheBytes})
+		bc.TierCache = tier.NewCache(cfg.Tier.Cache)
 		log.Info("tiered storage", "store", st.String())
 	}
 	sec, err := newSecurity(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.Join) > 0 {
-		if len(cfg.InitialCluster) > 0 {
-			return nil, errors.New("engine: a node either bootstraps a cluster (InitialCluster) or joins one (Join), not both")
+	if len(cfg.Join.Through) > 0 {
+		if len(cfg.Cluster.InitialMembers) > 0 {
+			return nil, errors.New("engine: a node either bootstraps a cluster (Cluster.InitialMembers) or joins one (Join), not both")
 		}
 		id, members, err := join(cfg, sec, log)
 		if err != nil {
 			return nil, err
 		}
-		members[cfg.NodeID] = cfg.Advertise
-		cfg.InitialCluster, cfg.ClusterID = members, id
+		members[cfg.NodeID] = cfg.Join.Advertise
+		cfg.Cluster.InitialMembers, cfg.Cluster.ID = members, id
 		sec.cluster = id // before any peer client signs with it
-		bc.Peers, bc.ClusterID, bc.Join = members, id, true
+		bc.Cluster, bc.Joined = cfg.Cluster, true
 	}
 	var peers *route.Peers
-	if len(cfg.InitialCluster) > 0 {
-		if _, ok := cfg.InitialCluster[cfg.NodeID]; !ok {
-			return nil, fmt.Errorf("engine: node %d is not in the initial cluster %v", cfg.NodeID, slices.Sorted(maps.Keys(cfg.InitialCluster)))
+	if len(cfg.Cluster.InitialMembers) > 0 {
+		if _, ok := cfg.Cluster.InitialMembers[cfg.NodeID]; !ok {
+			return nil, fmt.Errorf("engine: node %d is not in the initial cluster %v", cfg.NodeID, slices.Sorted(maps.Keys(cfg.Cluster.InitialMembers)))
 		}
 		// The broker builds the raft transport (it wires the transport's
 		// callbacks to itself); the engine gives it what security decides.
-		bc.Transport = transport.Config{Logger: log.Named("transport"), Dial: cfg.PeerDialer}
+		bc.Transport = transport.Config{Logger: log.Named("transport"), Dial: cfg.hooks.PeerDialer}
 		bc.PeerScheme = sec.scheme()
 		if sec.authenticates() {
 			bc.Transport.Authorize = sec.authorize
-			bc.Transport.HTTPClient = sec.client(cfg.PeerDialer, true)
+			bc.Transport.HTTPClient = sec.client(cfg.hooks.PeerDialer, true)
 		}
 		peers = route.NewPeers(route.PeersConfig{
-			Self: cfg.NodeID, ClusterID: cfg.ClusterID, Credentials: api.CarryCredentials,
-			HTTP: sec.peerHTTP(cfg.PeerDialer), PartitionHTTP: sec.peerHTTP(cfg.PeerDialer),
+			Self: cfg.NodeID, ClusterID: cfg.Cluster.ID, Credentials: api.CarryCredentials,
+			HTTP: sec.peerHTTP(cfg.hooks.PeerDialer), PartitionHTTP: sec.peerHTTP(cfg.hooks.PeerDialer),
 		})
 		bc.PeerClients = peers
 	}
@@ -324,8 +186,8 @@ func Open(cfg Config) (*Node, error) {
 			return out
 		}
 	}
-	n := &Node{b: b, api: api.New(b, acfg), tr: tr, clusterID: cfg.ClusterID, sec: sec, tierCache: bc.TierCache}
-	if cfg.Auth {
+	n := &Node{b: b, api: api.New(b, acfg), tr: tr, clusterID: cfg.Cluster.ID, sec: sec, tierCache: bc.TierCache}
+	if cfg.Auth.Enabled {
 		n.startAuth(cfg, log)
 	}
 	return n, nil
@@ -364,7 +226,7 @@ func (n *Node) Handler() http.Handler {
 }
 
 // TLSConfig is the TLS configuration to serve Handler with, or nil when
-// the node serves plain HTTP/1.1 and h2c (Config.TLSCertFile unset).
+// the node serves plain HTTP/1.1 and h2c (Config.Security.TLSCertFile unset).
 // Listener applies it.
 func (n *Node) TLSConfig() *tls.Config { return n.sec.server }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/failpoint"
 )
@@ -20,7 +21,7 @@ func TestNormalBuildHasNoFailpoints(t *testing.T) {
 	if failpoint.Available {
 		t.Fatal("failpoints compiled into a normal build")
 	}
-	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem()})
+	n := enginetest.StartNode(t, enginehook.With(engine.Config{Dir: "data"}, enginehook.Hooks{FS: vfs.NewMem()}))
 	if code, body := probe(t, n.URL+failpoint.Path); code != http.StatusNotFound {
 		t.Fatalf("GET %s: %d %s, want 404", failpoint.Path, code, body)
 	}

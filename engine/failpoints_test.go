@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -29,7 +30,7 @@ import (
 // fsyncs.
 func TestFailpointFsyncEIOStopsTheNode(t *testing.T) {
 	t.Cleanup(func() { failpoint.Clear(failpoint.FsyncEIO) })
-	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem(), MinFreeBytes: -1}, enginetest.WithServingAfterFailure())
+	n := enginetest.StartNode(t, enginehook.With(engine.Config{Dir: "data", Storage: engine.StorageConfig{MinFreeBytes: -1}}, enginehook.Hooks{FS: vfs.NewMem()}), enginetest.WithServingAfterFailure())
 	ctx := context.Background()
 	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, n.URL)
 	pub := rewindv1connect.NewPublishServiceClient(http.DefaultClient, n.URL)

@@ -133,4 +133,4 @@ func BenchmarkGrayLatencyCutLink(b *testing.B) {
 	}
 }
 
-func productionTick(cfg *engine.Config) { cfg.TickInterval = 100 * time.Millisecond }
+func productionTick(cfg *engine.Config) { cfg.Cluster.TickInterval = 100 * time.Millisecond }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/engine/internal/broker"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -180,16 +181,16 @@ func startFaultCluster(t testing.TB, opts ...func(*engine.Config)) *faultCluster
 		addrs: map[uint64]string{}, fs: map[uint64]*stallFS{},
 	}
 	cl := enginetest.StartCluster(t, 3, func(id uint64, cfg *engine.Config) {
-		for mid, a := range cfg.InitialCluster {
+		for mid, a := range cfg.Cluster.InitialMembers {
 			c.net.addrs[a] = mid
 		}
 		fs := &stallFS{FS: vfs.NewMem()}
 		c.fs[id] = fs
 		// In memory, no balancing, no disk floor, the links through c.net;
 		// the engine's default caches.
-		cfg.Dir, cfg.FS, cfg.LeaderBalanceInterval, cfg.MinFreeBytes = "/data", fs, -1, -1
-		cfg.PeerDialer = c.net.dialer(id)
-		cfg.StoreCacheBytes, cfg.TailCacheBytes = 0, 0
+		cfg.Dir, cfg.Cluster.LeaderBalanceInterval, cfg.Storage.MinFreeBytes = "/data", -1, -1
+		enginehook.Of(cfg).FS, enginehook.Of(cfg).PeerDialer = fs, c.net.dialer(id)
+		cfg.Storage.StoreCacheBytes, cfg.Storage.TailCacheBytes = 0, 0
 		for _, o := range opts {
 			o(cfg)
 		}
@@ -429,7 +430,7 @@ func TestForwardToAStuckLeaderEndsWhenRaftMovesOn(t *testing.T) {
 // The wait for the winner is set long so that the outcome does not depend
 // on how fast the machine holds the election.
 func TestForwardCutShortByAnElectionHintsTheWinner(t *testing.T) {
-	c := startFaultCluster(t, func(cfg *engine.Config) { cfg.NewLeaderWait = time.Minute })
+	c := startFaultCluster(t, func(cfg *engine.Config) { enginehook.Of(cfg).NewLeaderWait = time.Minute })
 	leader := c.settle(t)
 	via, _ := others(leader)
 	c.fs[leader].stall()

@@ -36,8 +36,9 @@ func TestDataFilesArePrivate(t *testing.T) {
 	withUmask(t, 0)
 	dir := filepath.Join(t.TempDir(), "data") // the node creates both
 	tierDir := filepath.Join(t.TempDir(), "tier")
-	cfg := engine.Config{Dir: dir, Tier: "file://" + tierDir, Auth: true, HousekeepingInterval: 20 * time.Millisecond,
-		Logger: hclog.NewNullLogger()}
+	cfg := engine.Config{Dir: dir, Tier: engine.TierConfig{URL: "file://" + tierDir}, Auth: engine.AuthConfig{Enabled: true},
+		Storage: engine.StorageConfig{HousekeepingInterval: 20 * time.Millisecond},
+		Logger:  hclog.NewNullLogger()}
 	n := enginetest.StartNode(t, cfg)
 	url := n.URL
 	root := n.BootstrapToken(t)

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
@@ -60,7 +61,7 @@ func healthOf(t *testing.T, url, service string) grpchealth.Status {
 // answering SERVING from a node whose raft groups had all stopped.
 func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 	fs, full := fillableFS()
-	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: fs, MinFreeBytes: -1}, enginetest.WithServingAfterFailure())
+	n := enginetest.StartNode(t, enginehook.With(engine.Config{Dir: "data", Storage: engine.StorageConfig{MinFreeBytes: -1}}, enginehook.Hooks{FS: fs}), enginetest.WithServingAfterFailure())
 	services := []string{"", rewindv1connect.PublishServiceName, rewindv1connect.SubscribeServiceName}
 	// A node is ready once its metadata group has a leader: a single node
 	// elects itself a few ticks after it opens (CI checked too early).
@@ -115,7 +116,7 @@ func TestHealthTurnsNotServingWhenTheStoreFails(t *testing.T) {
 // TestHealthTurnsNotServingWhileDraining: a node shutting down is live but
 // not ready, so load balancers stop sending it requests first.
 func TestHealthTurnsNotServingWhileDraining(t *testing.T) {
-	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem()})
+	n := enginetest.StartNode(t, enginehook.With(engine.Config{Dir: "data"}, enginehook.Hooks{FS: vfs.NewMem()}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	waitProbe(t, n.URL+"/readyz", http.StatusOK) // once it has elected itself

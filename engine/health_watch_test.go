@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 )
 
@@ -17,7 +18,7 @@ import (
 // Watch of a service the node does not serve streams SERVICE_UNKNOWN and
 // stays open (it failed with NOT_FOUND), while a Check of it is NotFound.
 func TestHealthWatchOfAnUnknownService(t *testing.T) {
-	n := enginetest.StartNode(t, engine.Config{Dir: "data", FS: vfs.NewMem()})
+	n := enginetest.StartNode(t, enginehook.With(engine.Config{Dir: "data"}, enginehook.Hooks{FS: vfs.NewMem()}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hc := grpchealth.NewClient(http.DefaultClient, n.URL)

@@ -124,7 +124,7 @@ func TestClientHopHeadersRefused(t *testing.T) {
 		testHopHeadersFromAClient(t, newRPCs(urls[0], ""))
 	})
 	t.Run("cluster with a secret", func(t *testing.T) {
-		urls := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.ClusterSecret = testSecret }).URLs()
+		urls := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.Security.ClusterSecret = testSecret }).URLs()
 		testHopHeadersFromAClient(t, newRPCs(urls[1], ""))
 	})
 }
@@ -211,7 +211,7 @@ func TestPrincipalAssertionFromAClientRefused(t *testing.T) {
 func TestAuthClusterNeedsPeerAuthentication(t *testing.T) {
 	members := map[uint64]string{1: "127.0.0.1:1", 2: "127.0.0.1:2", 3: "127.0.0.1:3"}
 	dir := t.TempDir()
-	_, err := engine.Open(engine.Config{Dir: dir, NodeID: 1, InitialCluster: members, ClusterID: engine.ClusterIDOf(members), Auth: true})
+	_, err := engine.Open(engine.Config{Dir: dir, NodeID: 1, Cluster: engine.ClusterConfig{InitialMembers: members, ID: engine.ClusterIDOf(members)}, Auth: engine.AuthConfig{Enabled: true}})
 	if err == nil || !strings.Contains(err.Error(), "--cluster-secret-file") {
 		t.Fatalf("auth in a cluster without peer authentication: %v, want a refusal naming --cluster-secret-file", err)
 	}
@@ -265,7 +265,7 @@ func TestUnknownMemberRefused(t *testing.T) {
 func TestRemovedMemberRefused(t *testing.T) {
 	var cluster uint64
 	cl := enginetest.StartCluster(t, 4, func(_ uint64, c *engine.Config) {
-		c.ClusterSecret, cluster = testSecret, c.ClusterID
+		c.Security.ClusterSecret, cluster = testSecret, c.Cluster.ID
 	})
 	urls := cl.URLs()
 	cl.Stop(4)
@@ -307,7 +307,7 @@ func TestRemovedMemberRefused(t *testing.T) {
 func TestMetadataLeaderRemovesItself(t *testing.T) {
 	for name, secret := range map[string][]byte{"plain": nil, "secret": testSecret} {
 		t.Run(name, func(t *testing.T) {
-			cl := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.ClusterSecret = secret })
+			cl := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.Security.ClusterSecret = secret })
 			urls := cl.URLs()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang detector, not a budget
 			defer cancel()

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/internal/wasmgen"
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
@@ -166,10 +167,10 @@ func TestMetricsOfARealNode(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var now atomic.Int64
 	now.Store(t0.UnixNano())
-	url := enginetest.StartNode(t, engine.Config{
-		Dir: t.TempDir(), Clock: func() time.Time { return time.Unix(0, now.Load()) },
-		StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
-	}).URL
+	url := enginetest.StartNode(t, enginehook.With(engine.Config{
+		Dir:     t.TempDir(),
+		Storage: engine.StorageConfig{StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20},
+	}, enginehook.Hooks{Clock: func() time.Time { return time.Unix(0, now.Load()) }})).URL
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	hc := http.DefaultClient
@@ -419,7 +420,7 @@ func (s scrape) has(name string) bool {
 func TestMetricsInACluster(t *testing.T) {
 	// A 100 ms tick (elections after 1-2 s) keeps leaderships put on a
 	// busy machine; the checks below still allow for them to move.
-	urls := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.TickInterval = 100 * time.Millisecond }).URLs()
+	urls := enginetest.StartCluster(t, 3, func(_ uint64, c *engine.Config) { c.Cluster.TickInterval = 100 * time.Millisecond }).URLs()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, u := range urls {

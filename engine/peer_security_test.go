@@ -52,12 +52,12 @@ func startSecured(t *testing.T, peerTLS bool) *secured {
 		s.certs = append(s.certs, s.ca.Issue(t, fmt.Sprintf("n%d", id), fmt.Sprintf("node-%d", id), "127.0.0.1"))
 	}
 	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.ClusterSecret = testSecret
-		s.cluster = c.ClusterID
+		c.Security.ClusterSecret = testSecret
+		s.cluster = c.Cluster.ID
 		if peerTLS {
 			f := s.certs[id-1].Write(t, dir, fmt.Sprintf("n%d", id))
-			c.TLSCertFile, c.TLSKeyFile = f.Cert, f.Key
-			c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile = f.Cert, f.Key, caFile
+			c.Security.TLSCertFile, c.Security.TLSKeyFile = f.Cert, f.Key
+			c.Security.PeerTLSCertFile, c.Security.PeerTLSKeyFile, c.Security.PeerTLSCAFile = f.Cert, f.Key, caFile
 		}
 	}).URLs()
 	s.urls = urls
@@ -396,13 +396,14 @@ func TestJoinASecuredCluster(t *testing.T) {
 				ln := enginetest.Listen(t)
 				cfg := engine.Config{
 					Dir: filepath.Join(dir, fmt.Sprint(id)), NodeID: id, Logger: hclog.NewNullLogger(),
-					Join: []string{s.addrs[0]}, Advertise: ln.Addr().String(), ClusterSecret: secret,
-					TickInterval: 20 * time.Millisecond, StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
+					Join:     engine.JoinConfig{Through: []string{s.addrs[0]}, Advertise: ln.Addr().String()},
+					Security: engine.SecurityConfig{ClusterSecret: secret}, Cluster: engine.ClusterConfig{TickInterval: 20 * time.Millisecond},
+					Storage: engine.StorageConfig{StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20},
 				}
 				if peerTLS {
 					f := ca.Issue(t, fmt.Sprintf("n%d", id), fmt.Sprintf("node-%d", id), "127.0.0.1").Write(t, dir, fmt.Sprintf("n%d", id))
-					cfg.TLSCertFile, cfg.TLSKeyFile = f.Cert, f.Key
-					cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, cfg.PeerTLSCAFile = f.Cert, f.Key, s.ca.Write(t, dir, "ca")
+					cfg.Security.TLSCertFile, cfg.Security.TLSKeyFile = f.Cert, f.Key
+					cfg.Security.PeerTLSCertFile, cfg.Security.PeerTLSKeyFile, cfg.Security.PeerTLSCAFile = f.Cert, f.Key, s.ca.Write(t, dir, "ca")
 				}
 				_, err := enginetest.TryStartNode(t, cfg, enginetest.WithListener(ln))
 				return err

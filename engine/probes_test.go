@@ -57,7 +57,7 @@ func checkProbesName(t *testing.T, base string, id, cluster uint64) {
 // TestProbesNameALoneNode: a node running alone (no cluster) answers its
 // probes as node 1 of cluster 0.
 func TestProbesNameALoneNode(t *testing.T) {
-	url := enginetest.StartNode(t, engine.Config{Dir: t.TempDir(), Logger: hclog.NewNullLogger(), StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20}).URL
+	url := enginetest.StartNode(t, engine.Config{Dir: t.TempDir(), Logger: hclog.NewNullLogger(), Storage: engine.StorageConfig{StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20}}).URL
 	waitProbe(t, url+"/readyz", http.StatusOK)
 	checkProbesName(t, url, 1, 0)
 }

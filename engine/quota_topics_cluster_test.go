@@ -22,7 +22,7 @@ import (
 func TestTopicQuotaCluster(t *testing.T) {
 	dirs := map[uint64]string{}
 	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.Auth, c.AuthRecheckInterval, c.ClusterSecret = true, 100*time.Millisecond, testSecret
+		c.Auth.Enabled, c.Auth.RecheckInterval, c.Security.ClusterSecret = true, 100*time.Millisecond, testSecret
 		dirs[id] = c.Dir
 	}).URLs()
 	rootTok := clusterRoot(t, dirs, urls[0])

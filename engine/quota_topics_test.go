@@ -218,7 +218,7 @@ func TestTopicQuotaConcurrentCreations(t *testing.T) {
 // quota is refused, and its usage is reported.
 func TestTopicQuotaSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := engine.Config{Dir: dir, Auth: true}
+	cfg := engine.Config{Dir: dir, Auth: engine.AuthConfig{Enabled: true}}
 	n := enginetest.StartNode(t, cfg)
 	url := n.URL
 	rootTok := n.BootstrapToken(t)

@@ -58,7 +58,7 @@ func readLocalReplica(ctx context.Context, url, topic string) (start, end uint64
 // times included.
 func TestExactRetentionKeepsReplicasIdentical(t *testing.T) {
 	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.HousekeepingInterval = 10 * time.Millisecond
+		c.Storage.HousekeepingInterval = 10 * time.Millisecond
 	}).URLs()
 	ctx := context.Background()
 	topics := rewindv1connect.NewTopicServiceClient(http.DefaultClient, urls[0])

@@ -49,57 +49,57 @@ func (s *security) close() {
 
 // newSecurity checks the security fields of cfg and loads their files.
 func newSecurity(cfg Config) (*security, error) {
-	s := &security{self: cfg.NodeID, cluster: cfg.ClusterID}
+	s := &security{self: cfg.NodeID, cluster: cfg.Cluster.ID}
 	var errs []error
-	cluster := len(cfg.InitialCluster) > 0 || len(cfg.Join) > 0
-	peerSet := cfg.PeerTLSCertFile != "" || cfg.PeerTLSKeyFile != "" || cfg.PeerTLSCAFile != ""
-	peerAll := cfg.PeerTLSCertFile != "" && cfg.PeerTLSKeyFile != "" && cfg.PeerTLSCAFile != ""
-	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+	cluster := len(cfg.Cluster.InitialMembers) > 0 || len(cfg.Join.Through) > 0
+	peerSet := cfg.Security.PeerTLSCertFile != "" || cfg.Security.PeerTLSKeyFile != "" || cfg.Security.PeerTLSCAFile != ""
+	peerAll := cfg.Security.PeerTLSCertFile != "" && cfg.Security.PeerTLSKeyFile != "" && cfg.Security.PeerTLSCAFile != ""
+	if (cfg.Security.TLSCertFile == "") != (cfg.Security.TLSKeyFile == "") {
 		errs = append(errs, errors.New("engine: TLS needs both a certificate and a key file (--tls-cert, --tls-key)"))
 	}
-	if cfg.TLSClientCAFile != "" && cfg.TLSCertFile == "" {
+	if cfg.Security.TLSClientCAFile != "" && cfg.Security.TLSCertFile == "" {
 		errs = append(errs, errors.New("engine: verifying client certificates (--tls-client-ca) needs TLS (--tls-cert, --tls-key)"))
 	}
 	if peerSet && !peerAll {
 		errs = append(errs, errors.New("engine: peer TLS needs all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca"))
 	}
-	if peerSet && cfg.TLSCertFile == "" {
+	if peerSet && cfg.Security.TLSCertFile == "" {
 		errs = append(errs, errors.New("engine: peer TLS needs TLS on the port (--tls-cert, --tls-key): members and clients share one port (the node's certificate may serve both)"))
 	}
-	if cluster && cfg.TLSCertFile != "" && !peerSet {
+	if cluster && cfg.Security.TLSCertFile != "" && !peerSet {
 		errs = append(errs, errors.New("engine: a cluster member with TLS on its port needs peer TLS too (--peer-tls-cert, --peer-tls-key, --peer-tls-ca): its peers dial that port"))
 	}
-	if cfg.Auth && cluster && !peerSet && cfg.ClusterSecret == nil {
+	if cfg.Auth.Enabled && cluster && !peerSet && cfg.Security.ClusterSecret == nil {
 		// Members read each other's partitions (the peer read service) and
 		// take each other's raft messages; unauthenticated, those would
 		// serve every record to anyone, whatever the ACLs say.
 		errs = append(errs, errors.New("engine: authentication (--auth) in a cluster needs its members to authenticate each other too (--cluster-secret-file, or --peer-tls-cert, --peer-tls-key and --peer-tls-ca): "+
 			"otherwise anyone who reaches a member reads every record through the members' own services, with no token"))
 	}
-	if cfg.ClusterSecret != nil && len(cfg.ClusterSecret) < peerauth.MinSecretBytes {
-		errs = append(errs, fmt.Errorf("engine: the cluster secret has %d bytes, at least %d are needed (for example: openssl rand -hex 32)", len(cfg.ClusterSecret), peerauth.MinSecretBytes))
+	if cfg.Security.ClusterSecret != nil && len(cfg.Security.ClusterSecret) < peerauth.MinSecretBytes {
+		errs = append(errs, fmt.Errorf("engine: the cluster secret has %d bytes, at least %d are needed (for example: openssl rand -hex 32)", len(cfg.Security.ClusterSecret), peerauth.MinSecretBytes))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if len(cfg.ClusterSecret) > 0 {
-		s.secret = append([]byte(nil), cfg.ClusterSecret...)
+	if len(cfg.Security.ClusterSecret) > 0 {
+		s.secret = append([]byte(nil), cfg.Security.ClusterSecret...)
 	}
-	if cfg.TLSCertFile == "" {
+	if cfg.Security.TLSCertFile == "" {
 		return s, nil
 	}
-	pair, err := tlsconf.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+	pair, err := tlsconf.LoadKeyPair(cfg.Security.TLSCertFile, cfg.Security.TLSKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("engine: --tls-cert: %w", err)
 	}
 	srv := tlsconf.Server{Pair: pair}
-	if cfg.TLSClientCAFile != "" {
-		if srv.ClientCAs, err = tlsconf.LoadPool(cfg.TLSClientCAFile); err != nil {
+	if cfg.Security.TLSClientCAFile != "" {
+		if srv.ClientCAs, err = tlsconf.LoadPool(cfg.Security.TLSClientCAFile); err != nil {
 			return nil, fmt.Errorf("engine: --tls-client-ca: %w", err)
 		}
 	}
 	if peerAll {
-		if s.peer, err = tlsconf.LoadPeer(cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, cfg.PeerTLSCAFile, cfg.NodeID); err != nil {
+		if s.peer, err = tlsconf.LoadPeer(cfg.Security.PeerTLSCertFile, cfg.Security.PeerTLSKeyFile, cfg.Security.PeerTLSCAFile, cfg.NodeID); err != nil {
 			return nil, fmt.Errorf("engine: --peer-tls-cert: %w", err)
 		}
 		srv.Peer = s.peer

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
@@ -30,7 +31,7 @@ func TestServeExitsWhenTheStoreFails(t *testing.T) {
 		}
 		return nil
 	}))
-	node, err := engine.Open(engine.Config{Dir: "data", FS: fs, MinFreeBytes: -1, Logger: hclog.NewNullLogger()})
+	node, err := engine.Open(enginehook.With(engine.Config{Dir: "data", Storage: engine.StorageConfig{MinFreeBytes: -1}, Logger: hclog.NewNullLogger()}, enginehook.Hooks{FS: fs}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -414,7 +414,7 @@ func TestBadTokensRateLimited(t *testing.T) {
 	a := startAuthNode(t, func(c *engine.Config) {
 		// A refill of one failure every 1,000 s: nothing refills during
 		// the test, however slow the machine.
-		c.AuthFailures = engine.AuthFailureConfig{Rate: 0.001, Burst: burst, AuditInterval: time.Hour, Loopback: true}
+		c.Auth.Failures = engine.AuthFailureConfig{Rate: 0.001, Burst: burst, AuditInterval: time.Hour, Loopback: true}
 	})
 	list := a.url + rewindv1connect.TopicServiceListTopicsProcedure
 	call := func(from, token string) (int, string, http.Header) {

@@ -61,7 +61,7 @@ func BenchmarkTieredReplay(b *testing.B) {
 		tierURL = "file://" + d
 	}
 	dir := b.TempDir()
-	cfg := engine.Config{Dir: dir, Tier: tierURL, HousekeepingInterval: 50 * time.Millisecond,
+	cfg := engine.Config{Dir: dir, Tier: engine.TierConfig{URL: tierURL}, Storage: engine.StorageConfig{HousekeepingInterval: 50 * time.Millisecond},
 		Logger: hclog.NewNullLogger()}
 	addr := enginetest.StartNode(b, cfg).URL
 	c := client.New(addr)

@@ -33,9 +33,9 @@ func TestFailpointTierLeaderChangeMidUpload(t *testing.T) {
 	tierDir := t.TempDir()
 	logs := make([]*enginetest.Buffer, 3)
 	cl := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.Tier = "file://" + tierDir
-		c.HousekeepingInterval = 20 * time.Millisecond
-		c.LeaderBalanceInterval = -1 // the leadership stays where the test puts it
+		c.Tier.URL = "file://" + tierDir
+		c.Storage.HousekeepingInterval = 20 * time.Millisecond
+		c.Cluster.LeaderBalanceInterval = -1 // the leadership stays where the test puts it
 		logs[id-1] = &enginetest.Buffer{}
 		c.Logger = hclog.New(&hclog.LoggerOptions{Output: logs[id-1], Level: hclog.Info})
 	})

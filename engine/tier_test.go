@@ -55,7 +55,7 @@ func replayAll(t *testing.T, c *client.Client, topic string, from client.Positio
 // exactly what was published.
 func TestTieredStorageEndToEnd(t *testing.T) {
 	dir, tierDir := t.TempDir(), t.TempDir()
-	cfg := engine.Config{Dir: dir, Tier: "file://" + tierDir, HousekeepingInterval: 20 * time.Millisecond,
+	cfg := engine.Config{Dir: dir, Tier: engine.TierConfig{URL: "file://" + tierDir}, Storage: engine.StorageConfig{HousekeepingInterval: 20 * time.Millisecond},
 		Logger: hclog.NewNullLogger()}
 	n := enginetest.StartNode(t, cfg)
 	addr := n.URL
@@ -187,8 +187,8 @@ func createTieredTopic(ctx context.Context, t *testing.T, c *client.Client) {
 func TestTieredStorageInACluster(t *testing.T) {
 	tierDir := t.TempDir()
 	urls := enginetest.StartCluster(t, 3, func(id uint64, c *engine.Config) {
-		c.Tier = "file://" + tierDir
-		c.HousekeepingInterval = 20 * time.Millisecond
+		c.Tier.URL = "file://" + tierDir
+		c.Storage.HousekeepingInterval = 20 * time.Millisecond
 	}).URLs()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -251,7 +251,7 @@ func TestTieredStorageOnS3(t *testing.T) {
 	u, stopS3 := s3test.Start(t, "rewind")
 	// No tier cache: with one, the history just replayed would still be
 	// served from memory once the store is down.
-	cfg := engine.Config{Dir: t.TempDir(), Tier: u, TierCacheBytes: -1, HousekeepingInterval: 20 * time.Millisecond, Logger: hclog.NewNullLogger()}
+	cfg := engine.Config{Dir: t.TempDir(), Tier: engine.TierConfig{URL: u, Cache: engine.TierCacheConfig{MaxBytes: -1}}, Storage: engine.StorageConfig{HousekeepingInterval: 20 * time.Millisecond}, Logger: hclog.NewNullLogger()}
 	addr := enginetest.StartNode(t, cfg).URL
 	c := client.New(addr)
 	ctx := context.Background()

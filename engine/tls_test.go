@@ -29,9 +29,9 @@ func tlsNode(t *testing.T, clientCA *testcerts.CA) (ca *testcerts.CA, url string
 	dir := t.TempDir()
 	ca = testcerts.NewCA(t, "rewind test CA")
 	files = ca.Issue(t, "rewind-server", "127.0.0.1", "localhost").Write(t, dir, "server")
-	cfg := engine.Config{TLSCertFile: files.Cert, TLSKeyFile: files.Key}
+	cfg := engine.Config{Security: engine.SecurityConfig{TLSCertFile: files.Cert, TLSKeyFile: files.Key}}
 	if clientCA != nil {
-		cfg.TLSClientCAFile = clientCA.Write(t, dir, "clients")
+		cfg.Security.TLSClientCAFile = clientCA.Write(t, dir, "clients")
 	}
 	url = enginetest.StartNode(t, cfg).URL
 	if !strings.HasPrefix(url, "https://") {

@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-io/rewind/cmd/rewind/internal/gctune"
 	"github.com/rewind-io/rewind/console"
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 	"github.com/rewind-io/rewind/sandbox"
 )
 
@@ -171,20 +172,30 @@ cluster secret, unless --insecure is given.`,
 				return err
 			}
 			defer closeAudit()
-			node, err := engine.Open(engine.Config{
-				Dir: data, Logger: log, TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20,
-				HousekeepingInterval: housekeeping, CompactionInterval: compaction, MinFreeBytes: free,
-				Filters: withFilterMemory(filters, filterMemMiB), MaxInlineModuleBytes: inlineMiB << 20,
-				NodeID: nodeID, InitialCluster: members, ClusterID: engine.ClusterIDOf(members),
-				DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
-				Join: joins, Advertise: advertise, FollowerReads: followerReads, ReplayShare: replayShare, Tier: tierURL,
-				TierCacheBytes: tierCacheBytes(tierCacheMiB),
-				PeerDialer:     via.dialer(),
-				TLSCertFile:    sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
-				PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
-				ClusterSecret: secret, Auth: authOn, AuditLog: audit, JoinToken: orEnv(joinToken, "REWIND_TOKEN"),
-				AuthFailures: authFailures,
-			})
+			cfg := engine.Config{
+				Dir: data, NodeID: nodeID, Logger: log,
+				Storage: engine.StorageConfig{
+					TailCacheBytes: tailCache << 20, StoreCacheBytes: storeCache << 20, MinFreeBytes: free,
+					HousekeepingInterval: housekeeping, CompactionInterval: compaction,
+				},
+				Tier:    engine.TierConfig{URL: tierURL, Cache: engine.TierCacheConfig{MaxBytes: tierCacheBytes(tierCacheMiB)}},
+				Sandbox: withFilterMemory(filters, filterMemMiB), MaxInlineModuleBytes: inlineMiB << 20,
+				Replay: engine.ReplayConfig{Share: replayShare},
+				Cluster: engine.ClusterConfig{
+					InitialMembers: members, ID: engine.ClusterIDOf(members),
+					DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
+					FollowerReads: followerReads,
+				},
+				Join: engine.JoinConfig{Through: joins, Advertise: advertise, Token: orEnv(joinToken, "REWIND_TOKEN")},
+				Security: engine.SecurityConfig{
+					TLSCertFile: sec.cert, TLSKeyFile: sec.key, TLSClientCAFile: sec.clientCA,
+					PeerTLSCertFile: sec.peerCert, PeerTLSKeyFile: sec.peerKey, PeerTLSCAFile: sec.peerCA,
+					ClusterSecret: secret,
+				},
+				Auth: engine.AuthConfig{Enabled: authOn, AuditLog: audit, Failures: authFailures},
+			}
+			enginehook.Of(&cfg).PeerDialer = via.dialer()
+			node, err := engine.Open(cfg)
 			if err != nil {
 				return err
 			}
@@ -383,7 +394,7 @@ func withCORS(h http.Handler, origins string) http.Handler {
 	})
 }
 
-// tierCacheBytes turns --tier-cache-mib into engine.Config.TierCacheBytes:
+// tierCacheBytes turns --tier-cache-mib into engine.TierCacheConfig.MaxBytes:
 // 0 keeps nothing, which the engine spells as negative (its 0 is the
 // default).
 func tierCacheBytes(mib int64) int64 {

@@ -44,11 +44,11 @@ func startServerWith(t testing.TB, cfg engine.Config, opts ...enginetest.Option)
 	// bounds are an hour (they are tested in the sandbox package), and
 	// compiled modules are shared through the compilation cache of the
 	// sandbox's tests, so each module compiles once per machine.
-	if cfg.Filters.CompileTimeoutMillis == 0 {
-		cfg.Filters.CompileTimeoutMillis = 3_600_000
+	if cfg.Sandbox.CompileTimeoutMillis == 0 {
+		cfg.Sandbox.CompileTimeoutMillis = 3_600_000
 	}
-	if cfg.Filters.CompileWaitMillis == 0 {
-		cfg.Filters.CompileWaitMillis = 3_600_000
+	if cfg.Sandbox.CompileWaitMillis == 0 {
+		cfg.Sandbox.CompileWaitMillis = 3_600_000
 	}
 	shared := filepath.Join(os.TempDir(), "rewind-wasm-test-cache", wazeroVersion(filepath.Join("..", "..", "go.mod")))
 	if err := errors.Join(os.MkdirAll(shared, 0o755), os.MkdirAll(cfg.Dir, 0o755)); err != nil {

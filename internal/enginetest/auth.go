@@ -13,9 +13,9 @@ import (
 )
 
 // BootstrapToken waits (up to 30 s) for the auth bootstrap of a node
-// started with Config.Auth and returns the superuser token it wrote to
+// started with Config.Auth.Enabled and returns the superuser token it wrote to
 // its data directory, failing the test unless the file's mode is 0600.
-// The node's Dir must be on the OS's filesystem (no Config.FS).
+// The node's Dir must be on the OS's filesystem (no enginehook FS).
 func (n *Node) BootstrapToken(tb testing.TB) string {
 	tb.Helper()
 	select {
@@ -39,7 +39,7 @@ func (n *Node) BootstrapToken(tb testing.TB) string {
 }
 
 // Buffer is an io.Writer a test reads while a node writes to it: an audit
-// log (Config.AuditLog), a logger's output. Safe for concurrent use; the
+// log (Config.Auth.AuditLog), a logger's output. Safe for concurrent use; the
 // zero value is empty.
 type Buffer struct {
 	mu sync.Mutex

@@ -14,7 +14,7 @@ import (
 // each by StartNode's machinery.
 type Cluster struct {
 	// Members are the members' addresses (host:port) by node id, as in
-	// Config.InitialCluster.
+	// Config.Cluster.InitialMembers.
 	Members map[uint64]string
 	// ID is the cluster's id (engine.ClusterIDOf(Members)).
 	ID uint64
@@ -44,11 +44,11 @@ func StartCluster(tb testing.TB, n int, mutate func(id uint64, c *engine.Config)
 // about members coming up one by one. Each member's configuration is
 //
 //	Dir: a temporary directory, NodeID: id, Logger: none,
-//	InitialCluster: Members, ClusterID: ID,
-//	TickInterval: 20 ms, StoreCacheBytes and TailCacheBytes: 8 MiB
+//	Cluster: InitialMembers: Members, ID: ID, TickInterval: 20 ms,
+//	Storage: StoreCacheBytes and TailCacheBytes: 8 MiB
 //
 // which mutate (nil: none) then changes member by member: security,
-// faults (FS, PeerDialer), limits.
+// faults (enginehook.Of(c).FS, .PeerDialer), limits.
 func PrepareCluster(tb testing.TB, n int, mutate func(id uint64, c *engine.Config), opts ...Option) *Cluster {
 	tb.Helper()
 	c := &Cluster{Members: map[uint64]string{}, tb: tb, opts: opts,
@@ -64,9 +64,9 @@ func PrepareCluster(tb testing.TB, n int, mutate func(id uint64, c *engine.Confi
 	for i := range n {
 		id := uint64(i + 1)
 		c.cfgs[i] = engine.Config{
-			Dir: tb.TempDir(), NodeID: id, Logger: hclog.NewNullLogger(), InitialCluster: c.Members,
-			ClusterID: c.ID, TickInterval: 20 * time.Millisecond,
-			StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20,
+			Dir: tb.TempDir(), NodeID: id, Logger: hclog.NewNullLogger(),
+			Cluster: engine.ClusterConfig{InitialMembers: c.Members, ID: c.ID, TickInterval: 20 * time.Millisecond},
+			Storage: engine.StorageConfig{StoreCacheBytes: 8 << 20, TailCacheBytes: 8 << 20},
 		}
 		if mutate != nil {
 			mutate(id, &c.cfgs[i])

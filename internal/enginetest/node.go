@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/internal/enginehook"
 )
 
 // Node is an engine.Node served in this process on a loopback port by
@@ -18,7 +19,7 @@ import (
 type Node struct {
 	*engine.Node
 	// URL is the node's base URL: http://127.0.0.1:PORT, or https:// when
-	// the node serves TLS (Config.TLSCertFile).
+	// the node serves TLS (Config.Security.TLSCertFile).
 	URL string
 	// Addr is the host:port it listens on.
 	Addr string
@@ -44,7 +45,7 @@ type options struct {
 }
 
 // WithListener serves on ln, a TCP listener the test opened (to know the
-// port before writing the configuration: Config.Advertise, a handler that
+// port before writing the configuration: Config.Join.Advertise, a handler that
 // names its own address). The harness closes it.
 func WithListener(ln net.Listener) Option { return func(o *options) { o.ln = ln } }
 
@@ -88,7 +89,7 @@ func (o options) listen() (net.Listener, error) {
 
 // StartNode opens a node with cfg and serves it on loopback (Node.Serve,
 // under TLS when cfg asks) until Stop or the end of the test. A zero
-// cfg.Dir is a new temporary directory (unless cfg.FS is set), a nil
+// cfg.Dir is a new temporary directory (unless an enginehook FS is set), a nil
 // cfg.Logger discards. An error opening the node fails the test; use
 // TryStartNode when it is the outcome under test.
 func StartNode(tb testing.TB, cfg engine.Config, opts ...Option) *Node {
@@ -105,7 +106,7 @@ func StartNode(tb testing.TB, cfg engine.Config, opts ...Option) *Node {
 // still fail it.
 func TryStartNode(tb testing.TB, cfg engine.Config, opts ...Option) (*Node, error) {
 	tb.Helper()
-	if cfg.Dir == "" && cfg.FS == nil {
+	if cfg.Dir == "" && enginehook.Of(&cfg).FS == nil {
 		cfg.Dir = tb.TempDir()
 	}
 	if cfg.Logger == nil {

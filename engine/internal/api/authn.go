@@ -84,10 +84,7 @@ func (s *Server) enableAuth(cfg AuthConfig) {
 	if cfg.RecheckInterval <= 0 {
 		cfg.RecheckInterval = time.Second
 	}
-	if cfg.Failures.Now == nil {
-		cfg.Failures.Now = cfg.Now
-	}
-	s.guard = &guard{cfg: cfg, state: s.b.Auth, allCommitted: s.b.AllCommitted, failures: auth.NewFailures(cfg.Failures)}
+	s.guard = &guard{cfg: cfg, state: s.b.Auth, allCommitted: s.b.AllCommitted, failures: auth.NewFailures(cfg.Failures, cfg.Now)}
 }
 
 // caller is what the middleware learned of a request's credentials.

@@ -17,27 +17,38 @@ import (
 // last one. The table of sources is bounded (MaxSources), so a flood of
 // addresses costs memory once, not per address.
 
-// FailureConfig configures Failures. Zero fields take their defaults; a
-// negative Rate turns the limit off (the audit lines are still
-// aggregated).
+// FailureConfig limits failed authentications (a missing, bad, expired
+// or revoked token) by source: an IPv4 address or an IPv6 /64, read from
+// the connection (headers such as X-Forwarded-For are not believed). A
+// source gets Burst failures at once and Rate a second after that; past
+// them, its calls are refused with ResourceExhausted and a Retry-After
+// header, without their credentials being checked, until its allowance
+// refills. The audit log gets at most one line per source and
+// AuditInterval, with the count of failures it left out ("suppressed").
+// Calls between members, and by default loopback callers, are not
+// counted. Zero fields take their defaults. Package engine re-exports it
+// as engine.AuthFailureConfig.
 type FailureConfig struct {
-	// Rate is the failures a second a source may sustain. Default 5.
+	// Rate is the failures a second a source may sustain. Default 5;
+	// negative: no limit (the audit lines are still aggregated).
 	Rate float64
 	// Burst is the failures a source may have at once. Default 20.
 	Burst int
 	// AuditInterval is the least time between two audit lines of one
 	// source. Default 10 s.
 	AuditInterval time.Duration
-	// MaxSources bounds the sources tracked. Default 10,000 (about 1 MB).
-	// When it is full, sources at rest (bucket full, nothing left to
-	// audit) are dropped; if none is, the newcomers share one entry, so a
-	// flood from many addresses is limited as one source.
+	// MaxSources bounds the sources tracked (about 100 bytes each).
+	// Default 10,000; when it is full, sources at rest (bucket full,
+	// nothing left to audit) are dropped, and if none is, new sources
+	// share one allowance, so a flood from many addresses is limited as
+	// one source.
 	MaxSources int
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
-	// Loopback counts the failures of loopback sources too. By default
-	// they are neither limited nor aggregated: every caller on a developer's
-	// machine, and every member of a cluster run on one host, is loopback.
+	// Loopback limits loopback sources too. By default they are exempt
+	// (neither limited nor aggregated): every caller on a developer's
+	// machine, and every member of a cluster run on one host, is
+	// loopback. Set it when a proxy on the same host forwards outside
+	// clients (they would all be one source: better, put the limit in the
+	// proxy).
 	Loopback bool
 }
 
@@ -45,6 +56,7 @@ type FailureConfig struct {
 // use.
 type Failures struct {
 	cfg FailureConfig
+	now func() time.Time
 	mu  struct {
 		sync.Mutex
 		sources   map[string]*failSource
@@ -64,8 +76,9 @@ type failSource struct {
 // not take.
 const overflowSource = "(other sources)"
 
-// NewFailures returns an empty table under cfg.
-func NewFailures(cfg FailureConfig) *Failures {
+// NewFailures returns an empty table under cfg, reading the time from now
+// (nil: time.Now).
+func NewFailures(cfg FailureConfig, now func() time.Time) *Failures {
 	if cfg.Rate == 0 {
 		cfg.Rate = 5
 	}
@@ -78,10 +91,10 @@ func NewFailures(cfg FailureConfig) *Failures {
 	if cfg.MaxSources <= 0 {
 		cfg.MaxSources = 10_000
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if now == nil {
+		now = time.Now
 	}
-	f := &Failures{cfg: cfg}
+	f := &Failures{cfg: cfg, now: now}
 	f.mu.sources = map[string]*failSource{}
 	return f
 }
@@ -100,7 +113,7 @@ func (f *Failures) Limited(src string) (retryAfter time.Duration, limited bool) 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.cfg.Now()
+	now := f.now()
 	s, ok := f.mu.sources[src]
 	if !ok {
 		if s, ok = f.mu.sources[overflowSource]; !ok || len(f.mu.sources) < f.cfg.MaxSources {
@@ -119,7 +132,7 @@ func (f *Failures) Limited(src string) (retryAfter time.Duration, limited bool) 
 func (f *Failures) Fail(src string) (write bool, left int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.cfg.Now()
+	now := f.now()
 	s := f.sourceLocked(src, now)
 	f.refillLocked(s, now)
 	s.tokens = max(s.tokens-1, 0)
@@ -139,7 +152,7 @@ func (f *Failures) Fail(src string) (write bool, left int) {
 func (f *Failures) Pending() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.cfg.Now()
+	now := f.now()
 	if now.Sub(f.mu.lastSweep) < f.cfg.AuditInterval {
 		return nil
 	}

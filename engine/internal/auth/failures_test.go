@@ -16,7 +16,7 @@ func (c *fakeClock) now() time.Time { return c.t }
 // not affected.
 func TestFailuresLimitAndAggregate(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
-	f := NewFailures(FailureConfig{Rate: 2, Burst: 3, AuditInterval: 10 * time.Second, Now: clk.now})
+	f := NewFailures(FailureConfig{Rate: 2, Burst: 3, AuditInterval: 10 * time.Second}, clk.now)
 	lines, left := 0, 0
 	fail := func(src string) {
 		if w, l := f.Fail(src); w {
@@ -68,7 +68,7 @@ func TestFailuresLimitAndAggregate(t *testing.T) {
 // are limited together.
 func TestFailuresTableIsBounded(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
-	f := NewFailures(FailureConfig{Rate: 1, Burst: 2, MaxSources: 100, Now: clk.now})
+	f := NewFailures(FailureConfig{Rate: 1, Burst: 2, MaxSources: 100}, clk.now)
 	for i := range 10_000 {
 		f.Fail(fmt.Sprintf("10.0.%d.%d", i/256, i%256))
 	}

@@ -22,8 +22,6 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/route"
 	"github.com/rewind-io/rewind/engine/internal/sched"
 	"github.com/rewind-io/rewind/engine/internal/store"
-	"github.com/rewind-io/rewind/engine/internal/tier"
-	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog"
 	"github.com/rewind-io/rewind/raftlog/transport"
 	"github.com/rewind-io/rewind/sandbox"
@@ -58,195 +56,6 @@ const (
 	MaxHeaders   = 1024
 	MaxTopicName = 249
 )
-
-// Config configures a broker. The zero value of every field but Dir selects
-// its default.
-type Config struct {
-	// Dir is the data directory. Required.
-	Dir string
-	// FS is the filesystem under Dir. Default: the OS.
-	FS vfs.FS
-	// NodeID is this node's id. Default 1.
-	NodeID uint64
-	Logger hclog.Logger
-	// TailCacheBytes bounds the in-memory tail cache. Default 256 MiB.
-	TailCacheBytes int64
-	// StoreCacheBytes sizes Pebble's block cache. Default 256 MiB.
-	StoreCacheBytes int64
-	// Clock is the broker clock (append times). Default time.Now.
-	Clock func() time.Time
-	// PublishTimeout bounds a publish whose request carries no deadline.
-	// Default 30 s.
-	PublishTimeout time.Duration
-	// TickInterval is the raft tick. Default 100 ms.
-	TickInterval time.Duration
-	// HousekeepingInterval is how often retention limits are checked.
-	// Default 1 s.
-	HousekeepingInterval time.Duration
-	// CommitCatchUp bounds how long a group commit past the end of this
-	// node's replica waits for it to catch up (groups.Config). Default
-	// 2 s.
-	CommitCatchUp time.Duration
-	// CompactionInterval is how often a compacted topic's partition with
-	// new records is compacted. Default 30 s.
-	CompactionInterval time.Duration
-	// MinFreeBytes: publishes fail with ResourceExhausted while the data
-	// directory's filesystem has less free space; reads go on. Default
-	// 64 MiB; negative disables the check.
-	MinFreeBytes int64
-	// FreeBytes reports the free space of the data directory. Default:
-	// the filesystem's (vfs.FS.GetDiskUsage). Tests replace it.
-	FreeBytes func() (uint64, error)
-	// Sandbox bounds WebAssembly filter modules; zero fields take the
-	// sandbox's defaults.
-	Sandbox sandbox.Limits
-	// MaxInlineModuleBytes bounds a module sent with a subscribe request.
-	// Default 4 MiB.
-	MaxInlineModuleBytes int
-	// Replay paces catch-up reads (streams that have not caught up, and
-	// fetches of history served to other nodes) so that live traffic
-	// keeps its latency; Replay.Share is the share of the processors they
-	// may use. Zero fields take package sched's defaults.
-	Replay sched.Config
-
-	// Cluster membership (cluster.go). Peers is the initial cluster (node
-	// id -> address, this node included); nil runs the node alone.
-	Peers map[uint64]string
-	// ClusterID names the cluster; a data directory of another cluster is
-	// refused, and so are raft messages from one.
-	ClusterID uint64
-	// Transport configures the raft transport between members (package
-	// raftlog/transport), which Open builds when Peers is set. Open sets
-	// its ClusterID, NodeID, Resolve (the members' addresses, with
-	// PeerScheme), Deliver, Unreachable, SnapshotStatus and Allowed
-	// (current members only) to the broker's own; the rest (Authorize,
-	// HTTPClient, Dial, Logger, limits) is the caller's.
-	Transport transport.Config
-	// PeerScheme is the URL scheme the transport dials members with:
-	// "http" (h2c, the default) or "https" (peer TLS).
-	PeerScheme string
-	// PeerClients are the clients of the other members (package route): every
-	// publish, key binding and read this node sends to a partition's
-	// leader goes through them. Nil: the node never hops (alone, or a
-	// test's cluster that only replicates).
-	PeerClients *route.Peers
-	// ForwardTimeout bounds one request forwarded to a partition's leader
-	// (a publish, a key binding); one cut short fails with Unavailable and
-	// a leader hint, its outcome unknown. Default 5 s.
-	ForwardTimeout time.Duration
-	// NewLeaderWait bounds how long a forward cut short by an election
-	// waits for its winner, to name it in the leader hint instead of the
-	// old leader (likely dead or paused). Default half an election
-	// timeout.
-	NewLeaderWait time.Duration
-	// FollowerReads makes streams that do not say otherwise read this
-	// node's replicas (fetch from follower) instead of the leaders'.
-	FollowerReads bool
-	// Tier is the object store of tiered storage (engine/internal/tier);
-	// nil: topics cannot set local retention limits.
-	Tier tier.Store
-	// TierCache keeps recently read parts of Tier's segments for every
-	// partition. Default: one with tier.NewCache's defaults.
-	TierCache *tier.Cache
-	// DefaultReplicationFactor is used for topics created without one,
-	// capped at the number of members. Default 3.
-	DefaultReplicationFactor uint32
-	// LeaderBalanceInterval is how often a leader hands partitions back to
-	// their preferred leader. Default 5 s; negative: never.
-	LeaderBalanceInterval time.Duration
-	// ElectionTicks is the raft election timeout in ticks. Default 10.
-	ElectionTicks int
-	// Join: the node was added to a running cluster (AddNode); its
-	// metadata group starts empty and learns everything from the leader.
-	Join bool
-}
-
-// Validate reports every problem with c at once.
-func (c *Config) Validate() error {
-	var errs []error
-	if c.Dir == "" {
-		errs = append(errs, errors.New("broker: Dir is required"))
-	}
-	if c.TailCacheBytes < 0 || c.StoreCacheBytes < 0 {
-		errs = append(errs, errors.New("broker: negative cache size"))
-	}
-	if c.PublishTimeout < 0 || c.TickInterval < 0 || c.ForwardTimeout < 0 || c.ElectionTicks < 0 || c.NewLeaderWait < 0 {
-		errs = append(errs, errors.New("broker: negative duration"))
-	}
-	if c.MaxInlineModuleBytes < 0 {
-		errs = append(errs, errors.New("broker: negative MaxInlineModuleBytes"))
-	}
-	if err := c.Sandbox.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.Replay.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-func (c Config) withDefaults() Config {
-	if c.FS == nil {
-		c.FS = vfs.Default
-	}
-	if c.NodeID == 0 {
-		c.NodeID = 1
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
-	if c.TailCacheBytes == 0 {
-		c.TailCacheBytes = 256 << 20
-	}
-	if c.Tier != nil && c.TierCache == nil {
-		c.TierCache = tier.NewCache(tier.CacheConfig{})
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
-	c.Clock = failpoint.Clock(c.Clock) // clock-offset, in a failpoints build
-	if c.ForwardTimeout == 0 {
-		c.ForwardTimeout = 5 * time.Second
-	}
-	if c.TickInterval == 0 {
-		c.TickInterval = 100 * time.Millisecond // raftlog's default
-	}
-	if c.ElectionTicks == 0 {
-		c.ElectionTicks = 10 // raftlog's default
-	}
-	if c.NewLeaderWait == 0 {
-		c.NewLeaderWait = time.Duration(c.ElectionTicks) * c.TickInterval / 2
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = 30 * time.Second
-	}
-	if c.HousekeepingInterval == 0 {
-		c.HousekeepingInterval = time.Second
-	}
-	if c.CompactionInterval == 0 {
-		c.CompactionInterval = 30 * time.Second
-	}
-	if c.MinFreeBytes == 0 {
-		c.MinFreeBytes = 64 << 20
-	}
-	if c.MaxInlineModuleBytes == 0 {
-		c.MaxInlineModuleBytes = 4 << 20
-	}
-	if c.DefaultReplicationFactor == 0 {
-		c.DefaultReplicationFactor = 3
-	}
-	if c.LeaderBalanceInterval == 0 {
-		c.LeaderBalanceInterval = 5 * time.Second
-	}
-	if c.FreeBytes == nil {
-		fs, dir := failpoint.FS(c.FS), c.Dir // enospc, in a failpoints build
-		c.FreeBytes = func() (uint64, error) {
-			u, err := fs.GetDiskUsage(dir)
-			return u.AvailBytes, err
-		}
-	}
-	return c
-}
 
 // Broker is one node. Its methods are safe for concurrent use.
 type Broker struct {
@@ -332,7 +141,7 @@ func Open(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg:   cfg,
 		log:   cfg.Logger,
-		cache: partition.NewCache(cfg.TailCacheBytes),
+		cache: partition.NewCache(cfg.Storage.TailCacheBytes),
 		groups: groups.New(groups.Config{
 			Now: func() int64 { return cfg.Clock().UnixNano() }, Logger: cfg.Logger.Named("groups"), CommitCatchUp: cfg.CommitCatchUp,
 		}),
@@ -345,12 +154,12 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.route = b.newRouter()
 	var err error
-	if b.sched, err = sched.New(cfg.Replay); err != nil {
+	if b.sched, err = sched.New(cfg.Replay, nil); err != nil {
 		return nil, err
 	}
 	b.draining, b.drain = context.WithCancel(context.Background())
 	b.mu.topics = make(map[uint64]*liveTopic)
-	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.StoreCacheBytes, Logger: cfg.Logger,
+	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.Storage.StoreCacheBytes, Logger: cfg.Logger,
 		OnFatal: b.storeFailed})
 	if err != nil {
 		return nil, err
@@ -382,8 +191,8 @@ func Open(cfg Config) (*Broker, error) {
 		rt = b.tr
 	}
 	host, err := raftlog.Open(raftlog.Config{
-		NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.TickInterval,
-		Transport: rt, ElectionTicks: cfg.ElectionTicks,
+		NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.Cluster.TickInterval,
+		Transport: rt, ElectionTicks: cfg.Cluster.ElectionTicks,
 	})
 	if err != nil {
 		b.closeTransport()
@@ -404,14 +213,14 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	m, err := meta.Open(meta.Config{
 		DB: db, Host: host, OnChange: b.onMetaChange, Logger: cfg.Logger.Named("meta"),
-		DefaultReplicas: cfg.DefaultReplicationFactor,
+		DefaultReplicas: cfg.Cluster.DefaultReplicationFactor,
 	})
 	if err != nil {
 		return fail(err)
 	}
 	b.meta = m
 	mg := raftlog.GroupConfig{ID: meta.GroupID, Voters: b.initialVoters(), SM: m, ForwardProposals: true, Counters: &b.metaRaft}
-	if cfg.Join {
+	if cfg.Joined {
 		mg.Voters, mg.Join = nil, true
 	}
 	if err := host.AddGroup(mg); err != nil {

@@ -20,7 +20,7 @@ import (
 
 func open(t *testing.T, fs vfs.FS) *Broker {
 	t.Helper()
-	b, err := Open(Config{Dir: "data", FS: fs, TickInterval: 10 * time.Millisecond})
+	b, err := Open(Config{Dir: "data", FS: fs, Cluster: ClusterConfig{TickInterval: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type identity struct {
 // store that belongs to another node or another cluster: starting on it
 // would mix two nodes' raft state.
 func checkIdentity(db *pebble.DB, cfg Config) error {
-	want := identity{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID}
+	want := identity{NodeID: cfg.NodeID, ClusterID: cfg.Cluster.ID}
 	v, closer, err := db.Get(keys.IdentityKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		data, _ := json.Marshal(want)
@@ -65,22 +65,22 @@ func checkIdentity(db *pebble.DB, cfg Config) error {
 
 // initialVoters are the metadata group's voters at bootstrap.
 func (b *Broker) initialVoters() []uint64 {
-	if len(b.cfg.Peers) == 0 {
+	if len(b.cfg.Cluster.InitialMembers) == 0 {
 		return []uint64{b.cfg.NodeID}
 	}
-	return slices.Sorted(maps.Keys(b.cfg.Peers))
+	return slices.Sorted(maps.Keys(b.cfg.Cluster.InitialMembers))
 }
 
 // clustered reports whether the node runs with peers.
-func (b *Broker) clustered() bool { return len(b.cfg.Peers) > 0 }
+func (b *Broker) clustered() bool { return len(b.cfg.Cluster.InitialMembers) > 0 }
 
 // initMembers records the initial members in the metadata group once it
 // has a leader (every node tries; the first to apply wins).
 func (b *Broker) initMembers() {
 	defer b.wg.Done()
-	nodes := make([]meta.Node, 0, len(b.cfg.Peers))
+	nodes := make([]meta.Node, 0, len(b.cfg.Cluster.InitialMembers))
 	for _, id := range b.initialVoters() {
-		nodes = append(nodes, meta.Node{ID: id, Addr: b.cfg.Peers[id]})
+		nodes = append(nodes, meta.Node{ID: id, Addr: b.cfg.Cluster.InitialMembers[id]})
 	}
 	for len(b.meta.Nodes()) == 0 {
 		if b.meta.Leader() != 0 {
@@ -127,7 +127,7 @@ func (b *Broker) Addr(node uint64) (string, bool) {
 			return n.Addr, n.Addr != ""
 		}
 	}
-	addr, ok := b.cfg.Peers[node]
+	addr, ok := b.cfg.Cluster.InitialMembers[node]
 	return addr, ok
 }
 
@@ -138,7 +138,7 @@ func (b *Broker) Addr(node uint64) (string, bool) {
 // must still get its last configuration change replicated); raft itself
 // then ignores it. The member services ask IsCurrentMember.
 func (b *Broker) IsMember(node uint64) bool {
-	if _, ok := b.cfg.Peers[node]; ok {
+	if _, ok := b.cfg.Cluster.InitialMembers[node]; ok {
 		return true
 	}
 	return slices.ContainsFunc(b.meta.Nodes(), func(n meta.Node) bool { return n.ID == node })
@@ -156,7 +156,7 @@ func (b *Broker) IsCurrentMember(node uint64) bool {
 func (b *Broker) NodeID() uint64 { return b.cfg.NodeID }
 
 // ClusterID returns the cluster's id.
-func (b *Broker) ClusterID() uint64 { return b.cfg.ClusterID }
+func (b *Broker) ClusterID() uint64 { return b.cfg.Cluster.ID }
 
 // hosted returns the partitions with a replica on this node.
 func (lt *liveTopic) hosted() []*partition.Partition {
@@ -214,14 +214,14 @@ func (b *Broker) maintain() {
 	defer tick.Stop()
 	lastBalance := time.Now()
 	coordinating := false
-	lb := newLeaderBalance(time.Duration(b.cfg.ElectionTicks)*b.cfg.TickInterval + maintainInterval)
+	lb := newLeaderBalance(time.Duration(b.cfg.Cluster.ElectionTicks)*b.cfg.Cluster.TickInterval + maintainInterval)
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-tick.C:
 		}
-		balance := b.cfg.LeaderBalanceInterval > 0 && time.Since(lastBalance) >= b.cfg.LeaderBalanceInterval
+		balance := b.cfg.Cluster.LeaderBalanceInterval > 0 && time.Since(lastBalance) >= b.cfg.Cluster.LeaderBalanceInterval
 		if balance {
 			lastBalance = time.Now()
 		}
@@ -337,7 +337,7 @@ func (b *Broker) follow(group uint64, want []uint64, preferred uint64, balance b
 // every 5 s) a preferred leader was handed its partition back about 2 s
 // after each restart, so every kill moved the leadership twice.
 func (b *Broker) settled(node uint64) bool {
-	return b.tr == nil || b.tr.UpFor(node) >= 2*b.cfg.LeaderBalanceInterval
+	return b.tr == nil || b.tr.UpFor(node) >= 2*b.cfg.Cluster.LeaderBalanceInterval
 }
 
 // handOffTarget picks the replica a leader low on disk hands a group to:
@@ -822,7 +822,7 @@ func (b *Broker) Status() ClusterStatus {
 	if len(cs.Nodes) == 0 {
 		// Not recorded yet (no metadata quorum so far): the initial list.
 		for _, id := range b.initialVoters() {
-			cs.Nodes = append(cs.Nodes, NodeState{ID: id, Addr: b.cfg.Peers[id], Self: id == b.cfg.NodeID})
+			cs.Nodes = append(cs.Nodes, NodeState{ID: id, Addr: b.cfg.Cluster.InitialMembers[id], Self: id == b.cfg.NodeID})
 		}
 	}
 	for _, t := range b.meta.Topics() {

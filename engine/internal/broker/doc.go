@@ -92,7 +92,7 @@
 // # Caller's duties
 //
 //  1. Build a Config (the zero value of every field but Dir is a default)
-//     and Open; in a cluster pass Peers, the raft transport's
+//     and Open; in a cluster pass Cluster.InitialMembers, the raft transport's
 //     configuration (Open builds the transport: serve Transport().Handler
 //     and close it on shutdown) and the peer clients (route.NewPeers).
 //  2. Serve the API from the broker's methods; mark requests that arrive

@@ -24,7 +24,7 @@ func TestNotStoredNamesEachCauseOnce(t *testing.T) {
 		fmt.Errorf("%w: forward to node 2: connection refused", ErrUnavailable),
 		fmt.Errorf("%w: %w: earlier", ErrUnavailable, ErrNotStored),
 	} {
-		for _, err := range []error{notStored(last), unavailable(notStored(last)), unavailableUnlessTyped(notStored(last))} {
+		for _, err := range []error{notStored(last), unavailable(notStored(last)), UnavailableUnlessTyped(notStored(last))} {
 			if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrNotStored) {
 				t.Errorf("%v: not both unavailable and not stored", err)
 			}

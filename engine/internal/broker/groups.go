@@ -80,7 +80,7 @@ func (b *Broker) Commit(ctx context.Context, group, topic string, generation uin
 	if err := b.coordinates(); err != nil {
 		return err
 	}
-	return unavailableUnlessTyped(b.groups.Commit(ctx, group, lt.groupTopic(), generation, offsets))
+	return UnavailableUnlessTyped(b.groups.Commit(ctx, group, lt.groupTopic(), generation, offsets))
 }
 
 // GroupSummary is a group on a topic.
@@ -286,7 +286,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string, force bool) error
 		}
 	}
 	wg.Wait()
-	return unavailableUnlessTyped(errors.Join(errs...))
+	return UnavailableUnlessTyped(errors.Join(errs...))
 }
 
 // ResetGroup plans (and unless dryRun, executes) a group reset on a topic;
@@ -303,5 +303,5 @@ func (b *Broker) ResetGroup(ctx context.Context, name, topic string, target grou
 		return groups.Plan{}, err
 	}
 	plan, err := b.groups.Reset(ctx, name, lt.groupTopic(), target, parts, dryRun, create)
-	return plan, unavailableUnlessTyped(err)
+	return plan, UnavailableUnlessTyped(err)
 }

@@ -109,7 +109,7 @@ func (b *Broker) AlterTopic(ctx context.Context, name string, r meta.Retention) 
 // this node leads, and watches free disk space.
 func (b *Broker) housekeeping() {
 	defer b.wg.Done()
-	tick := time.NewTicker(b.cfg.HousekeepingInterval)
+	tick := time.NewTicker(b.cfg.Storage.HousekeepingInterval)
 	defer tick.Stop()
 	lastCompact := map[*partition.Partition]compactMark{}
 	var lastTierGC time.Time
@@ -142,7 +142,7 @@ func (b *Broker) housekeeping() {
 			// large the compacted history is.
 			mark := lastCompact[p]
 			dirty := p.Bounds().Next - mark.end
-			if p.Policy().Compact && dirty > 0 && dirty >= mark.kept && time.Since(mark.at) >= b.cfg.CompactionInterval {
+			if p.Policy().Compact && dirty > 0 && dirty >= mark.kept && time.Since(mark.at) >= b.cfg.Storage.CompactionInterval {
 				m, err := b.compact(p)
 				if err != nil {
 					b.log.Warn("compaction", "partition", p.Index(), "error", err)
@@ -394,17 +394,17 @@ func (b *Broker) DiskFull() bool { return b.diskFull.Load() }
 
 // checkDisk sets or clears the disk-full flag.
 func (b *Broker) checkDisk() {
-	if b.cfg.MinFreeBytes < 0 {
+	if b.cfg.Storage.MinFreeBytes < 0 {
 		return
 	}
 	free, err := b.cfg.FreeBytes()
 	if err != nil {
 		return // unknown: do not block publishes on a failed probe
 	}
-	full := free < uint64(b.cfg.MinFreeBytes)
+	full := free < uint64(b.cfg.Storage.MinFreeBytes)
 	if b.diskFull.Swap(full) != full {
 		if full {
-			b.log.Error("disk almost full: refusing publishes", "free-bytes", free, "min-free-bytes", b.cfg.MinFreeBytes)
+			b.log.Error("disk almost full: refusing publishes", "free-bytes", free, "min-free-bytes", b.cfg.Storage.MinFreeBytes)
 		} else {
 			b.log.Info("disk space back: accepting publishes", "free-bytes", free)
 		}

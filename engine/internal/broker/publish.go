@@ -380,24 +380,47 @@ func records(recs []PublishRecord) []record.Record {
 }
 
 func (b *Broker) publishError(topic string, err error) error {
-	return fmt.Errorf("publish to %q: %w", topic, unavailableUnlessTyped(err))
+	return fmt.Errorf("publish to %q: %w", topic, UnavailableUnlessTyped(err))
 }
 
-// unavailableUnlessTyped leaves errors the edge maps on their own (deleted
-// topic, timeouts, busy) alone and marks the rest retryable.
-func unavailableUnlessTyped(err error) error {
-	if err == nil {
-		return nil
-	}
+// Typed are the errors that answer a request in themselves: retrying it
+// elsewhere or later cannot change them (a deleted topic, an invalid
+// request, a busy or full partition, a stale plan, a fenced or unknown
+// generation), or its outcome is known to be unknown. The paths that give
+// up on a request (publishes, group commits and plans) leave them, and
+// *cursor.OutOfRangeError, as they are; every other error they mark
+// ErrUnavailable (UnavailableUnlessTyped), which tells the router to hint
+// a leader and clients that a retry may succeed.
+//
+// Which Connect code each error gets is the edge's business, in one table
+// (api's codes); this list says only which errors are final. Each must
+// have a code of its own there, and marking an error Unavailable must not
+// change its code: api's TestCodesAgreeWithBrokerTyped checks both.
+var Typed = []error{
+	ErrTopicDeleted, partition.ErrBusy, partition.ErrDiskFull, partition.ErrStalePlan, partition.ErrOutcomeUnknown, partition.ErrFenced,
+	groups.ErrUnknownGeneration, groups.ErrHasMembers, groups.ErrNoGroup, cursor.ErrInvalid, ErrInvalid,
+}
+
+// IsTyped reports whether err is one of Typed, or a
+// *cursor.OutOfRangeError.
+func IsTyped(err error) bool {
 	var oor *cursor.OutOfRangeError
 	if errors.As(err, &oor) {
-		return err
+		return true
 	}
-	for _, e := range []error{ErrTopicDeleted, partition.ErrBusy, partition.ErrDiskFull, partition.ErrStalePlan, partition.ErrOutcomeUnknown, partition.ErrFenced,
-		groups.ErrUnknownGeneration, groups.ErrHasMembers, groups.ErrNoGroup, cursor.ErrInvalid, ErrInvalid} {
+	for _, e := range Typed {
 		if errorsIs(err, e) {
-			return err
+			return true
 		}
+	}
+	return false
+}
+
+// UnavailableUnlessTyped leaves errors that are final (IsTyped) alone and
+// marks the rest retryable (ErrUnavailable).
+func UnavailableUnlessTyped(err error) error {
+	if err == nil || IsTyped(err) {
+		return err
 	}
 	return unavailable(err)
 }

@@ -21,7 +21,7 @@ type ReadFrom int
 
 const (
 	// ReadDefault takes the broker's setting: ReadLocalReplica with
-	// Config.FollowerReads, else ReadAuto.
+	// Config.Cluster.FollowerReads, else ReadAuto.
 	ReadDefault ReadFrom = iota
 	// ReadLeader reads every partition from its leader: this node's replica
 	// when it leads, otherwise through the leader (package remote).
@@ -99,7 +99,7 @@ func (b *Broker) readFrom(from ReadFrom) ReadFrom {
 	if from != ReadDefault {
 		return from
 	}
-	if b.cfg.FollowerReads {
+	if b.cfg.Cluster.FollowerReads {
 		return ReadLocalReplica
 	}
 	return ReadAuto

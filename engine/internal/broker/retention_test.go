@@ -29,7 +29,7 @@ import (
 // retain and compact itself) and a clock it controls.
 func openCfg(t *testing.T, fs vfs.FS, clock *atomic.Int64, mutate func(*Config)) *Broker {
 	t.Helper()
-	cfg := Config{Dir: "data", FS: fs, TickInterval: 10 * time.Millisecond, HousekeepingInterval: time.Hour,
+	cfg := Config{Dir: "data", FS: fs, Cluster: ClusterConfig{TickInterval: 10 * time.Millisecond}, Storage: StorageConfig{HousekeepingInterval: time.Hour},
 		Clock: func() time.Time { return time.Unix(0, clock.Load()) }}
 	if mutate != nil {
 		mutate(&cfg)

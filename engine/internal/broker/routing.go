@@ -73,7 +73,7 @@ func (k *book) Reachable(node uint64) bool { return k.tr == nil || k.tr.Reachabl
 // Handler, after Open returns.
 func (b *Broker) newTransport() (*transport.Transport, error) {
 	tc := b.cfg.Transport
-	tc.ClusterID, tc.NodeID = b.cfg.ClusterID, b.cfg.NodeID
+	tc.ClusterID, tc.NodeID = b.cfg.Cluster.ID, b.cfg.NodeID
 	if tc.Logger == nil {
 		tc.Logger = b.log.Named("transport")
 	}
@@ -122,7 +122,7 @@ func (b *Broker) newRouter() *route.Router {
 // election); a leader that stays unreachable longer is cut off from this
 // node only (PreVote and CheckQuorum keep it leading the others).
 func (b *Broker) noLeaderWait() time.Duration {
-	return 3 * time.Duration(b.cfg.ElectionTicks) * b.cfg.TickInterval
+	return 3 * time.Duration(b.cfg.Cluster.ElectionTicks) * b.cfg.Cluster.TickInterval
 }
 
 // routed returns partition p of lt as the router sees it. A read skips a

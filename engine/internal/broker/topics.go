@@ -29,7 +29,7 @@ func ValidateTopicName(name string) error {
 type TopicSpec struct {
 	Name              string
 	Partitions        uint32
-	ReplicationFactor uint32 // 0: default (Config.DefaultReplicationFactor, capped at the members)
+	ReplicationFactor uint32 // 0: default (Config.Cluster.DefaultReplicationFactor, capped at the members)
 	MaxRecordBytes    uint32 // 0: DefaultMaxRecordBytes
 	Retention         meta.Retention
 	// DedupeWindow is how long idempotency keys are remembered; 0 turns

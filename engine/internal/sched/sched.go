@@ -66,8 +66,6 @@ type Config struct {
 	// applying: a node with nothing live to protect replays as fast as
 	// Slots allow. Default 250 ms.
 	IdleAfter time.Duration
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
 }
 
 // Validate reports every problem with c at once.
@@ -100,9 +98,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleAfter == 0 {
 		c.IdleAfter = 250 * time.Millisecond
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	return c
 }
@@ -140,13 +135,16 @@ type Scheduler struct {
 }
 
 // New returns a scheduler.
-func New(cfg Config) (*Scheduler, error) {
+func New(cfg Config, now func() time.Time) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Scheduler{now: cfg.Now}
-	s.mu.core = newCore(cfg, cfg.Now())
+	if now == nil {
+		now = time.Now
+	}
+	s := &Scheduler{now: now}
+	s.mu.core = newCore(cfg, now())
 	return s, nil
 }
 

@@ -232,7 +232,7 @@ func TestConfigValidate(t *testing.T) {
 // The Scheduler around the core: turns are handed to goroutines, a unit's
 // processor time is charged, and a context ends a wait.
 func TestSchedulerTurns(t *testing.T) {
-	s, err := New(Config{Cores: 2, Share: 1})
+	s, err := New(Config{Cores: 2, Share: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestSchedulerTurns(t *testing.T) {
 // A unit blocked after Release (a send to a slow client) lets the next
 // unit run.
 func TestSchedulerReleaseLetsNextRun(t *testing.T) {
-	s, _ := New(Config{Cores: 2, Share: 1})
+	s, _ := New(Config{Cores: 2, Share: 1}, nil)
 	ctx := context.Background()
 	t1, _ := s.CatchUp(ctx)
 	t1.Release()
@@ -320,7 +320,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // [1/64, 1] of Share.
 func TestGovernorAIMD(t *testing.T) {
 	now := t0
-	s, err := New(Config{Cores: 2, Share: 0.5, Now: func() time.Time { return now }})
+	s, err := New(Config{Cores: 2, Share: 0.5}, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestDeltaQuantile(t *testing.T) {
 func TestGovernorActivityCountsAsLiveWork(t *testing.T) {
 	var now atomic.Int64
 	now.Store(t0.UnixNano())
-	s, err := New(Config{Cores: 2, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	s, err := New(Config{Cores: 2}, func() time.Time { return time.Unix(0, now.Load()) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -441,7 +441,7 @@ func TestHistoryTakesCatchUpTurnsAndTheTailDoesNot(t *testing.T) {
 			e.append(p, fmt.Sprintf("h%d-%d", p, j), 7)
 		}
 	}
-	sc, err := sched.New(sched.Config{})
+	sc, err := sched.New(sched.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

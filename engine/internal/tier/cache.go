@@ -55,15 +55,17 @@ const (
 // CacheConfig configures a Cache.
 type CacheConfig struct {
 	// MaxBytes bounds the parts the cache keeps: windows by their batch
-	// bytes, opened segments by their index. Default DefaultCacheBytes;
-	// negative: nothing is kept (concurrent reads are still shared).
+	// bytes, opened segments by their index. Default DefaultCacheBytes
+	// (64 MiB); negative: nothing is kept (concurrent reads of the same
+	// part are still shared).
 	MaxBytes int64
 	// WindowBytes is the span of one window, so about the bytes of one
-	// range read (at least one batch). Default DefaultWindowBytes.
+	// range read (at least one batch). Default DefaultWindowBytes
+	// (1 MiB).
 	WindowBytes int64
 	// Prefetch bounds the background reads of next windows running at
-	// once. Default DefaultPrefetch; negative: none (nor when MaxBytes is
-	// negative: nothing would keep what they read).
+	// once. Default DefaultPrefetch (8); negative: none (nor when
+	// MaxBytes is negative: nothing would keep what they read).
 	Prefetch int
 }
 
