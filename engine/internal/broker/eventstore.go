@@ -123,7 +123,7 @@ func readError(topic string, err error) error {
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNoTopic) {
 		return err
 	}
-	return fmt.Errorf("read %q: %w", topic, unavailableUnlessTyped(err))
+	return fmt.Errorf("read %q: %w", topic, UnavailableUnlessTyped(err))
 }
 
 // readLocal serves spec from the local replica part.

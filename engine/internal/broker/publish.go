@@ -397,7 +397,7 @@ func (b *Broker) publishError(topic string, err error) error {
 // have a code of its own there, and marking an error Unavailable must not
 // change its code: api's TestCodesAgreeWithBrokerTyped checks both.
 var Typed = []error{
-	ErrTopicDeleted, partition.ErrBusy, partition.ErrDiskFull, partition.ErrStalePlan, partition.ErrOutcomeUnknown, partition.ErrFenced,
+	ErrTopicDeleted, partition.ErrBusy, partition.ErrDiskFull, partition.ErrStalePlan, partition.ErrOutcomeUnknown, partition.ErrFenced, partition.ErrCondition,
 	groups.ErrUnknownGeneration, groups.ErrHasMembers, groups.ErrNoGroup, cursor.ErrInvalid, ErrInvalid,
 }
 

@@ -17,10 +17,10 @@ type SubscribeParams struct {
 	// Partitions to read; empty means all (with Key: the key's).
 	Partitions []uint32
 	// Key, when set, delivers only the records of this key.
-	Key []byte
-	Start      cursor.Start
-	Stop       cursor.Stop
-	Options    stream.Options
+	Key     []byte
+	Start   cursor.Start
+	Stop    cursor.Stop
+	Options stream.Options
 	// Group, when set, joins this subscriber group (Start is then where
 	// partitions without a committed offset start).
 	Group      string
