@@ -2,8 +2,10 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,9 +20,14 @@ import (
 // BenchmarkAppend appends 100-byte records to one partition on the real
 // filesystem (fsync per pass), from 4 concurrent appenders of 1000 records
 // each, without the network: the cost of the raft and storage path alone.
-func BenchmarkAppend(b *testing.B) { benchmarkAppend(b, false) }
+func BenchmarkAppend(b *testing.B) { benchmarkAppend(b, false, false) }
 
-func benchmarkAppend(b *testing.B, keyed bool) {
+// BenchmarkAppendRecordKeys is BenchmarkAppend with a record key on every
+// record (10,000 keys in turn): the cost of the key index (a head lookup,
+// a key row per record, a versions row per batch).
+func BenchmarkAppendRecordKeys(b *testing.B) { benchmarkAppend(b, false, true) }
+
+func benchmarkAppend(b *testing.B, keyed, recordKeys bool) {
 	db, err := store.Open(store.Config{Dir: b.TempDir(), FS: vfs.Default})
 	if err != nil {
 		b.Fatal(err)
@@ -64,6 +71,11 @@ func benchmarkAppend(b *testing.B, keyed bool) {
 						mine[i].IdempotencyKey = fmt.Appendf(mine[i].IdempotencyKey[:0], "key-%d-%d", n, i)
 					}
 				}
+				if recordKeys {
+					for i := range mine {
+						mine[i].Key = fmt.Appendf(mine[i].Key[:0], "entity-%d", (n*len(mine)+i)%10_000)
+					}
+				}
 				if _, err := p.Append(context.Background(), mine); err != nil {
 					b.Error(err)
 				}
@@ -82,7 +94,7 @@ func benchmarkAppend(b *testing.B, keyed bool) {
 // record and a 24 h dedupe window: the cost of deduplication (an index
 // lookup when proposing, another at apply, two rows written per record).
 func BenchmarkAppendKeyed(b *testing.B) {
-	benchmarkAppend(b, true)
+	benchmarkAppend(b, true, false)
 }
 
 // BenchmarkRetention10M removes 10 M records (10,000 batches of 1,000) with
@@ -168,4 +180,69 @@ func BenchmarkPlanRetentionBytes(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("backward", plan)
+}
+
+// BenchmarkConditionalAppend runs load-decide-append loops: each of
+// 16 writers picks one of `keys` keys, reads its head (KeyHead) and
+// appends one record expecting that version. It reports appends per
+// second and the share refused (another writer appended first). One
+// partition on one node, durable (fsync per pass), no network: the
+// engine's ceiling, not a client's figure.
+func BenchmarkConditionalAppend(b *testing.B) {
+	for _, keys := range []int{10_000, 10} {
+		b.Run(fmt.Sprint("keys=", keys), func(b *testing.B) {
+			db, err := store.Open(store.Config{Dir: b.TempDir(), FS: vfs.Default})
+			if err != nil {
+				b.Fatal(err)
+			}
+			host, err := raftlog.Open(raftlog.Config{NodeID: 1, DB: db})
+			if err != nil {
+				b.Fatal(err)
+			}
+			host.Start()
+			defer func() { host.Close(); db.Close() }()
+			p, err := Open(Config{Group: 2, DB: db, Host: host, Cache: NewCache(64 << 20)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := host.AddGroup(raftlog.GroupConfig{ID: 2, Voters: []uint64{1}, SM: p}); err != nil {
+				b.Fatal(err)
+			}
+			var refused atomic.Int64
+			work := make(chan int)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for n := range work {
+						key := []byte(fmt.Sprint("entity-", n*7919%keys))
+						c := &Conditions{Keys: []KeyCondition{{Key: key, Expect: ExpectNone}}}
+						if h, ok, err := p.KeyHead(key); err != nil {
+							b.Error(err)
+						} else if ok {
+							c.Keys[0] = KeyCondition{Key: key, Expect: ExpectVersion, Version: h.Version}
+						}
+						a, err := p.EnqueueIf(context.Background(), []record.Record{{Key: key, Value: []byte("event")}}, c)
+						if err == nil {
+							err = a.Wait(context.Background())
+						}
+						if errors.Is(err, ErrCondition) {
+							refused.Add(1)
+						} else if err != nil {
+							b.Error(err)
+						}
+					}
+				}()
+			}
+			for n := range b.N {
+				work <- n
+			}
+			close(work)
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+			b.ReportMetric(100*float64(refused.Load())/float64(b.N), "%refused")
+		})
+	}
 }

@@ -236,11 +236,11 @@ func (p *Partition) checkConditions(c *Conditions) (error, error) {
 // order, up to limit (0: no limit): the store's, and with pass the rows
 // this pass wrote.
 func (p *Partition) termOffsets(term []byte, after int64, end uint64, limit int, pass bool) ([]uint64, error) {
-	lo, hi := keys.TagSpan(p.cfg.Group, term)
+	lo, _ := keys.TagSpan(p.cfg.Group, term)
 	if after >= 0 {
 		lo = keys.TagKey(p.cfg.Group, term, uint64(after)+1)
 	}
-	hi = keys.TagKey(p.cfg.Group, term, end)
+	hi := keys.TagKey(p.cfg.Group, term, end)
 	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, err
@@ -517,12 +517,11 @@ func (p *Partition) KeyHead(key []byte) (e KeyEntry, ok bool, err error) {
 // above the log start).
 func (p *Partition) KeyEntries(key []byte, from uint64, limit int) ([]KeyEntry, error) {
 	vis := p.Bounds()
-	lo, hi := keys.KeySpan(p.cfg.Group, key)
+	_, hi := keys.KeySpan(p.cfg.Group, key)
 	it, err := p.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: keys.KeyVersionKey(p.cfg.Group, key, from), UpperBound: hi})
 	if err != nil {
 		return nil, err
 	}
-	_ = lo
 	var out []KeyEntry
 	for valid := it.First(); valid && (limit <= 0 || len(out) < limit); valid = it.Next() {
 		v, ok := keys.KeyVersionOf(it.Key())
