@@ -109,6 +109,15 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	if err != nil {
 		return b.streamError(err)
 	}
+	if len(sp.Key) > 0 {
+		// Through the key index of this node's replica, where it has one;
+		// a partition read remotely is filtered by the stream (Options.Key).
+		for i, p := range sel {
+			if part := lt.parts[p]; part != nil {
+				parts[i] = stream.KeyOf(parts[i], part, sp.Key)
+			}
+		}
+	}
 	if sp.Options.Now == nil {
 		sp.Options.Now = b.cfg.Clock
 	}

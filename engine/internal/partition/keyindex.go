@@ -584,3 +584,69 @@ func (p *Partition) QueryOffsets(q Query, after int64, end uint64, limit int) ([
 	}
 	return out, nil
 }
+
+// KeyWindow returns the records of b with key from offset from on, as a
+// batch starting at from and ending where b ends, with their key versions:
+// what a reader of one key delivers from a batch it shares with others.
+func KeyWindow(b *Batch, from uint64, key []byte) (*Batch, error) {
+	if from < b.Base || from >= b.End() {
+		return nil, fmt.Errorf("partition: key window at %d outside the batch [%d, %d)", from, b.Base, b.End())
+	}
+	shift := uint32(from - b.Base)
+	vs := b.Versions()
+	var kept []KeyVersion
+	data, err := record.Window(b.Records, shift, func(r *record.Record) bool {
+		if !bytes.Equal(r.Key, key) {
+			return false
+		}
+		if v, ok := vs.Lookup(r.OffsetDelta); ok {
+			kept = append(kept, KeyVersion{Delta: r.OffsetDelta - shift, Version: v})
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	rb, err := record.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	out := &Batch{Base: from, AppendTime: b.AppendTime, Span: b.Span - shift, RaftIndex: b.RaftIndex, Records: rb}
+	if len(kept) > 0 {
+		out.KeyVersions = encodeVersions(kept)
+	}
+	return out, nil
+}
+
+// maxGap bounds the span of one gap batch.
+const maxGap = 1 << 31
+
+// GapBatch returns a batch with no record spanning [from, from+span) (at
+// most maxGap offsets): what a reader of one key delivers for offsets that
+// hold none of its records.
+func GapBatch(from, span uint64) *Batch {
+	span = min(span, maxGap)
+	rb, _ := record.Parse(record.Gap(0, 0, uint32(span)))
+	return &Batch{Base: from, Span: uint32(span), Records: rb}
+}
+
+// LastVersion returns the version of the last keyed record of b and
+// whether it has one.
+func (b *Batch) LastVersion() (uint64, bool) {
+	data := b.KeyVersions
+	var last uint64
+	ok := false
+	for len(data) > 0 {
+		_, n := binary.Uvarint(data)
+		if n <= 0 {
+			break
+		}
+		v, m := binary.Uvarint(data[n:])
+		if m <= 0 {
+			break
+		}
+		data = data[n+m:]
+		last, ok = v, true
+	}
+	return last, ok
+}
