@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-io/rewind/cmd/rewind/internal/bench"
+	"github.com/rewind-io/rewind/sdk/client"
 )
 
 func newBench(g *globals) *cobra.Command {
@@ -133,5 +135,100 @@ received per second: the load to run beside "rewind bench latency".`,
 	lat.Flags().BoolVar(&lo.EndToEnd, "e2e", false, "also read the topic live and measure publish to delivery")
 	lat.Flags().IntVar(&lo.Publishers, "publishers", 0, "send through this many batching publishers (a record waits while its publisher's request is out); 0: one request per record")
 	cmd.AddCommand(pub, rep, ttfm, lat)
+	cmd.AddCommand(eventStoreBench(g)...)
 	return cmd
+}
+
+// eventStoreBench returns the event store's subcommands: fill a history,
+// load an entity from it, conditional appends, tag-conditioned appends.
+// Each asks what the PostgreSQL peer's probe pg-fill, pg-load, pg-append
+// and pg-dcb ask (docs/benchmarks.md, "Event store").
+func eventStoreBench(g *globals) []*cobra.Command {
+	var fo bench.FillOptions
+	fill := &cobra.Command{
+		Use:   "eventstore-fill",
+		Short: "Publish an event history: --events keyed records, --events-per-key per key, round robin",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := bench.EventStoreFill(cmd.Context(), g.client(), fo)
+			if err != nil {
+				return err
+			}
+			r.Print(os.Stdout, 0)
+			return nil
+		},
+	}
+	ff := fill.Flags()
+	ff.StringVar(&fo.Topic, "topic", "es", "topic (created if missing)")
+	ff.IntVar(&fo.Events, "events", 100_000, "records to publish")
+	ff.IntVar(&fo.EventsPerKey, "events-per-key", 20, "records per key: keys k0 to k<events/events-per-key - 1>")
+	ff.IntVar(&fo.Size, "size", 100, "value size in bytes")
+	ff.Uint32Var(&fo.Partitions, "partitions", 4, "partitions, when the topic is created")
+	ff.IntVar(&fo.Batch, "batch", 1000, "records per request")
+	ff.IntVar(&fo.Publishers, "publishers", 4, "concurrent publishers (one request in flight each)")
+
+	var (
+		loadTopic, loadKey string
+		iters, loadReps    int
+	)
+	load := &cobra.Command{
+		Use:   "eventstore-load",
+		Short: "Load one key's whole history (an entity) --iters times and time each read",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for rep := range loadReps {
+				r, err := bench.EventStoreLoad(cmd.Context(), g.client(), loadTopic, loadKey, iters)
+				if err != nil {
+					return err
+				}
+				r.Print(os.Stdout, rep)
+			}
+			return nil
+		},
+	}
+	load.Flags().StringVar(&loadTopic, "topic", "es", "topic")
+	load.Flags().StringVar(&loadKey, "key", "k4242", "key to load")
+	load.Flags().IntVar(&iters, "iters", 2000, "loads to time")
+	load.Flags().IntVar(&loadReps, "reps", 1, "repetitions")
+
+	appendCmd := func(use, short, topic string, run func(context.Context, *client.Client, bench.AppendOptions) (bench.Report, error)) *cobra.Command {
+		var (
+			o    bench.AppendOptions
+			reps int
+		)
+		c := &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				for rep := range reps {
+					r, err := run(cmd.Context(), g.client(), o)
+					if r.Elapsed > 0 {
+						r.Print(os.Stdout, rep)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		}
+		f := c.Flags()
+		f.StringVar(&o.Topic, "topic", topic, "topic (created if missing)")
+		f.Uint32Var(&o.Partitions, "partitions", 4, "partitions, when the topic is created")
+		f.IntVar(&o.Writers, "writers", 16, "concurrent writers (one request in flight each)")
+		if use == "eventstore-dcb" {
+			f.IntVar(&o.Tags, "tags", 1000, "distinct tags the writers pick from (fewer: more conflicts)")
+		} else {
+			f.IntVar(&o.Keys, "keys", 10_000, "distinct keys (entities) the writers pick from (fewer: more conflicts)")
+		}
+		f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long")
+		f.Uint64Var(&o.Seed, "seed", 7, "seed of the writers' random choices")
+		f.IntVar(&reps, "reps", 1, "repetitions")
+		return c
+	}
+	return []*cobra.Command{fill, load,
+		appendCmd("eventstore-append", "Conditional appends: read a key's head, append expecting that version, retry on conflict", "es-append", bench.EventStoreAppend),
+		appendCmd("eventstore-dcb", "Tag-conditioned appends: query a tag's position, append with FailIfMatched, retry on conflict", "es-dcb", bench.EventStoreDCB),
+	}
 }

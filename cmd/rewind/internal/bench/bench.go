@@ -1,11 +1,13 @@
 // Package bench is the load generator behind `rewind bench`: publish
-// throughput and latency, replay throughput, and time to first record of a
-// timestamp seek. It prints human-readable figures and RESULT lines in the
+// throughput and latency, replay throughput, time to first record of a
+// timestamp seek, and the event store's questions (eventstore.go: load an
+// entity, conditional and tag-conditioned appends). It prints human-readable figures and RESULT lines in the
 // format of the peer baseline scripts (shared/peers), so both tabulate side
 // by side.
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -91,6 +93,10 @@ type PublishOptions struct {
 	Batch      int // records per request
 	Publishers int // concurrent publishers, each with one request in flight
 	Keys       bool
+	// KeyCount is the number of distinct keys with Keys (default 10,000):
+	// record i gets key "k<i mod KeyCount>", so a key's records are spread
+	// evenly over the whole run.
+	KeyCount int
 }
 
 // EnsureTopic creates the topic if it does not exist.
@@ -112,6 +118,10 @@ func Publish(ctx context.Context, c *client.Client, o PublishOptions) (Report, e
 	payload := make([]byte, o.Size)
 	rand.Read(payload)
 	perPub := (o.Records + o.Publishers - 1) / o.Publishers
+	keyCount := o.KeyCount
+	if keyCount <= 0 {
+		keyCount = 10_000
+	}
 	var (
 		mu   sync.Mutex
 		lats []time.Duration
@@ -134,7 +144,7 @@ func Publish(ctx context.Context, c *client.Client, o PublishOptions) (Report, e
 				k := min(o.Batch, perPub-n, o.Records-p*perPub-n)
 				if o.Keys {
 					for i := range k {
-						msgs[i].Key = fmt.Appendf(nil, "k%d", (p*perPub+n+i)%10000)
+						msgs[i].Key = fmt.Appendf(nil, "k%d", (p*perPub+n+i)%keyCount)
 					}
 				}
 				t0 := time.Now()
@@ -161,8 +171,16 @@ func Publish(ctx context.Context, c *client.Client, o PublishOptions) (Report, e
 	return Report{
 		Case: fmt.Sprintf("rewind-pub-%dB", o.Size), Records: sent, Bytes: sent * uint64(o.Size),
 		Elapsed: elapsed, Latencies: lats,
-		Extra: map[string]float64{"batch": float64(o.Batch), "publishers": float64(o.Publishers), "partitions": float64(o.Partitions)},
+		Extra: publishExtra(o),
 	}, nil
+}
+
+func publishExtra(o PublishOptions) map[string]float64 {
+	e := map[string]float64{"batch": float64(o.Batch), "publishers": float64(o.Publishers), "partitions": float64(o.Partitions)}
+	if o.Keys {
+		e["keys"] = float64(cmp.Or(o.KeyCount, 10_000))
+	}
+	return e
 }
 
 // Replay reads the whole topic once from the earliest record to the end as
