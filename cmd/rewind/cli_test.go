@@ -173,7 +173,7 @@ type published struct {
 	duplicate bool // the CLI said "duplicate": stored before, nothing new
 }
 
-var resultLine = regexp.MustCompile(`^partition=(\d+) offset=(\d+) message_id=([A-Za-z0-9_-]+)( duplicate)?$`)
+var resultLine = regexp.MustCompile(`^partition=(\d+) offset=(\d+) message_id=([A-Za-z0-9_-]+)( key_version=\d+)?( duplicate)?$`)
 
 // parseResults parses publish output: one line per record.
 func parseResults(t *testing.T, out string, n int) []published {
@@ -190,7 +190,7 @@ func parseResults(t *testing.T, out string, n int) []published {
 		}
 		p, _ := strconv.ParseUint(m[1], 10, 32)
 		o, _ := strconv.ParseUint(m[2], 10, 64)
-		res[i] = published{partition: uint32(p), offset: o, id: m[3], duplicate: m[4] != ""}
+		res[i] = published{partition: uint32(p), offset: o, id: m[3], duplicate: m[5] != ""}
 	}
 	return res
 }
@@ -217,6 +217,7 @@ type record struct {
 	ValueBase64    *string     `json:"value_base64"`
 	Headers        []outHeader `json:"headers"`
 	IdempotencyKey string      `json:"idempotency_key"`
+	KeyVersion     *uint64     `json:"key_version"`
 
 	line  string    // as printed
 	at    time.Time // AppendTime
@@ -243,6 +244,13 @@ func parseReplay(t *testing.T, out string) []record {
 		}
 		keys := make([]string, 0, len(m))
 		for k := range m {
+			if k == "key_version" {
+				// Present exactly when the record has a key.
+				if string(m["key"]) == `""` || m["key"] == nil {
+					t.Fatalf("a record without a key has a key_version: %s", line)
+				}
+				continue
+			}
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)

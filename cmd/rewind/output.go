@@ -161,6 +161,9 @@ type jsonRecord struct {
 	ValueBase64    *string      `json:"value_base64,omitempty"`
 	Headers        []jsonHeader `json:"headers"`
 	IdempotencyKey string       `json:"idempotency_key"`
+	// KeyVersion: the record's position in its key's history, when it has
+	// a key.
+	KeyVersion *uint64 `json:"key_version,omitempty"`
 }
 
 type jsonHeader struct {
@@ -195,6 +198,10 @@ func (rw *recordWriter) write(r *client.Record) error {
 			Partition: r.Partition, Offset: r.Offset, MessageID: r.MessageID,
 			AppendTime: r.AppendTime.UTC().Format(time.RFC3339Nano), IdempotencyKey: r.IdempotencyKey,
 			Headers: []jsonHeader{},
+		}
+		if r.HasKeyVersion {
+			v := r.KeyVersion
+			jr.KeyVersion = &v
 		}
 		jr.Value, jr.ValueBase64 = textOrBase64(r.Value)
 		if jr.Value == nil && jr.ValueBase64 == nil {

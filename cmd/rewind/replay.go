@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 func newReplay(g *globals) *cobra.Command {
 	var (
 		from, to, format, readFrom string
+		key                        string
 		parts                      partitionsFlag
 		follow, clamp              bool
 		flt                        filterFlags
@@ -34,6 +36,11 @@ POS is one of:
   -N                         N records back from the end of each partition
   id:<message-id>            a record by message ID (other partitions: its time)
   token:<resume-token>       continue where a previous replay stopped
+  v:N                        with --key: version N of the key
+
+--key K reads one key's records only (an entity's events), through the
+key index: the cost follows the key's records, not the partition's. With
+--key, -N is the key's last N records.
 
 Without --follow or --to the replay stops at the end as of its start. --to
 takes N, @time, -duration, id:<message-id> or end; the stop itself is not
@@ -61,7 +68,34 @@ reason, and a command that resumes where it stopped.`,
 			if err != nil {
 				return fmt.Errorf("--from: %w", err)
 			}
-			opts := []client.SubscribeOption{client.From(start), client.Partitions(parts...), client.ReconnectWithin(lim.reconnect)}
+			c := g.client()
+			opts := []client.SubscribeOption{client.Partitions(parts...), client.ReconnectWithin(lim.reconnect)}
+			if key != "" {
+				opts = append(opts, client.Key([]byte(key)))
+				if n, ok := recordsBack(from); ok {
+					// The key's last N: from the version N before its head.
+					var ropts []client.ReadOption
+					if len(parts) == 1 {
+						ropts = append(ropts, client.InPartition(parts[0]))
+					}
+					r, err := c.ReadKey(cmd.Context(), args[0], []byte(key), append(ropts, client.LastN(1))...)
+					if err != nil {
+						return err
+					}
+					switch {
+					case n == 0 || !r.HasHead:
+						if !follow && to == "" {
+							return nil // nothing to print
+						}
+						start = client.Latest()
+					case r.Head+1 <= n:
+						start = client.KeyVersion(0)
+					default:
+						start = client.KeyVersion(r.Head + 1 - n)
+					}
+				}
+			}
+			opts = append(opts, client.From(start))
 			fopt, err := flt.option()
 			if err != nil {
 				return err
@@ -90,12 +124,13 @@ reason, and a command that resumes where it stopped.`,
 				opts = append(opts, client.Until(client.End()))
 			}
 			resume := func(token string) string { return flt.resumeCommand(args[0], token, to, follow) }
-			return replay(cmd, g.client(), args[0], format, opts, lim.count, resume)
+			return replay(cmd, c, args[0], format, opts, lim.count, resume)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "start position (required)")
 	f.StringVar(&to, "to", "", "stop position (exclusive)")
+	f.StringVar(&key, "key", "", "read only this key's records (through the key index)")
 	f.Var(&parts, "partition", "partition to read (repeatable; default all)")
 	f.BoolVar(&follow, "follow", false, "keep reading live records")
 	f.StringVar(&readFrom, "read-from", "", "in a cluster: leader (each partition from its leader) or replica (from the connected node's replicas, fetch from follower); default: the server's setting, which sees what the leader sees but reads history the connected node's replica holds from that replica")
@@ -244,4 +279,13 @@ func readFromOptions(s string) ([]client.SubscribeOption, error) {
 		return []client.SubscribeOption{client.FollowerReads()}, nil
 	}
 	return nil, fmt.Errorf("--read-from %q: use leader or replica", s)
+}
+
+// recordsBack reports whether pos is -N (N records back) and N.
+func recordsBack(pos string) (uint64, bool) {
+	if !strings.HasPrefix(pos, "-") {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(pos[1:], 10, 64)
+	return n, err == nil
 }

@@ -38,6 +38,7 @@ const (
 	posToken
 	posEnd
 	posShift
+	posKeyVersion
 )
 
 // Earliest is the first stored record of each partition.
@@ -67,6 +68,10 @@ func ResumeToken(tok string) Position { return Position{kind: posToken, s: tok} 
 
 // End, as a stop, is the end of each partition when the stream starts.
 func End() Position { return Position{kind: posEnd} }
+
+// KeyVersion is the record of version v of the stream's key (a start of
+// a subscription with Key).
+func KeyVersion(v uint64) Position { return Position{kind: posKeyVersion, offset: v} }
 
 // Shift, as a group reset target, moves each committed offset by n records
 // (negative: re-read n records).
@@ -99,6 +104,8 @@ func (p Position) String() string {
 		return "end"
 	case posShift:
 		return fmt.Sprintf("%+d", p.shift)
+	case posKeyVersion:
+		return "v:" + strconv.FormatUint(p.offset, 10)
 	}
 	return "?"
 }
@@ -112,6 +119,7 @@ func (p Position) String() string {
 //	-N                                 N records back from the end
 //	id:<message-id>                    a message ID
 //	token:<resume-token>               a resume token
+//	v:N                                version N of the stream's key
 func ParsePosition(s string) (Position, error) {
 	switch s {
 	case "earliest", "beginning", "first":
@@ -134,6 +142,12 @@ func ParsePosition(s string) (Position, error) {
 		return MessageID(s[3:]), nil
 	case strings.HasPrefix(s, "token:"):
 		return ResumeToken(s[6:]), nil
+	case strings.HasPrefix(s, "v:"):
+		n, err := strconv.ParseUint(s[2:], 10, 64)
+		if err != nil {
+			return Position{}, fmt.Errorf("position %q: v:N is a key version (0, 1, ...)", s)
+		}
+		return KeyVersion(n), nil
 	case strings.HasPrefix(s, "@"):
 		v := s[1:]
 		t, err := time.Parse(time.RFC3339Nano, v)
@@ -209,6 +223,8 @@ func (p Position) startProto() (*rewindv1.StartPosition, error) {
 		sp.Position = &rewindv1.StartPosition_TimeBack{TimeBack: durationpb.New(p.d)}
 	case posToken:
 		sp.Position = &rewindv1.StartPosition_ResumeToken{ResumeToken: p.s}
+	case posKeyVersion:
+		sp.Position = &rewindv1.StartPosition_KeyVersion{KeyVersion: p.offset}
 	default:
 		return nil, fmt.Errorf("%s is not a start position", p)
 	}

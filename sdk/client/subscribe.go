@@ -121,6 +121,7 @@ func (*Ended) isEvent()    {}
 type subOptions struct {
 	from, until   *Position
 	partitions    []uint32
+	key           []byte
 	maxPerEvent   uint32
 	progressEvery time.Duration
 	group, name   string
@@ -209,6 +210,11 @@ func From(p Position) SubscribeOption { return func(o *subOptions) { o.from = &p
 
 // Until sets the stop (default: follow live forever).
 func Until(p Position) SubscribeOption { return func(o *subOptions) { o.until = &p } }
+
+// Key limits the stream to one key's records (an entity's stream), read
+// through the server's key index; without Partitions, the key's
+// partition. Start it at a version with From(KeyVersion(n)).
+func Key(key []byte) SubscribeOption { return func(o *subOptions) { o.key = key } }
 
 // Partitions limits the stream to some partitions (default all).
 func Partitions(ps ...uint32) SubscribeOption {
@@ -318,7 +324,7 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 }
 
 func (c *Client) subscribe(ctx context.Context, topic string, o subOptions) (*Subscription, error) {
-	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp, Filter: o.filter, ReadFrom: o.readFrom}
+	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp, Filter: o.filter, ReadFrom: o.readFrom, Key: o.key}
 	if o.progressEvery > 0 {
 		req.ProgressInterval = durationpb.New(o.progressEvery)
 	}
