@@ -40,12 +40,22 @@ func Listen(tb testing.TB) net.Listener {
 // for a process that must be told its address before it listens (rewind
 // serve --listen). Another process may take the port meanwhile: a process
 // node's start checks that the node answering is its own (StartProcess).
-func FreeAddr(tb testing.TB) string {
+func FreeAddr(tb testing.TB) string { return FreeAddrs(tb, 1)[0] }
+
+// FreeAddrs returns n distinct free loopback addresses: it holds every
+// listener open until all are chosen (one at a time, the kernel may hand
+// out a port just released again: two members got one address on a busy
+// machine).
+func FreeAddrs(tb testing.TB, n int) []string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return out
 }

@@ -246,8 +246,9 @@ func PrepareProcessCluster(tb testing.TB, n int) ProcessMembers {
 	tb.Helper()
 	var m ProcessMembers
 	parts := make([]string, n)
+	addrs := FreeAddrs(tb, n)
 	for i := range n {
-		m.Addrs = append(m.Addrs, FreeAddr(tb))
+		m.Addrs = append(m.Addrs, addrs[i])
 		m.Dirs = append(m.Dirs, filepath.Join(tb.TempDir(), fmt.Sprintf("d%d", i+1)))
 		parts[i] = fmt.Sprintf("%d=%s", i+1, m.Addrs[i])
 	}
