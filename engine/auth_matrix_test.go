@@ -32,6 +32,7 @@ type rpcs struct {
 	plugins rewindv1connect.PluginServiceClient
 	cluster rewindv1connect.ClusterServiceClient
 	auth    rewindv1connect.AuthServiceClient
+	store   rewindv1connect.EventStoreServiceClient
 }
 
 type bearer string
@@ -66,7 +67,7 @@ func newRPCs(url, token string) *rpcs {
 		topics: rewindv1connect.NewTopicServiceClient(h, url, o), pub: rewindv1connect.NewPublishServiceClient(h, url, o),
 		sub: rewindv1connect.NewSubscribeServiceClient(h, url, o), groups: rewindv1connect.NewGroupServiceClient(h, url, o),
 		plugins: rewindv1connect.NewPluginServiceClient(h, url, o), cluster: rewindv1connect.NewClusterServiceClient(h, url, o),
-		auth: rewindv1connect.NewAuthServiceClient(h, url, o),
+		auth: rewindv1connect.NewAuthServiceClient(h, url, o), store: rewindv1connect.NewEventStoreServiceClient(h, url, o),
 	}
 }
 
@@ -134,6 +135,10 @@ var matrix = []matrixCase{
 	}},
 	{rewindv1connect.PublishServicePublishProcedure, "", []string{"publish topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
 		_, err := c.pub.Publish(ctx, &rewindv1.PublishRequest{Topic: f.topic, Records: []*rewindv1.PublishRecord{{Value: []byte("x")}}})
+		return err
+	}},
+	{rewindv1connect.EventStoreServiceReadProcedure, "", []string{"replay topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
+		_, err := c.store.Read(ctx, &rewindv1.ReadRequest{Topic: f.topic, Select: &rewindv1.ReadRequest_Key{Key: []byte("k")}})
 		return err
 	}},
 	{rewindv1connect.SubscribeServiceSubscribeProcedure, "latest", []string{"read topic:{topic}"}, func(ctx context.Context, c *rpcs, f fixture) error {
