@@ -505,3 +505,95 @@ func FuzzBatchExt(f *testing.F) {
 		}
 	})
 }
+
+// wantVersions is what versionsRead returns for fill's records from
+// offset from to 50 (key k<j> at offset 5i+j has version i).
+func wantVersions(from int) string {
+	var out []string
+	for off := from; off < 50; off++ {
+		out = append(out, fmt.Sprintf("k%d@%d", off%5, off/5))
+	}
+	return fmt.Sprint(out)
+}
+
+// TestKeyVersionsCoverTieredHistory: records whose batches live only in
+// the object store keep their versions, and the index still finds them,
+// also after a restart.
+func TestKeyVersionsCoverTieredHistory(t *testing.T) {
+	h, p, st, _ := tiered(t, 200)
+	check := func(p *Partition) {
+		t.Helper()
+		if got := fmt.Sprint(versionsRead(t, p)); got != wantVersions(0) {
+			t.Fatalf("tiered read: %s", got)
+		}
+		es, err := p.KeyEntries([]byte("k2"), 0, 0)
+		if err != nil || len(es) != 10 || es[0] != (KeyEntry{Version: 0, Offset: 2}) {
+			t.Fatalf("k2's entries: %v %v", es, err)
+		}
+	}
+	check(p)
+	h.restart()
+	check(h.add(0, func(c *Config) { c.Tier = st }))
+}
+
+// TestKeyVersionsUnderRetention: retention removes records, not versions:
+// the survivors keep their numbers, the key's earliest entry is the first
+// still held, and new records continue from the head.
+func TestKeyVersionsUnderRetention(t *testing.T) {
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, nil)
+	fill(t, h, p, 10, 5)
+	ctx := context.Background()
+	if err := p.Truncate(ctx, 12); err != nil { // inside the third batch
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(versionsRead(t, p)); got != wantVersions(12) {
+		t.Fatalf("after retention: %s", got)
+	}
+	es, err := p.KeyEntries([]byte("k1"), 0, 1)
+	if err != nil || len(es) != 1 || es[0] != (KeyEntry{Version: 3, Offset: 16}) {
+		t.Fatalf("k1's earliest held: %v %v", es, err)
+	}
+	a, err := p.Append(ctx, []record.Record{rec("k1", "new")})
+	if err != nil || stored(a)[0].Version != 10 {
+		t.Fatalf("append after retention: %+v %v", stored(a), err)
+	}
+	// Everything removed: the key has no record held, its head remains.
+	if err := p.Truncate(ctx, p.Bounds().Next); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := p.KeyEntries([]byte("k1"), 0, 0); err != nil || len(es) != 0 {
+		t.Fatalf("entries after total retention: %v %v", es, err)
+	}
+	if h, ok, err := p.KeyHead([]byte("k1")); err != nil || !ok || h.Version != 10 {
+		t.Fatalf("head after total retention: %+v %v %v", h, ok, err)
+	}
+	a, err = p.Append(ctx, []record.Record{rec("k1", "newer")})
+	if err != nil || stored(a)[0].Version != 11 {
+		t.Fatalf("append after total retention: %+v %v", stored(a), err)
+	}
+}
+
+// TestKeyVersionsUnderCompaction: key compaction keeps each key's latest
+// record with its number, and the key continues from it.
+func TestKeyVersionsUnderCompaction(t *testing.T) {
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) { c.Policy = Policy{Compact: true} })
+	fill(t, h, p, 10, 5)
+	ctx := context.Background()
+	plan, err := p.PlanCompaction(h.clock.Load(), 0)
+	if err != nil || len(plan.Cmds) == 0 {
+		t.Fatalf("plan: %+v %v", plan, err)
+	}
+	if err := p.Compact(ctx, plan.Cmds...); err != nil {
+		t.Fatal(err)
+	}
+	h.cache.Drop(p.Group())
+	if got := fmt.Sprint(versionsRead(t, p)); got != "[k0@9 k1@9 k2@9 k3@9 k4@9]" {
+		t.Fatalf("after compaction: %s", got)
+	}
+	a, err := p.Append(ctx, []record.Record{rec("k0", "after")})
+	if err != nil || stored(a)[0].Version != 10 {
+		t.Fatalf("append after compaction: %+v %v", stored(a), err)
+	}
+}
