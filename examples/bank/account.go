@@ -110,7 +110,7 @@ func (a Account) Withdraw(amount int64) ([]Event, error) {
 		return nil, err
 	}
 	if a.Balance < amount {
-		return nil, fmt.Errorf("%w: %s holds %d, %d asked", ErrInsufficientFunds, a.ID, a.Balance, amount)
+		return nil, fmt.Errorf("%w: %s holds %d cents, %d asked", ErrInsufficientFunds, a.ID, a.Balance, amount)
 	}
 	return []Event{{Type: Withdrawn, Amount: amount}}, nil
 }

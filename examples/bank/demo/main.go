@@ -90,7 +90,12 @@ func run(ctx context.Context, c *client.Client, topic string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  v%d %-14s %s %s\n", rec.KeyVersion, e.Type, money(e.Amount), e.Peer)
+		switch e.Type {
+		case bank.Opened:
+			fmt.Printf("  v%d %-14s by %s\n", rec.KeyVersion, e.Type, e.Owner)
+		default:
+			fmt.Printf("  v%d %-14s %8s %s\n", rec.KeyVersion, e.Type, money(e.Amount), e.Peer)
+		}
 	}
 	return nil
 }
