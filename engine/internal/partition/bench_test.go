@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rewind-io/rewind/engine/internal/keys"
@@ -88,6 +89,23 @@ func benchmarkAppend(b *testing.B, keyed, recordKeys bool) {
 	close(work)
 	wg.Wait()
 	b.ReportMetric(float64(b.N*len(recs))/b.Elapsed().Seconds(), "records/s")
+	if recordKeys {
+		// The index's logical size (keys and values of its rows, before
+		// Pebble's compression) per record.
+		var n int
+		for _, prefix := range []byte{keys.KeyIndex, keys.Versions} {
+			lo, hi := keys.GroupSpan(prefix, 2)
+			it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for valid := it.First(); valid; valid = it.Next() {
+				n += len(it.Key()) + len(it.Value())
+			}
+			it.Close()
+		}
+		b.ReportMetric(float64(n)/float64(b.N*len(recs)), "index-B/record")
+	}
 }
 
 // BenchmarkAppendKeyed is BenchmarkAppend with an idempotency key on every

@@ -230,7 +230,10 @@ type streamer struct {
 	// MessageId strings point into it (no allocation per record), which
 	// is safe because Sink.Send does not retain the event and ids is only
 	// rewritten for the next one.
-	ids     []byte
+	ids []byte
+	// vers holds the key versions of the event being built, as ids the
+	// message IDs (the records' KeyVersion pointers point into it).
+	vers    []uint64
 	scratch record.Record
 	filter  *filtering // nil without a filter
 	// bugged is set once an injected bug broke an event (injectBugs).
@@ -494,7 +497,7 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 	if s.filter != nil {
 		maxScan = s.opts.MaxScanPerEvent
 	}
-	s.slab, s.ptrs, s.ids = s.slab[:0], s.ptrs[:0], s.ids[:0]
+	s.slab, s.ptrs, s.ids, s.vers = s.slab[:0], s.ptrs[:0], s.ids[:0], s.vers[:0]
 	bytes, scanned := 0, 0
 	full := false
 	var err error
@@ -640,8 +643,12 @@ func (s *streamer) appendRecord(part uint32, off uint64, t int64, ver int64, r *
 	pr.MessageId = unsafe.String(&s.ids[start], len(s.ids)-start)
 	pr.AppendTimeUnixNanos = t
 	if ver >= 0 {
-		v := uint64(ver)
-		pr.KeyVersion = &v
+		if cap(s.vers) == len(s.vers) {
+			// A new array: records already built point into the old one.
+			s.vers = make([]uint64, 0, max(64, 2*cap(s.vers)))
+		}
+		s.vers = append(s.vers, uint64(ver))
+		pr.KeyVersion = &s.vers[len(s.vers)-1]
 	}
 	pr.Key = r.Key
 	pr.Value = r.Value
