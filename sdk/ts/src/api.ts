@@ -4,6 +4,7 @@
 export { Client } from "./client.js";
 export { bytes, text, normalize } from "./wire.js";
 export type {
+  AppendOptions,
   ClientOptions,
   DurationLike,
   Message,
@@ -20,7 +21,20 @@ export type {
 export type { Bytes, CallOptions, FilterSpec, Header, Record } from "./wire.js";
 export { Subscription } from "./subscription.js";
 export type { PartitionPosition, ReplayEvent, SubscribeOptions } from "./subscription.js";
-export { Code, ConnectError, PartialError, ReconnectError, RewindError } from "./errors.js";
+export { Code, ConditionError, ConnectError, PartialError, ReconnectError, RewindError } from "./errors.js";
+export {
+  TAG_HEADER,
+  TYPE_HEADER,
+  expectAny,
+  expectExists,
+  expectNone,
+  expectVersion,
+  failIfMatched,
+  forKey,
+  recordTags,
+  recordType,
+} from "./eventstore.js";
+export type { Condition, Query, QueryItem, ReadOptions, ReadResult } from "./eventstore.js";
 export {
   Position,
   formatPosition,
@@ -36,7 +50,7 @@ export type { Instant, PositionLike } from "./position.js";
 export { parseDuration, parseGoDuration, formatGoDuration } from "./duration.js";
 export { MAX_MESSAGE_BYTES } from "./limits.js";
 export { FilterFailure } from "./gen/rewind/v1/errors_pb.js";
-export type { FilterError, IdempotencyConflict, OffsetRange, RecordTooLarge } from "./gen/rewind/v1/errors_pb.js";
+export type { ConditionFailed, FilterError, IdempotencyConflict, OffsetRange, RecordTooLarge } from "./gen/rewind/v1/errors_pb.js";
 export { CleanupPolicy } from "./gen/rewind/v1/topic_pb.js";
 export type { PartitionInfo, Retention, Topic, TopicConfig } from "./gen/rewind/v1/topic_pb.js";
 export type { GroupMember, GroupPartition, GroupSummary, GroupTopic, ResetGroupResponse, ResetPlanRow } from "./gen/rewind/v1/group_pb.js";

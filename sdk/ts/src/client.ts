@@ -1,7 +1,9 @@
 // The client: one or several nodes of a Rewind cluster, calls that move to
 // another node when theirs fails, publishing, and the admin of topics,
-// groups, plugins and the cluster. Streams are in subscription.ts, and
-// what both use (records, filters, a node's connections) in wire.ts.
+// groups, plugins and the cluster, and the event store's conditional
+// appends and reads. Streams are in subscription.ts, the event store's
+// conditions and read results in eventstore.ts, and what they all use
+// (records, filters, a node's connections) in wire.ts.
 //
 // Which node a call goes to (as in the Go client, sdk/client/nodes.go): the
 // client uses one node at a time, the first given, until a call to it
@@ -18,6 +20,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient as createConnectClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import { ClusterService, type GetClusterStatusResponse, type ReplicaMove } from "./gen/rewind/v1/cluster_pb.js";
+import { EventStoreService } from "./gen/rewind/v1/eventstore_pb.js";
 import {
   GroupService,
   type GroupSummary,
@@ -25,7 +28,13 @@ import {
   type ResetGroupResponse,
 } from "./gen/rewind/v1/group_pb.js";
 import { PluginService, type Plugin, type TestPluginResponse } from "./gen/rewind/v1/plugin_pb.js";
-import { PublishService, PublishRecordSchema, type PublishRecord } from "./gen/rewind/v1/publish_pb.js";
+import {
+  PublishService,
+  PublishRecordSchema,
+  PublishRequestSchema,
+  type PublishRecord,
+  type PublishResult as PublishResultProto,
+} from "./gen/rewind/v1/publish_pb.js";
 import { RecordSchema } from "./gen/rewind/v1/record_pb.js";
 import { SubscribeService } from "./gen/rewind/v1/subscribe_pb.js";
 import {
@@ -37,6 +46,17 @@ import {
   type Topic,
 } from "./gen/rewind/v1/topic_pb.js";
 import { parseDuration } from "./duration.js";
+import {
+  TAG_HEADER,
+  TYPE_HEADER,
+  conditionsProto,
+  readRequest,
+  readResultOf,
+  type Condition,
+  type Query,
+  type ReadOptions,
+  type ReadResult,
+} from "./eventstore.js";
 import {
   Code,
   ConnectError,
@@ -108,6 +128,10 @@ export type Message =
       eventTime?: Date;
       /** An explicit partition (overrides the key hash). */
       partition?: number;
+      /** The record's type, indexed (header rewind-type): queries and failIfMatched match it. */
+      type?: string;
+      /** The record's tags, indexed (headers rewind-tag): queries and failIfMatched match them. */
+      tags?: string[];
     };
 
 /** Options of publish. */
@@ -133,6 +157,18 @@ export interface PublishResult {
   appendTimeUnixNanos: bigint;
   /** The record was stored before under its idempotency key: the fields are the original's. */
   duplicate: boolean;
+  /** The record's place in its key's history (0, 1, 2, ... within its partition); undefined for a record without a key. */
+  keyVersion?: bigint;
+}
+
+/** Options of append: a call's, and an idempotency key for the request as publish has it. */
+export interface AppendOptions extends CallOptions {
+  /**
+   * The idempotency key of a single record, or the prefix of a batch's
+   * (key + "#" + index). Records without one get a random key anyway, so
+   * the client's own retries are answered with the original results.
+   */
+  idempotencyKey?: string;
 }
 
 /** A duration: milliseconds, or a Go duration string with days ("15m", "7d"). */
@@ -264,6 +300,7 @@ export class Client {
         groups: createConnectClient(GroupService, t),
         plugins: createConnectClient(PluginService, t),
         cluster: createConnectClient(ClusterService, t),
+        store: createConnectClient(EventStoreService, t),
       };
       this.#conns.set(url, c);
     }
@@ -414,9 +451,7 @@ export class Client {
       if (!r.idempotencyKey && gen) r.idempotencyKey = generatedKey();
       return r;
     });
-    let size = 0;
-    for (const r of recs) size += r.key.length + r.value.length + r.headers.reduce((n, h) => n + h.key.length + h.value.length, 0);
-    const resp = await this.unary({ again: true, bytes: size }, opts, (c, signal) =>
+    const resp = await this.unary({ again: true, bytes: recordBytes(recs) }, opts, (c, signal) =>
       c.publish.publish({ topic, records: recs, partial: true }, { signal }),
     );
     const failed: PartialError["failed"] = [];
@@ -424,17 +459,76 @@ export class Client {
       if (r.error) {
         failed.push({ index, partition: r.partition, code: r.error.code as Code, message: r.error.message, notStored: r.error.notStored });
       }
-      return {
-        partition: r.partition,
-        offset: r.offset,
-        messageId: r.messageId,
-        appendTime: new Date(Number(r.appendTimeUnixNanos / 1_000_000n)),
-        appendTimeUnixNanos: r.appendTimeUnixNanos,
-        duplicate: r.duplicate,
-      };
+      return resultOf(r);
     });
     if (failed.length > 0) throw new PartialError(out, failed);
     return out;
+  }
+
+  // ---- event store
+
+  /**
+   * append appends messages under key (a message without a key gets it)
+   * as one conditional append: all or none, and only if every condition
+   * holds when the partition stores them. A refusal throws a
+   * ConditionError (FailedPrecondition) and stores nothing. Without a
+   * condition on key, the append expects anything of it (still all or
+   * none). The last argument may be options (a signal, an idempotency key).
+   *
+   * The records and the keys the conditions name must share a partition:
+   * one key, keys that hash alike, an explicit partition, or a topic with
+   * one partition (otherwise InvalidArgument). Records without an
+   * idempotency key get a random one, so a retry after a lost answer is
+   * answered with the original results (duplicate: true), never stored
+   * twice nor refused.
+   *
+   *     const acc = await client.readKey("accounts", "acc-1");
+   *     await client.append("accounts", "acc-1", { type: "Deposited", value: "10" }, acc.expect());
+   */
+  async append(
+    topic: string,
+    key: Bytes,
+    messages: Message | Message[],
+    ...conditions: Condition[] | [...Condition[], AppendOptions]
+  ): Promise<PublishResult[]> {
+    const k = bytes(key);
+    if (k.length === 0) throw new RewindError(new ConnectError("append needs a key", Code.InvalidArgument));
+    const last = conditions[conditions.length - 1];
+    const opts = last !== undefined && !("kind" in last) ? (last as AppendOptions) : undefined;
+    const conds = (opts ? conditions.slice(0, -1) : conditions) as Condition[];
+    const list = Array.isArray(messages) ? messages : [messages];
+    const recs = list.map((m, i) => {
+      const r = publishRecord(m, i);
+      if (r.key.length === 0) r.key = k;
+      if (!r.idempotencyKey && opts?.idempotencyKey) {
+        r.idempotencyKey = list.length === 1 ? opts.idempotencyKey : `${opts.idempotencyKey}#${i}`;
+      }
+      if (!r.idempotencyKey) r.idempotencyKey = generatedKey();
+      return r;
+    });
+    const req = create(PublishRequestSchema, { topic, records: recs, partial: false, ...conditionsProto(k, conds) });
+    const resp = await this.unary({ again: true, bytes: recordBytes(recs) }, opts, (c, signal) => c.publish.publish(req, { signal }));
+    return resp.results.map(resultOf);
+  }
+
+  /**
+   * readKey reads one key's history (an entity's events) through the key
+   * index, from the partition's leader: it includes every acknowledged
+   * append. head is the key's last version; result.expect() is the
+   * condition to append with.
+   */
+  async readKey(topic: string, key: Bytes, opts?: ReadOptions): Promise<ReadResult> {
+    const req = readRequest(topic, { case: "key", value: bytes(key) }, opts);
+    return readResultOf(await this.unary(REPEATABLE, opts, (c, signal) => c.store.read(req, { signal })));
+  }
+
+  /**
+   * query reads the records query matches in one partition (opts.partition
+   * unless the topic has one), and the position to pass to failIfMatched.
+   */
+  async query(topic: string, query: Query, opts?: ReadOptions): Promise<ReadResult> {
+    const req = readRequest(topic, { case: "query", value: query }, opts);
+    return readResultOf(await this.unary(REPEATABLE, opts, (c, signal) => c.store.read(req, { signal })));
   }
 
   // ---- streams
@@ -683,6 +777,8 @@ function publishRecord(m: Message, i: number): PublishRecord {
   const headers = Array.isArray(m.headers)
     ? m.headers.map((h) => ({ key: h.key, value: bytes(h.value) }))
     : Object.entries(m.headers ?? {}).map(([key, value]) => ({ key, value: bytes(value) }));
+  if (m.type !== undefined && m.type !== "") headers.push({ key: TYPE_HEADER, value: bytes(m.type) });
+  for (const t of m.tags ?? []) headers.push({ key: TAG_HEADER, value: bytes(t) });
   let eventTimeUnixNanos = 0n;
   if (m.eventTime !== undefined) {
     const ms = m.eventTime.getTime();
@@ -702,6 +798,25 @@ function publishRecord(m: Message, i: number): PublishRecord {
     eventTimeUnixNanos,
     partition: m.partition,
   });
+}
+
+/** recordBytes is about the bytes records take on the wire (for an attempt's deadline). */
+function recordBytes(recs: PublishRecord[]): number {
+  let size = 0;
+  for (const r of recs) size += r.key.length + r.value.length + r.headers.reduce((n, h) => n + h.key.length + h.value.length, 0);
+  return size;
+}
+
+function resultOf(r: PublishResultProto): PublishResult {
+  return {
+    partition: r.partition,
+    offset: r.offset,
+    messageId: r.messageId,
+    appendTime: new Date(Number(r.appendTimeUnixNanos / 1_000_000n)),
+    appendTimeUnixNanos: r.appendTimeUnixNanos,
+    duplicate: r.duplicate,
+    keyVersion: r.keyVersion,
+  };
 }
 
 /** generatedKey returns a random idempotency key (128 bits): "gen-" and 22 base64url characters. */

@@ -4,15 +4,18 @@
 
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
+  ConditionFailedSchema,
   FilterErrorSchema,
   IdempotencyConflictSchema,
   OffsetRangeSchema,
   RecordTooLargeSchema,
+  type ConditionFailed,
   type FilterError,
   type IdempotencyConflict,
   type OffsetRange,
   type RecordTooLarge,
 } from "./gen/rewind/v1/errors_pb.js";
+import { Expect } from "./gen/rewind/v1/publish_pb.js";
 
 export { Code, ConnectError };
 
@@ -25,7 +28,9 @@ export { Code, ConnectError };
  * - recordTooLarge: an InvalidArgument publish of an oversized record;
  * - idempotencyConflict: a FailedPrecondition publish that reused a key;
  * - filterError: a filtered stream or plugin test that failed (Aborted or
- *   ResourceExhausted), with a resume token to continue from.
+ *   ResourceExhausted), with a resume token to continue from;
+ * - conditionFailed: a FailedPrecondition conditional append (the error is
+ *   then a ConditionError, which reads it).
  *
  * outcomeUnknown is set on a call that is not repeated by itself (create,
  * delete, upload, an executed reset) whose node failed while it was out:
@@ -48,6 +53,8 @@ export class RewindError extends ConnectError {
   readonly idempotencyConflict?: IdempotencyConflict;
   /** The FilterError detail of a failed filter. */
   readonly filterError?: FilterError;
+  /** The ConditionFailed detail of a refused conditional append (see ConditionError). */
+  readonly conditionFailed?: ConditionFailed;
   /** The call may have taken effect before its node failed (see above). */
   readonly outcomeUnknown: boolean;
 
@@ -61,6 +68,7 @@ export class RewindError extends ConnectError {
     this.recordTooLarge = err.findDetails(RecordTooLargeSchema)[0];
     this.idempotencyConflict = err.findDetails(IdempotencyConflictSchema)[0];
     this.filterError = err.findDetails(FilterErrorSchema)[0];
+    this.conditionFailed = err.findDetails(ConditionFailedSchema)[0];
     if (outcomeUnknown) {
       this.message += " (the call may have taken effect before its node failed: check before trying again)";
     }
@@ -89,14 +97,80 @@ export class RewindError extends ConnectError {
 }
 
 /**
- * toRewindError turns anything thrown by a call into a RewindError. A
- * connection that could not be made or broke becomes Unavailable, as in
- * connect-go, whatever code the transport gave it (see broken).
+ * ConditionError is a conditional append (Client.append) refused: nothing
+ * of it was stored. It is the RewindError (FailedPrecondition) of the
+ * refusal, with its ConditionFailed detail read: either a key expectation
+ * failed (matched false: key, expected, expectedVersion, actualVersion), or
+ * a record matching a failIfMatched query was appended after its position
+ * (matched true: matchedOffset).
+ */
+export class ConditionError extends RewindError {
+  /** The partition that refused the append. */
+  readonly partition: number;
+  /** A record matching a failIfMatched query came after its position. */
+  readonly matched: boolean;
+  /** With matched: the offset of that record. */
+  readonly matchedOffset?: bigint;
+  /** With matched: the query of the condition that failed (a Query of eventstore.ts). */
+  readonly query?: { types: string[]; tags: string[] }[];
+  /** With matched: the position of the condition that failed (undefined: no matching record could exist). */
+  readonly after?: bigint;
+  /** Without matched: the key whose expectation failed. */
+  readonly key?: Uint8Array;
+  /** Without matched: what was expected of the key. */
+  readonly expected?: "any" | "none" | "exists" | "version";
+  /** With expected "version": the version expected. */
+  readonly expectedVersion?: bigint;
+  /** Without matched: the key's actual last version (undefined: the key has no record). */
+  readonly actualVersion?: bigint;
+
+  constructor(err: ConnectError, outcomeUnknown = false) {
+    super(err, outcomeUnknown);
+    const c = this.conditionFailed;
+    this.partition = c?.partition ?? 0;
+    this.matched = c?.query !== undefined;
+    if (!c) return;
+    if (this.matched) {
+      this.matchedOffset = c.matchingOffset;
+      this.query = c.query?.items.map((it) => ({ types: [...it.types], tags: [...it.tags] }));
+      this.after = c.after;
+      return;
+    }
+    this.key = c.key;
+    this.expected = EXPECTED[c.expected] ?? "any";
+    if (this.expected === "version") this.expectedVersion = c.expectedVersion;
+    this.actualVersion = c.actualVersion;
+  }
+
+  /** What was expected and what the log holds, in one line (as the Go client's Summary). */
+  get summary(): string {
+    if (this.matched) return `a matching record was appended at offset ${this.matchedOffset}`;
+    const key = new TextDecoder().decode(this.key);
+    const want = this.expected === "version" ? String(this.expectedVersion) : this.expected;
+    return `key ${JSON.stringify(key)}: expected ${want}, actual ${this.actualVersion ?? "none"}`;
+  }
+}
+
+const EXPECTED: { [e: number]: ConditionError["expected"] } = {
+  [Expect.ANY_UNSPECIFIED]: "any",
+  [Expect.NONE]: "none",
+  [Expect.EXISTS]: "exists",
+  [Expect.VERSION]: "version",
+};
+
+/**
+ * toRewindError turns anything thrown by a call into a RewindError (a
+ * ConditionError when it carries a ConditionFailed detail). A connection
+ * that could not be made or broke becomes Unavailable, as in connect-go,
+ * whatever code the transport gave it (see broken).
  */
 export function toRewindError(err: unknown, outcomeUnknown = false): RewindError {
   if (err instanceof RewindError && err.outcomeUnknown === outcomeUnknown) return err;
   let ce = ConnectError.from(err);
   if (broken(ce)) ce = new ConnectError(ce.rawMessage, Code.Unavailable, ce.metadata, undefined, ce);
+  if (ce.code === Code.FailedPrecondition && ce.findDetails(ConditionFailedSchema).length > 0) {
+    return new ConditionError(ce, outcomeUnknown);
+  }
   return new RewindError(ce, outcomeUnknown);
 }
 

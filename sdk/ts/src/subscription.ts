@@ -16,6 +16,7 @@ import { create } from "@bufbuild/protobuf";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
 import {
   ReadFrom,
+  StartPositionSchema,
   SubscribeRequestSchema,
   type PartitionPosition as PartitionPositionProto,
   type SubscribeRequest,
@@ -23,7 +24,7 @@ import {
 } from "./gen/rewind/v1/subscribe_pb.js";
 import { Code, ConnectError, ReconnectError, RewindError, badNode, noAnswer, toRewindError } from "./errors.js";
 import { startProto, stopProto, toPosition, type PositionLike } from "./position.js";
-import { filterProto, normalize, recordOf, type CallOptions, type Clients, type FilterSpec, type Record } from "./wire.js";
+import { bytes, filterProto, normalize, recordOf, type Bytes, type CallOptions, type Clients, type FilterSpec, type Record } from "./wire.js";
 
 /**
  * @internal What a Subscription uses of the Client that opened it (Client
@@ -52,12 +53,23 @@ export interface StreamHost {
 
 /** Options of subscribe and replay. */
 export interface SubscribeOptions {
-  /** Where each partition starts (default earliest); CLI syntax, a Position, a Date or an offset. */
-  from?: PositionLike;
+  /**
+   * Where each partition starts (default earliest); CLI syntax, a
+   * Position, a Date or an offset. With key, also { keyVersion: n }: the
+   * key's record of version n (or, when the key has no such version yet,
+   * the next record of the key appended).
+   */
+  from?: PositionLike | { keyVersion: number | bigint };
   /** Where the stream stops (default: follow live records forever): end, N, @time, -duration, id:... */
   to?: PositionLike;
-  /** Partitions to read (default all). */
+  /** Partitions to read (default all; with key, the key's). */
   partitions?: number[];
+  /**
+   * Only the records of this key (an entity's stream), read through the
+   * key index. Offsets, positions and resume tokens stay the partition's.
+   * Not with group.
+   */
+  key?: Bytes;
   /** A filter or transform run beside each partition reader: a plugin name ("NAME", "NAME@VERSION", "sha256:HEX") or a FilterSpec. */
   filter?: string | FilterSpec;
   /** Join this subscriber group: the server assigns this member a share of the partitions (from then applies where no commit exists). */
@@ -223,8 +235,16 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
       throw new RewindError(new ConnectError("group needs a name (an empty one was given)", Code.InvalidArgument));
     }
     let start, stop;
+    const key = bytes(o.key);
     try {
-      start = o.from !== undefined ? startProto(toPosition(o.from)) : undefined;
+      if (o.from !== undefined && typeof o.from === "object" && "keyVersion" in o.from) {
+        if (key.length === 0) throw new Error("a start at a key version needs a key");
+        const v = BigInt(o.from.keyVersion);
+        if (v < 0n || v >= 1n << 64n) throw new Error(`key version ${v} is not an unsigned 64-bit integer`);
+        start = create(StartPositionSchema, { position: { case: "keyVersion", value: v } });
+      } else {
+        start = o.from !== undefined ? startProto(toPosition(o.from)) : undefined;
+      }
       // A relative stop (-15m) is resolved once: a resumed stream stops where the first would have.
       stop = o.to !== undefined ? stopProto(toPosition(o.to)) : undefined;
     } catch (e) {
@@ -249,6 +269,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
       clampStart: o.clampStart ?? false,
       filter,
       readFrom: o.readFrom === "leader" ? ReadFrom.LEADER : o.readFrom === "local" ? ReadFrom.LOCAL_REPLICA : ReadFrom.UNSPECIFIED,
+      key,
     });
     return this.#req;
   }

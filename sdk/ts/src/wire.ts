@@ -7,6 +7,7 @@
 import { type MessageInitShape } from "@bufbuild/protobuf";
 import { type Client as ConnectClient } from "@connectrpc/connect";
 import { type ClusterService } from "./gen/rewind/v1/cluster_pb.js";
+import { type EventStoreService } from "./gen/rewind/v1/eventstore_pb.js";
 import { type GroupService } from "./gen/rewind/v1/group_pb.js";
 import { type PluginService } from "./gen/rewind/v1/plugin_pb.js";
 import { type PublishService } from "./gen/rewind/v1/publish_pb.js";
@@ -44,6 +45,8 @@ export interface Record {
   idempotencyKey: string;
   /** The producer's timestamp, if it sent one. */
   eventTime?: Date;
+  /** The record's place in its key's history (0, 1, 2, ... within its partition); undefined for a record without a key. */
+  keyVersion?: bigint;
 }
 
 /** A filter a stream or a plugin test runs: a registered plugin ("NAME", "NAME@VERSION", "sha256:HEX") or a module sent inline. */
@@ -63,6 +66,7 @@ export type Clients = {
   groups: ConnectClient<typeof GroupService>;
   plugins: ConnectClient<typeof PluginService>;
   cluster: ConnectClient<typeof ClusterService>;
+  store: ConnectClient<typeof EventStoreService>;
 };
 
 const utf8 = new TextEncoder();
@@ -108,5 +112,6 @@ export function recordOf(r: RecordProto): Record {
     headers: r.headers.map((h) => ({ key: h.key, value: h.value })),
     idempotencyKey: r.idempotencyKey,
     eventTime: r.eventTimeUnixNanos !== 0n ? new Date(Number(r.eventTimeUnixNanos / 1_000_000n)) : undefined,
+    keyVersion: r.keyVersion,
   };
 }

@@ -1,7 +1,9 @@
 // The client against a real `rewind serve` on loopback: every protocol of
 // both entry points, every start and stop kind, errors with their details,
-// and the admin of topics and groups. (Resume after a restart and a node
-// failure: resume.test.ts; filters and plugins: filter.test.ts.)
+// the admin of topics and groups, and the event store (conditional
+// appends, key and query reads, key subscriptions). (Resume after a
+// restart and a node failure: resume.test.ts; filters and plugins:
+// filter.test.ts.)
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -9,13 +11,22 @@ import { Server } from "./server.js";
 import { createClient as nodeClient, type Client } from "../src/node.js";
 import {
   Code,
+  ConditionError,
   PartialError,
   Position,
   RewindError,
   createClient as webClient,
+  expectExists,
+  expectNone,
+  expectVersion,
+  failIfMatched,
+  forKey,
   formatPosition,
+  recordTags,
+  recordType,
   text,
   type PublishResult,
+  type Query,
   type Record,
   type ReplayEvent,
   type SubscribeOptions,
@@ -413,5 +424,160 @@ describe("groups", () => {
   test("an empty group name is refused", async () => {
     const t = await newTopic();
     await assert.rejects(collect(client, t, { group: "" }), (e: RewindError) => e.code === Code.InvalidArgument);
+  });
+});
+
+describe("event store", () => {
+  test("load, decide, append; a stale writer is refused with the versions", async () => {
+    const topic = await newTopic(4);
+    const acc = "account-1";
+    const opened = await client.append(topic, acc, { value: "opened", type: "Opened", tags: ["branch:7"] }, expectNone());
+    assert.equal(opened[0].keyVersion, 0n);
+    for (let i = 0; i < 5; i++) {
+      const loaded = await client.readKey(topic, acc);
+      assert.equal(loaded.records.length, i + 1);
+      assert.equal(loaded.head, BigInt(i));
+      assert.deepEqual(loaded.records.map((r) => r.keyVersion), Array.from({ length: i + 1 }, (_, v) => BigInt(v)));
+      const [r] = await client.append(topic, acc, [{ value: `deposit ${i}`, type: "Deposited" }], loaded.expect());
+      assert.equal(r.keyVersion, BigInt(i + 1));
+      assert.equal(r.partition, loaded.partition);
+    }
+    // A writer that loaded version 2 is refused, and nothing is stored.
+    const stale = await client.append(topic, acc, "stale", expectVersion(2)).then(
+      () => assert.fail("a stale append was accepted"),
+      (e: unknown) => e,
+    );
+    assert.ok(stale instanceof ConditionError, `want a ConditionError, got ${String(stale)}`);
+    assert.ok(stale instanceof RewindError);
+    assert.equal(stale.code, Code.FailedPrecondition);
+    assert.equal(stale.matched, false);
+    assert.equal(text(stale.key!), acc);
+    assert.equal(stale.expected, "version");
+    assert.equal(stale.expectedVersion, 2n);
+    assert.equal(stale.actualVersion, 5n);
+    assert.equal(stale.summary, `key "${acc}": expected 2, actual 5`);
+    assert.equal((await client.readKey(topic, acc)).head, 5n, "the refused append stored nothing");
+    // A new entity that exists already; an existing one that does not.
+    await assert.rejects(client.append(topic, acc, "again", expectNone()), (e: ConditionError) => e.expected === "none" && e.actualVersion === 5n);
+    await assert.rejects(
+      client.append(topic, "account-404", "x", expectExists()),
+      (e: ConditionError) => e instanceof ConditionError && e.expected === "exists" && e.actualVersion === undefined,
+    );
+    // Type and tags are headers; the delivered records carry them, and key versions.
+    const evs = recordsOf(await collect(client, topic, { to: "end" })).filter((r) => text(r.key) === acc);
+    assert.deepEqual(evs.map((r) => r.keyVersion), [0n, 1n, 2n, 3n, 4n, 5n]);
+    assert.equal(recordType(evs[0]), "Opened");
+    assert.deepEqual(recordTags(evs[0]), ["branch:7"]);
+    assert.equal(recordType(evs[1]), "Deposited");
+    // A retry of an accepted append (the same idempotency key) is answered with the original.
+    const first = await client.append(topic, acc, "withdraw", expectVersion(5), { idempotencyKey: "w-1" });
+    const again = await client.append(topic, acc, "withdraw", expectVersion(5), { idempotencyKey: "w-1" });
+    assert.equal(again[0].duplicate, true);
+    assert.equal(again[0].offset, first[0].offset);
+    assert.equal(again[0].keyVersion, 6n);
+    // Keyed publishes get key versions too; keyless ones none.
+    const [keyed, keyless] = await client.publish(topic, [{ key: acc, value: "plain", partition: first[0].partition }, { value: "no key" }]);
+    assert.equal(keyed.keyVersion, 7n);
+    assert.equal(keyless.keyVersion, undefined);
+  });
+
+  test("reads: from a version, the last N, backward, a limit", async () => {
+    const topic = await newTopic(2);
+    const key = "order-1";
+    for (let i = 0; i < 6; i++) await client.append(topic, key, `step ${i}`, i === 0 ? expectNone() : expectVersion(i - 1));
+    await client.publish(topic, { key: "order-2", value: "other" });
+    const vals = (r: { records: Record[] }) => r.records.map((x) => `${x.keyVersion}:${text(x.value)}`);
+    const all = await client.readKey(topic, key);
+    assert.deepEqual(vals(all), ["0:step 0", "1:step 1", "2:step 2", "3:step 3", "4:step 4", "5:step 5"]);
+    assert.equal(all.head, 5n);
+    assert.equal(all.earliest, 0n);
+    assert.equal(all.more, false);
+    assert.ok(all.position !== undefined && all.position >= all.records[5].offset);
+    assert.deepEqual(vals(await client.readKey(topic, key, { fromVersion: 4 })), ["4:step 4", "5:step 5"]);
+    assert.deepEqual(vals(await client.readKey(topic, key, { last: 2 })), ["4:step 4", "5:step 5"]);
+    assert.deepEqual(vals(await client.readKey(topic, key, { last: 1, backward: true })), ["5:step 5"]);
+    assert.deepEqual(vals(await client.readKey(topic, key, { fromVersion: 2, backward: true })), ["2:step 2", "1:step 1", "0:step 0"]);
+    const page = await client.readKey(topic, key, { backward: true, limit: 3 });
+    assert.deepEqual(vals(page), ["5:step 5", "4:step 4", "3:step 3"]);
+    assert.equal(page.more, true);
+    const fromOffset = await client.readKey(topic, key, { fromOffset: all.records[3].offset });
+    assert.deepEqual(vals(fromOffset), ["3:step 3", "4:step 4", "5:step 5"]);
+    const none = await client.readKey(topic, "order-404");
+    assert.equal(none.head, undefined);
+    assert.deepEqual(none.records, []);
+    assert.deepEqual(none.expect(), expectNone());
+    await assert.rejects(client.readKey(topic, key, { fromVersion: 1, last: 2 }), (e: RewindError) => e.code === Code.InvalidArgument);
+  });
+
+  test("a key subscription, from a key version", async () => {
+    const topic = await newTopic(3);
+    const key = "cart-9";
+    for (let i = 0; i < 4; i++) {
+      await client.append(topic, key, `c${i}`);
+      await client.publish(topic, { key: `noise-${i}`, value: "n" });
+    }
+    const got = async (o: SubscribeOptions) => recordsOf(await collect(client, topic, { to: "end", key, ...o })).map((r) => `${r.keyVersion}:${text(r.value)}`);
+    assert.deepEqual(await got({}), ["0:c0", "1:c1", "2:c2", "3:c3"]);
+    assert.deepEqual(await got({ from: { keyVersion: 2 } }), ["2:c2", "3:c3"]);
+    await assert.rejects(collect(client, topic, { from: { keyVersion: 1 }, to: "end" }), (e: RewindError) => e.code === Code.InvalidArgument);
+  });
+
+  test("one partition, several keys: forKey, and a cross-partition append is refused", async () => {
+    const single = await newTopic(1);
+    await client.append(single, "a", "a0");
+    await client.append(single, "b", "b0");
+    // Move from a to b atomically, only if neither changed.
+    const res = await client.append(single, "a", [{ value: "a1" }, { key: "b", value: "b1" }], expectVersion(0), forKey("b", expectVersion(0)));
+    assert.deepEqual(res.map((r) => r.keyVersion), [1n, 1n]);
+    await assert.rejects(
+      client.append(single, "a", "a2", expectVersion(1), forKey("b", expectVersion(0))),
+      (e: ConditionError) => text(e.key!) === "b" && e.expectedVersion === 0n && e.actualVersion === 1n,
+    );
+    const two = await newTopic(2);
+    await assert.rejects(
+      client.append(two, "k", [{ value: "x", partition: 0 }, { value: "y", partition: 1 }]),
+      (e: RewindError) => e.code === Code.InvalidArgument,
+    );
+  });
+
+  test("a query and failIfMatched: of racing writers exactly one wins", async () => {
+    const topic = await newTopic(1);
+    await client.publish(topic, { value: "c42 created", type: "CourseCreated", tags: ["course:42"] });
+    const q: Query = { types: ["SeatBooked"], tags: ["course:42"] };
+    // Every writer reads first, then they all append: each decided on the same position.
+    const writers = 8;
+    const reads = await Promise.all(Array.from({ length: writers }, () => client.query(topic, q)));
+    for (const r of reads) assert.equal(r.records.length, 0);
+    const outcomes = await Promise.allSettled(
+      reads.map((read, w) =>
+        client.append(topic, `student-${w}`, { value: "booked", type: "SeatBooked", tags: ["course:42", `student:${w}`] }, failIfMatched(q, read.position)),
+      ),
+    );
+    const won = outcomes.filter((o) => o.status === "fulfilled");
+    const refused = outcomes.filter((o): o is PromiseRejectedResult => o.status === "rejected");
+    assert.equal(won.length, 1, `${won.length} bookings won: ${refused.map((o) => String(o.reason)).join("; ")}`);
+    for (const o of refused) {
+      assert.ok(o.reason instanceof ConditionError, String(o.reason));
+      assert.equal(o.reason.matched, true);
+      assert.equal(o.reason.matchedOffset, won[0].status === "fulfilled" ? won[0].value[0].offset : -1n);
+      assert.deepEqual(o.reason.query, [{ types: ["SeatBooked"], tags: ["course:42"] }]);
+    }
+    const booked = await client.query(topic, q);
+    assert.equal(booked.records.length, 1);
+    assert.equal(recordType(booked.records[0]), "SeatBooked");
+    // A query item matches any of its types; items are alternatives.
+    const any = await client.query(topic, [{ types: ["CourseCreated", "SeatBooked"] }]);
+    assert.equal(any.records.length, 2);
+    // Without a position, no matching record may exist at all.
+    await assert.rejects(client.append(topic, "late", "x", failIfMatched(q)), (e: ConditionError) => e.matched);
+    await client.append(topic, "other", "y", failIfMatched({ tags: ["course:43"] }));
+  });
+
+  test("a refusal through fetch and gRPC-web keeps its detail", async () => {
+    const topic = await newTopic(1);
+    const web = webClient({ baseUrl: srv.url, transport: "grpc-web", ...opts });
+    await web.append(topic, "k", "v0", expectNone());
+    await assert.rejects(web.append(topic, "k", "v1", expectNone()), (e: ConditionError) => e instanceof ConditionError && e.actualVersion === 0n);
+    assert.equal((await web.readKey(topic, "k")).head, 0n);
   });
 });

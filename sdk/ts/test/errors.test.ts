@@ -1,12 +1,14 @@
-// RewindError: what instanceof says, decoded details, and how transport
+// RewindError: what instanceof says, decoded details (a ConditionFailed
+// detail makes a ConditionError), and how transport
 // failures are classified (a connection that could not be made or broke is
 // Unavailable; the server's own errors keep their code).
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Code, ConnectError, ReconnectError, RewindError, FilterFailure } from "../src/index.js";
+import { Code, ConditionError, ConnectError, ReconnectError, RewindError, FilterFailure } from "../src/index.js";
 import { badNode, notDone, toRewindError } from "../src/errors.js";
-import { FilterErrorSchema, OffsetRangeSchema } from "../src/gen/rewind/v1/errors_pb.js";
+import { ConditionFailedSchema, FilterErrorSchema, OffsetRangeSchema } from "../src/gen/rewind/v1/errors_pb.js";
+import { Expect } from "../src/gen/rewind/v1/publish_pb.js";
 
 test("instanceof", () => {
   const plain = new ConnectError("x", Code.NotFound);
@@ -60,4 +62,36 @@ test("transport failures are Unavailable, and only a refused connection certainl
   assert.equal(hint.leader, 3n);
   assert.equal(hint.leaderAddress, "127.0.0.1:7073");
   assert.ok(toRewindError(hint, true).outcomeUnknown);
+});
+
+test("a ConditionFailed detail makes a ConditionError", () => {
+  const key = toRewindError(
+    new ConnectError("condition failed", Code.FailedPrecondition, undefined, [
+      { desc: ConditionFailedSchema, value: { partition: 3, key: new TextEncoder().encode("acc-1"), expected: Expect.VERSION, expectedVersion: 2n, actualVersion: 5n } },
+    ]),
+  );
+  assert.ok(key instanceof ConditionError && key instanceof RewindError);
+  assert.equal(key.code, Code.FailedPrecondition);
+  assert.deepEqual(
+    [key.partition, key.matched, key.expected, key.expectedVersion, key.actualVersion, key.conditionFailed?.partition],
+    [3, false, "version", 2n, 5n, 3],
+  );
+  assert.equal(key.summary, 'key "acc-1": expected 2, actual 5');
+  const none = toRewindError(
+    new ConnectError("condition failed", Code.FailedPrecondition, undefined, [
+      { desc: ConditionFailedSchema, value: { key: new TextEncoder().encode("acc-2"), expected: Expect.EXISTS } },
+    ]),
+  ) as ConditionError;
+  assert.deepEqual([none.expected, none.expectedVersion, none.actualVersion], ["exists", undefined, undefined]);
+  assert.equal(none.summary, 'key "acc-2": expected exists, actual none');
+  const tag = toRewindError(
+    new ConnectError("condition failed", Code.FailedPrecondition, undefined, [
+      { desc: ConditionFailedSchema, value: { partition: 1, query: { items: [{ types: ["SeatBooked"], tags: ["course:42"] }] }, after: 7n, matchingOffset: 9n } },
+    ]),
+  ) as ConditionError;
+  assert.ok(tag instanceof ConditionError);
+  assert.deepEqual([tag.matched, tag.matchedOffset, tag.after, tag.key, tag.expected], [true, 9n, 7n, undefined, undefined]);
+  assert.deepEqual(tag.query, [{ types: ["SeatBooked"], tags: ["course:42"] }]);
+  // Without the detail, a FailedPrecondition stays a plain RewindError.
+  assert.equal(toRewindError(new ConnectError("fenced", Code.FailedPrecondition)) instanceof ConditionError, false);
 });
