@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bytes"
+	"cmp"
 	"connectrpc.com/connect"
 	"context"
 	"encoding/json"
@@ -322,7 +323,8 @@ func (b *browser) replay(base string, fields map[string]string, more ...chromedp
 // against a real `rewind serve`, with data made by the Go client: a replay
 // from a timestamp (the exact rows), a replay through the keyprefix filter
 // uploaded on the Plugins page, the bound on rows kept, the Topics and
-// Cluster pages, and a group's lag, a reset's dry run and its execution,
+// Cluster pages, a key's history and a tag search on the Search page, and
+// a group's lag, a reset's dry run and its execution,
 // after which a live member re-reads from the start. The page must throw
 // nothing and violate no CSP.
 func TestConsole(t *testing.T) {
@@ -591,6 +593,8 @@ func TestConsole(t *testing.T) {
 		b.screenshot("topics")
 	})
 
+	t.Run("search by key and by tag", func(t *testing.T) { search(t, ctx, browser.on(t), base, c) })
+
 	t.Run("group lag and reset", func(t *testing.T) { groupReset(t, ctx, browser.on(t), base, c) })
 
 	if errs := browser.pageErrors(); len(errs) > 0 {
@@ -704,6 +708,128 @@ func groupReset(t *testing.T, ctx context.Context, b *browser, base string, c *c
 			t.Fatalf("the member did not re-read both partitions from offset 0 after the reset (did: %v)", reread)
 		}
 	}
+}
+
+// search: the Search page shows a key's history (versions, offsets and
+// values as the Go client appended them), from a version backward, and
+// the records a tag matches in every partition and in one.
+func search(t *testing.T, ctx context.Context, b *browser, base string, c *client.Client) {
+	if _, err := c.CreateTopic(ctx, "accounts", client.WithPartitions(2)); err != nil {
+		t.Fatal(err)
+	}
+	type appended struct {
+		key, value, typ string
+		tags            []string
+		res             client.Result
+	}
+	var all []appended
+	app := func(key, value, typ string, tags []string, cond client.Condition) {
+		t.Helper()
+		res, err := c.Append(ctx, "accounts", []byte(key), []client.Message{{Value: []byte(value), Type: typ, Tags: tags}}, cond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, appended{key, value, typ, tags, res[0]})
+	}
+	app("acc-1", `{"opened":true}`, "Opened", []string{"branch:7"}, client.ExpectNone())
+	app("acc-2", `{"opened":true}`, "Opened", []string{"branch:7", "vip"}, client.ExpectNone())
+	for i := range 3 {
+		app("acc-1", fmt.Sprintf(`{"deposit":%d}`, i), "Deposited", nil, client.ExpectVersion(uint64(i)))
+	}
+	app("acc-3", `{"opened":true}`, "Opened", []string{"branch:7"}, client.ExpectNone())
+
+	// searched fills the form, presses button and returns the rows shown.
+	type found struct {
+		Partition, Offset int
+		Version           string
+		Cells             []string
+	}
+	searched := func(button string, fields map[string]string, backward bool) []found {
+		t.Helper()
+		b.run("search", b.set(fields), chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
+			`document.querySelector("#search-backward").checked = %t; document.querySelector("#search-status").dataset.state = ""; undefined`, backward)),
+			chromedp.Click(chromedp.CSS(button)))
+		b.waitFor("the search", `["done", "error"].includes(document.querySelector("#search-status").dataset.state)`)
+		var state, errText string
+		b.eval(`document.querySelector("#search-status").dataset.state`, &state)
+		b.eval(`document.querySelector("#search-error").textContent`, &errText)
+		if state != "done" {
+			t.Fatalf("the search ended in %q: %s", state, errText)
+		}
+		var rows []found
+		b.eval(`[...document.querySelectorAll("table.search-results tbody tr")].map((tr) => ({Partition: Number(tr.dataset.partition),
+			Offset: Number(tr.dataset.offset), Version: tr.dataset.version ?? "", Cells: [...tr.children].map((td) => td.textContent)}))`, &rows)
+		return rows
+	}
+	// want is what the page shows of the records keep selects, in the
+	// order of appends (or of append times, then partitions, with byTime):
+	// the key's columns or the tag search's.
+	want := func(byKey, byTime bool, keep func(a appended) bool) []found {
+		var out []found
+		sorted := slices.Clone(all)
+		if byTime {
+			slices.SortStableFunc(sorted, func(x, y appended) int {
+				return cmp.Or(x.res.AppendTime.Compare(y.res.AppendTime), cmp.Compare(x.res.Partition, y.res.Partition))
+			})
+		}
+		for _, a := range sorted {
+			if !keep(a) {
+				continue
+			}
+			r := a.res
+			tags := strings.Join(a.tags, ", ")
+			v := fmt.Sprint(r.KeyVersion)
+			at := r.AppendTime.UTC().Format("2006-01-02T15:04:05.000Z")
+			cells := []string{fmt.Sprint(r.Partition), fmt.Sprint(r.Offset), a.key, v, a.typ, tags, a.value, at}
+			if byKey {
+				cells = []string{v, fmt.Sprint(r.Partition), fmt.Sprint(r.Offset), a.typ, tags, a.value, at}
+			}
+			out = append(out, found{int(r.Partition), int(r.Offset), v, cells})
+		}
+		return out
+	}
+	equal := func(a, b found) bool {
+		return a.Partition == b.Partition && a.Offset == b.Offset && a.Version == b.Version && slices.Equal(a.Cells, b.Cells)
+	}
+
+	b.open(base, "search")
+	got := searched("#search-key-go", map[string]string{"#search-topic": "accounts", "#search-key": "acc-1", "#search-from-version": ""}, false)
+	if w := want(true, false, func(a appended) bool { return a.key == "acc-1" }); len(w) != 4 || !slices.EqualFunc(got, w, equal) {
+		t.Fatalf("the history of acc-1 shows\n%+v\nwant\n%+v", got, w)
+	}
+	var status string
+	b.eval(`document.querySelector("#search-status").textContent`, &status)
+	if !strings.Contains(status, "4 records") || !strings.Contains(status, "versions 0 to 3 held") {
+		t.Errorf("the status of the key search says %q", status)
+	}
+	b.run("select version 1", chromedp.Click(chromedp.CSS(`table.search-results tr[data-version="1"]`)))
+	b.waitFor("the record's detail", `document.querySelector("#search-detail-value")?.textContent === "{\n  \"deposit\": 0\n}"`)
+	b.screenshot("search-key")
+
+	got = searched("#search-key-go", map[string]string{"#search-from-version": "2"}, true)
+	w := want(true, false, func(a appended) bool { return a.key == "acc-1" && a.res.KeyVersion <= 2 })
+	slices.Reverse(w)
+	if !slices.EqualFunc(got, w, equal) {
+		t.Fatalf("acc-1 from version 2, newest first, shows\n%+v\nwant\n%+v", got, w)
+	}
+
+	// A tag, in every partition (by append time), then in one.
+	b.waitFor("the partition selector", `document.querySelector("#search-partition").dataset.partitions === "2" && !document.querySelector("#search-partition").closest("label").hidden`)
+	got = searched("#search-tags-go", map[string]string{"#search-types": "", "#search-tags": "branch:7", "#search-partition": ""}, false)
+	w = want(false, true, func(a appended) bool { return slices.Contains(a.tags, "branch:7") })
+	if len(w) != 3 || w[0].Partition == w[1].Partition && w[1].Partition == w[2].Partition {
+		t.Fatalf("the records tagged branch:7 lie in one partition (%+v): the test needs them in both", w)
+	}
+	if !slices.EqualFunc(got, w, equal) {
+		t.Fatalf("tag branch:7 in every partition shows\n%+v\nwant\n%+v", got, w)
+	}
+	p := all[0].res.Partition // acc-1's
+	got = searched("#search-tags-go", map[string]string{"#search-types": "Opened, Deposited", "#search-tags": "", "#search-partition": fmt.Sprint(p)}, false)
+	w = want(false, false, func(a appended) bool { return a.res.Partition == p })
+	if !slices.EqualFunc(got, w, equal) {
+		t.Fatalf("types Opened and Deposited in partition %d show\n%+v\nwant\n%+v", p, got, w)
+	}
+	b.screenshot("search-tags")
 }
 
 // TestConsoleCluster opens the console of one node of a three-node

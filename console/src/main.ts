@@ -1,5 +1,5 @@
-// Rewind's web console: a page per hash route (#/replay, #/topics,
-// #/groups, #/plugins, #/cluster), each built on the TypeScript client
+// Rewind's web console: a page per hash route (#/replay, #/search,
+// #/topics, #/groups, #/plugins, #/cluster), each built on the TypeScript client
 // (../sdk/ts/src) and speaking only the public API of the server that
 // served it.
 
@@ -7,6 +7,7 @@ import { clusterPage } from "./cluster.js";
 import { groupsPage } from "./groups.js";
 import { pluginsPage } from "./plugins.js";
 import { replayPage } from "./replay.js";
+import { searchPage } from "./search.js";
 import { topicsPage } from "./topics.js";
 import { setToken, token } from "./ui.js";
 
@@ -14,6 +15,7 @@ type Page = (root: HTMLElement, query: URLSearchParams) => () => void;
 
 const pages: { [name: string]: Page } = {
   replay: replayPage,
+  search: searchPage,
   topics: topicsPage,
   groups: groupsPage,
   plugins: pluginsPage,
