@@ -37,6 +37,10 @@ type History struct {
 	// Bounds are the scenario's liveness bounds, checked against the
 	// publishes around each fault.
 	Bounds Bounds
+	// Keys are the histories of the keys the workload appended to with
+	// conditions (Publish.Cond), each read from the event store once the
+	// faults healed and the replicas caught up.
+	Keys []KeyRead `json:",omitempty"`
 }
 
 // Topic is a topic the workload used.
@@ -89,6 +93,47 @@ type Publish struct {
 	// Attempts is how many times it was sent (the same request each
 	// time); Failed means every attempt was refused with nothing stored.
 	Attempts int
+	// Cond is set on a conditional append (the bank workload): what it
+	// expected of its key's history and what the server answered. Nil: a
+	// plain publish.
+	Cond *Condition `json:",omitempty"`
+}
+
+// Condition is a conditional append's expectation of its key (Publish.Key)
+// and what came back. A refusal (Conflict) is a Failed publish: a refused
+// append stores nothing, and a retry of an attempt that was stored is
+// answered with the original, never refused.
+type Condition struct {
+	// None: the key had no record when the writer loaded it (a new
+	// account); otherwise Version is the last version the writer loaded,
+	// and the record must become Version+1.
+	None    bool `json:",omitempty"`
+	Version uint64
+	// KeyVersion is the version an Acked append was given.
+	KeyVersion uint64 `json:",omitempty"`
+	// Conflict: refused because the key's history had moved; Actual is
+	// the key's last version the refusal named (HasActual false: it
+	// named none, the key had no record).
+	Conflict  bool   `json:",omitempty"`
+	Actual    uint64 `json:",omitempty"`
+	HasActual bool   `json:",omitempty"`
+}
+
+// KeyRead is one key's whole history as the event store returned it
+// (EventStoreService.Read of the key from version 0, served by its
+// partition's leader).
+type KeyRead struct {
+	Topic     string
+	Key       string
+	Partition uint32
+	// Records are in version order, each with its KeyVersion.
+	Records []Record
+	// Head is the key's last version as the read reported it (HasHead
+	// false: the key has no record).
+	Head    uint64
+	HasHead bool
+	// Err: the read never succeeded (Records is then empty).
+	Err string `json:",omitempty"`
 }
 
 // Record is a stored record as read back.
@@ -99,6 +144,10 @@ type Record struct {
 	Value      string
 	IdemKey    string
 	AppendTime time.Time
+	// KeyVersion is the record's position in its key's history (0, 1,
+	// 2, ...), as the node that served it assigned it; 0 for a record
+	// without a key.
+	KeyVersion uint64 `json:",omitempty"`
 }
 
 // Replica is one node's copy of one partition at the end of the run.

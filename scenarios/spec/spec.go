@@ -5,6 +5,7 @@
 package spec
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -70,6 +71,19 @@ type Workload struct {
 	// Bombs replays through filters that never finish (an endless loop,
 	// unbounded memory, unbounded recursion), built from source.
 	Bombs bool
+	// Bank, when set, runs the lost-update workload on the first topic:
+	// concurrent writers per account that load, decide and append with
+	// the version they loaded (nil: none).
+	Bank *Bank
+}
+
+// Bank is the lost-update workload: Accounts keys, each written by
+// Writers concurrent writers that load the account's history, decide an
+// entry (open, deposit, or a withdrawal the balance allows) and append it
+// expecting the version they loaded; refused, they load and decide again.
+type Bank struct {
+	Accounts int // 1 to 1000
+	Writers  int // per account, 1 to 64
 }
 
 // Group is a subscriber group of the scenario.
@@ -151,7 +165,14 @@ type workloadBlock struct {
 	Gauntlet   bool         `hcl:"gauntlet,optional"`
 	Bombs      bool         `hcl:"filter_bombs,optional"`
 	Groups     []groupBlock `hcl:"group,block"`
+	Bank       *bankBlock   `hcl:"bank,block"`
 	DefRange   hcl.Range    `hcl:",def_range"`
+}
+
+type bankBlock struct {
+	Accounts int       `hcl:"accounts,optional"`
+	Writers  int       `hcl:"writers,optional"`
+	DefRange hcl.Range `hcl:",def_range"`
 }
 
 type groupBlock struct {
@@ -368,6 +389,15 @@ func (v *validator) workload(b *workloadBlock) Workload {
 			v.errorf(g.DefRange, "invalid members", "%d members: use 1 to 16", g.Members)
 		}
 		w.Groups = append(w.Groups, gr)
+	}
+	if bb := b.Bank; bb != nil {
+		w.Bank = &Bank{Accounts: cmp.Or(bb.Accounts, 20), Writers: cmp.Or(bb.Writers, 8)}
+		if w.Bank.Accounts < 1 || w.Bank.Accounts > 1000 {
+			v.errorf(bb.DefRange, "invalid accounts", "%d accounts: use 1 to 1000", bb.Accounts)
+		}
+		if w.Bank.Writers < 1 || w.Bank.Writers > 64 {
+			v.errorf(bb.DefRange, "invalid writers", "%d writers per account: use 1 to 64", bb.Writers)
+		}
 	}
 	return w
 }
