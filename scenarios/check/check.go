@@ -24,7 +24,7 @@ type Violation struct {
 
 // Verdict is one checker's judgement of a history.
 type Verdict struct {
-	Checker     string // short name: log, reads, follows, groups, filters, raft, gauntlet, liveness
+	Checker     string // short name: log, appends, reads, follows, groups, filters, raft, gauntlet, liveness
 	Description string // what the checker guarantees, one sentence
 	// OK: no violation found. A skipped checker is OK (it found nothing)
 	// and says why it did not check in Skipped.
@@ -36,10 +36,10 @@ type Verdict struct {
 	Stats map[string]float64
 }
 
-// All runs every checker, in a fixed order: Log, Reads, Follows, Groups,
-// Filters, RaftSafety, Gauntlet, Liveness.
+// All runs every checker, in a fixed order: Log, Appends, Reads, Follows,
+// Groups, Filters, RaftSafety, Gauntlet, Liveness.
 func All(h *history.History) []Verdict {
-	return []Verdict{Log(h), Reads(h), Follows(h), Groups(h), Filters(h), RaftSafety(h), Gauntlet(h), Liveness(h)}
+	return []Verdict{Log(h), Appends(h), Reads(h), Follows(h), Groups(h), Filters(h), RaftSafety(h), Gauntlet(h), Liveness(h)}
 }
 
 // verdict builds a Verdict, keeping the first MaxViolations violations.

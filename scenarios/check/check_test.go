@@ -29,7 +29,8 @@ func TestValidHistoriesPass(t *testing.T) {
 	// The generator must exercise what the checkers exempt or judge
 	// specially, or the property says little.
 	for _, stat := range []string{"log.retention_exempt", "reads.unverified", "reads.failed", "filters.judged",
-		"follows.judged", "groups.required", "groups.retention_exempt", "groups.commits_refused"} {
+		"follows.judged", "groups.required", "groups.retention_exempt", "groups.commits_refused",
+		"appends.conflicts", "appends.unknown_stored", "appends.unknown"} {
 		if totals[stat] == 0 {
 			t.Errorf("no seed exercised %s", stat)
 		}
@@ -117,7 +118,7 @@ func TestAllOrder(t *testing.T) {
 	for _, v := range All(generate(1)) {
 		got = append(got, v.Checker)
 	}
-	if want := "log reads follows groups filters raft gauntlet liveness"; strings.Join(got, " ") != want {
+	if want := "log appends reads follows groups filters raft gauntlet liveness"; strings.Join(got, " ") != want {
 		t.Fatalf("order %v, want %s", got, want)
 	}
 }

@@ -30,6 +30,13 @@
 //     acknowledged record is on every replica once, at the offset its
 //     acknowledgement named; a failed publish is nowhere; an unknown
 //     outcome is stored at most once; offsets are dense and replicas agree.
+//   - Appends: the conditional appends of the bank workload against each
+//     key's final history. Versions are dense from 0, each accepted append
+//     became the version after the one it expected (no two claimed the
+//     same: no lost update), nothing acknowledged is lost, nothing refused
+//     is stored, refusals name real versions, no account goes below 0, and
+//     every replica agrees on the versions. Skipped without conditional
+//     appends.
 //   - Reads: every unfiltered replay returned exactly the records its start
 //     and (exclusive) stop name, in order.
 //   - Follows: every live follower saw each record once, in order, across

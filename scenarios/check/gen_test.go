@@ -53,6 +53,7 @@ func generateN(seed int64, n int) *history.History {
 	g.groups()
 	g.leaders()
 	g.probes()
+	g.bank()
 	g.faults()
 	g.h.End = g.now
 	return g.h
