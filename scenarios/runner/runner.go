@@ -171,6 +171,9 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 		r := rand.New(rand.NewPCG(rng.Uint64(), 3))
 		spawn(func() { gauntlet(wctx, c, rec, r) })
 	}
+	if b := s.Workload.Bank; b != nil {
+		bank(wctx, c.addrs(), rec, topic.Name, *b, rand.New(rand.NewPCG(rng.Uint64(), 5)), spawn)
+	}
 	for _, g := range s.Workload.Groups {
 		r := rand.New(rand.NewPCG(rng.Uint64(), 1))
 		spawn(func() { runGroup(wctx, client.New(c.addrs()), rec, g, topic.Name, int(topic.Partitions), r) })
@@ -229,7 +232,9 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 			}
 		}
 	}
-	waitFollowers(rec, ends, 10*time.Second)
+	if s.Workload.Followers {
+		waitFollowers(rec, ends, 10*time.Second)
+	}
 	stopFollow()
 	follow.Wait()
 	h.End = time.Now()
@@ -242,6 +247,10 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 			}
 			h.Replicas = append(h.Replicas, r)
 		}
+	}
+	if b := s.Workload.Bank; b != nil {
+		logf("reading every account's history")
+		h.Keys = readKeys(ctx, cl, topic.Name, *b, time.Minute)
 	}
 	return h, errors.Join(fl.errs...)
 }

@@ -207,7 +207,8 @@ func resend(ctx context.Context, c *client.Client, rec *recorder, topic string, 
 
 // recordOf turns a delivered record into the history's.
 func recordOf(r client.Record) history.Record {
-	return history.Record{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: compact(string(r.Value)), IdemKey: r.IdempotencyKey, AppendTime: r.AppendTime}
+	return history.Record{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: compact(string(r.Value)), IdemKey: r.IdempotencyKey,
+		AppendTime: r.AppendTime, KeyVersion: r.KeyVersion}
 }
 
 // compact keeps a long value short in the history: its first 32 bytes and
