@@ -11,9 +11,10 @@ package bench
 //   - Append: load-decide-append. Read a random key's head, append one
 //     record expecting that version; a refusal is a conflict, counted, and
 //     the writer reads again and retries until its append is stored.
-//   - DCB: read the position of a random tag's last record (a query), append
-//     a record carrying the tag only if no record with the tag came after
-//     it (FailIfMatched); a refusal is a conflict, retried the same way.
+//   - DCB: query a random tag (one record and the partition's position),
+//     append a record carrying the tag only if no record with the tag came
+//     after that position (FailIfMatched); a refusal is a conflict, retried
+//     the same way.
 //
 // Every append is a durable conditional append (acknowledged after the
 // raft entry is fsynced), one record per request, like the peer's one
@@ -102,6 +103,12 @@ type AppendOptions struct {
 	Keys, Tags int
 	Duration   time.Duration
 	Seed       uint64 // writer w draws from a generator seeded (Seed, w)
+	// QueryLast (EventStoreDCB) reads the tag's last record (LastN(1))
+	// rather than its first (Limit(1)). Either read returns the position
+	// the condition needs; the server finds the last by reading every
+	// offset the tag matches, so this read slows as the tag's history
+	// grows.
+	QueryLast bool
 }
 
 // appendLoop runs o.Writers writers for o.Duration; each calls op with its
@@ -199,7 +206,7 @@ func EventStoreAppend(ctx context.Context, c *client.Client, o AppendOptions) (R
 
 // EventStoreDCB measures tag-conditioned appends (dynamic consistency
 // boundaries) over o.Tags tags ("t:0", "t:1", ...): each writer picks a
-// tag at random, queries the position of its last record, and appends
+// tag at random, queries it (one record, and the position), and appends
 // one record carrying the tag under a new key with FailIfMatched(the tag,
 // that position), querying again after each refusal. Tag i lives in
 // partition i mod the topic's partitions (queries and conditions are per
@@ -212,6 +219,10 @@ func EventStoreDCB(ctx context.Context, c *client.Client, o AppendOptions) (Repo
 	if err != nil {
 		return Report{}, err
 	}
+	read := client.Limit(1)
+	if o.QueryLast {
+		read = client.LastN(1)
+	}
 	var seq atomic.Uint64
 	run := time.Now().UnixNano() // keys stay new across runs on one topic
 	rep, err := appendLoop(ctx, o, func(r *rand.Rand) (int, error) {
@@ -222,7 +233,7 @@ func EventStoreDCB(ctx context.Context, c *client.Client, o AppendOptions) (Repo
 		msg := []client.Message{{Value: appendValue, Type: "e", Tags: []string{tag}, Partition: &p}}
 		key := fmt.Appendf(nil, "dcb-%d-%d", run, seq.Add(1))
 		for conflicts := 0; ; conflicts++ {
-			res, err := c.Query(ctx, o.Topic, q, client.InPartition(p), client.LastN(1))
+			res, err := c.Query(ctx, o.Topic, q, client.InPartition(p), read)
 			if err != nil {
 				return conflicts, err
 			}
