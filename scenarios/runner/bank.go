@@ -10,6 +10,13 @@ package runner
 // after answers that never came resend the same request, idempotency key
 // included, so the server answers a stored attempt with the original.
 //
+// Half the writers are patient: they resend an unanswered append for up
+// to bankRetryFor. The others give the decision up at the first attempt
+// that got no answer (its outcome unknown), as an application whose
+// request timed out would, and load again: they find their own entry
+// there or not, and the checker judges an unknown append that was stored
+// like an acknowledged one.
+//
 // Withdrawals take more than half of the balance on purpose: two writers
 // that decide from the same version and were both accepted overdraw the
 // account, which the business-rule check of the appends checker sees even
@@ -46,7 +53,7 @@ func bank(ctx context.Context, addrs string, rec *recorder, topic string, b spec
 		// One client per account: its writers share the connections.
 		c := client.New(addrs, client.WithPublishRetry(1, 0, 2*time.Second))
 		for w := range b.Writers {
-			wr := &writer{c: c, rec: rec, topic: topic, key: accountKey(a), id: a*b.Writers + w,
+			wr := &writer{c: c, rec: rec, topic: topic, key: accountKey(a), id: a*b.Writers + w, patient: w%2 == 0,
 				rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(a*b.Writers+w)))}
 			spawn(func() { wr.run(ctx) })
 		}
@@ -61,6 +68,9 @@ type writer struct {
 	key   string
 	id    int
 	rng   *rand.Rand
+	// patient: resend an unanswered append (else: give it up at once,
+	// its outcome unknown).
+	patient bool
 }
 
 func (w *writer) run(ctx context.Context) {
@@ -153,7 +163,7 @@ func (w *writer) append(ctx context.Context, p *history.Publish, cond client.Con
 		if !notStored(err) {
 			stored = true
 		}
-		if time.Since(p.Start) > bankRetryFor || ctx.Err() != nil {
+		if time.Since(p.Start) > bankRetryFor || ctx.Err() != nil || (stored && !w.patient) {
 			p.Outcome = history.Failed
 			if stored {
 				p.Outcome = history.Unknown
