@@ -102,7 +102,7 @@ func (b *Broker) Read(ctx context.Context, topic string, spec ReadSpec) (ReadRes
 		op.Remote = func(ctx context.Context, node uint64, addr string, relay bool) error {
 			out, err := b.cfg.PeerClients.Read(ctx, node, addr, topic, p, spec.Key, spec.Query, spec.FromVersion, spec.FromOffset, spec.Last, spec.Backward, spec.Limit, relay)
 			if err != nil {
-				return peerError(err, true)
+				return b.lagging(lt, node, peerError(err, true))
 			}
 			res = ReadResult{Partition: p, Head: out.Head, HasHead: out.HasHead, Earliest: out.Earliest, HasEarliest: out.HasEarliest,
 				Position: out.Position, HasPosition: out.HasPosition, More: out.More}

@@ -170,7 +170,7 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 			a, res = nil, nil
 			out, err := b.cfg.PeerClients.Publish(ctx, node, addr, lt.meta.Name, p, recs, conds, relay)
 			if err != nil {
-				return peerError(err, false)
+				return b.lagging(lt, node, peerError(err, false))
 			}
 			res = make([]PublishResult, len(out))
 			for i, o := range out {
@@ -182,6 +182,20 @@ func (b *Broker) publishPartition(ctx context.Context, lt *liveTopic, p uint32, 
 	}
 	err = b.route.Write(ctx, b.routed(lt, p, false), op)
 	return a, res, err
+}
+
+// lagging turns a member's "no such topic" into a refusal that stored
+// nothing, to retry, while this node still knows the topic: the member has
+// not applied its creation yet (a topic just created, its partition
+// leaders behind the metadata leader on a busy machine).
+func (b *Broker) lagging(lt *liveTopic, node uint64, err error) error {
+	if !errors.Is(err, ErrNoTopic) {
+		return err
+	}
+	if t, ok := b.meta.Topic(lt.meta.Name); !ok || t.ID != lt.meta.ID {
+		return err
+	}
+	return route.NotStored(fmt.Errorf("node %d does not know topic %q yet: %w", node, lt.meta.Name, err))
 }
 
 // peerError names a member's refusal (a *route.RefusedError) in the
