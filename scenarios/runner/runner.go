@@ -2,7 +2,7 @@
 // on loopback (a faultnet proxy on every peer link), drives the workload
 // with the Go client (sequential publishers with unique idempotency keys,
 // live followers, replays from random positions, subscriber groups with
-// churn and resets), applies the fault schedule, then heals everything,
+// churn and resets, bank writers' conditional appends), applies the fault schedule, then heals everything,
 // waits until every replica caught up and reads each one back. What it
 // saw is a history.History for the checkers (scenarios/check) and the report
 // (scenarios/report).
