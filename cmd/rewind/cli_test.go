@@ -588,10 +588,11 @@ func TestCLI(t *testing.T) {
 
 		// --format json result.
 		var jr struct {
-			Partition *uint32 `json:"partition"`
-			Offset    *uint64 `json:"offset"`
-			MessageID string  `json:"message_id"`
-			Duplicate *bool   `json:"duplicate"`
+			Partition  *uint32 `json:"partition"`
+			Offset     *uint64 `json:"offset"`
+			MessageID  string  `json:"message_id"`
+			Duplicate  *bool   `json:"duplicate"`
+			KeyVersion *uint64 `json:"key_version"`
 		}
 		out := srv.ok(t, nil, "publish", "orders", "k2-note", "--key", "k2", "--format", "json")
 		dec := json.NewDecoder(strings.NewReader(out))
@@ -599,7 +600,7 @@ func TestCLI(t *testing.T) {
 		if err := dec.Decode(&jr); err != nil {
 			t.Fatalf("publish --format json: %v\n%s", err, out)
 		}
-		if jr.Partition == nil || *jr.Partition != keyPartition["k2"] || jr.Offset == nil || jr.Duplicate == nil || *jr.Duplicate || jr.MessageID == "" {
+		if jr.Partition == nil || *jr.Partition != keyPartition["k2"] || jr.Offset == nil || jr.Duplicate == nil || *jr.Duplicate || jr.MessageID == "" || jr.KeyVersion == nil {
 			t.Fatalf("publish --format json printed %s; want partition %d, an offset, duplicate false, a message_id", out, keyPartition["k2"])
 		}
 		pubs = append(pubs, published{partition: *jr.Partition, offset: *jr.Offset, id: jr.MessageID, key: "k2", value: []byte("k2-note")})
