@@ -116,6 +116,47 @@ func TestFailpointSkipDedupeStoresAResendAgain(t *testing.T) {
 	}
 }
 
+// TestFailpointSkipConditionsLosesAnUpdate: two writers that loaded
+// version 0 both append expecting it; the second is refused, and with
+// bug-skip-conditions both are stored (the lost update the lost-update
+// scenario's checker catches).
+func TestFailpointSkipConditionsLosesAnUpdate(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bug=%v", bug), func(t *testing.T) {
+			b := open(t, vfs.NewMem())
+			defer b.Close()
+			ctx := context.Background()
+			if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if bug {
+				setFailpoint(t, failpoint.BugSkipConditions, "")
+			}
+			rec := func(v string) []PublishRecord {
+				return []PublishRecord{{Record: record.Record{Key: []byte("acct"), Value: []byte(v)}}}
+			}
+			if _, _, err := b.Publish(ctx, "t", rec("open")); err != nil {
+				t.Fatal(err)
+			}
+			loaded := &partition.Conditions{Keys: []partition.KeyCondition{{Key: []byte("acct"), Expect: partition.ExpectVersion, Version: 0}}}
+			if _, _, err := b.PublishIf(ctx, "t", rec("writer 1"), loaded); err != nil {
+				t.Fatal(err)
+			}
+			_, res, err := b.PublishIf(ctx, "t", rec("writer 2"), loaded)
+			var ce *ConditionError
+			if bug {
+				if err != nil || res[0].KeyVersion != 2 {
+					t.Fatalf("with the bug the second writer got %+v, %v: want it stored", res, err)
+				}
+				return
+			}
+			if !errors.As(err, &ce) || ce.Actual != 1 {
+				t.Fatalf("the second writer: %v, want a refusal naming version 1", err)
+			}
+		})
+	}
+}
+
 // TestFailpointAcceptFencedCommit: a commit from a generation older than
 // a partition's fence is refused; with bug-accept-fenced-commit it lands.
 func TestFailpointAcceptFencedCommit(t *testing.T) {
