@@ -190,7 +190,16 @@ func termPrefix(prefix byte, group uint64, term []byte) []byte {
 
 // KeyVersionKey is the key index row of version v of key.
 func KeyVersionKey(group uint64, key []byte, v uint64) []byte {
-	return binary.BigEndian.AppendUint64(termPrefix(KeyIndex, group, key), v)
+	return AppendKeyVersionKey(nil, group, key, v)
+}
+
+// AppendKeyVersionKey appends KeyVersionKey(group, key, v) to dst.
+func AppendKeyVersionKey(dst []byte, group uint64, key []byte, v uint64) []byte {
+	dst = append(dst, KeyIndex)
+	dst = binary.BigEndian.AppendUint64(dst, group)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
+	dst = append(dst, key...)
+	return binary.BigEndian.AppendUint64(dst, v)
 }
 
 // KeySpan is the span of key's rows in the key index.
@@ -234,7 +243,16 @@ func VersionsKeyBase(k []byte) (uint64, bool) {
 
 // TagKey is the tag index row of a record at offset carrying term.
 func TagKey(group uint64, term []byte, offset uint64) []byte {
-	return binary.BigEndian.AppendUint64(termPrefix(TagIndex, group, term), offset)
+	return AppendTagKey(nil, group, term, offset)
+}
+
+// AppendTagKey appends TagKey(group, term, offset) to dst.
+func AppendTagKey(dst []byte, group uint64, term []byte, offset uint64) []byte {
+	dst = append(dst, TagIndex)
+	dst = binary.BigEndian.AppendUint64(dst, group)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(term)))
+	dst = append(dst, term...)
+	return binary.BigEndian.AppendUint64(dst, offset)
 }
 
 // TagSpan is the span of term's rows in the tag index.

@@ -405,7 +405,9 @@ func (p *Partition) indexBatch(w *pebble.Batch, b record.Batch, base uint64, gho
 			}
 			var val [8]byte
 			binary.BigEndian.PutUint64(val[:], off)
-			if err := w.Set(keys.KeyVersionKey(p.cfg.Group, key, v), val[:], nil); err != nil {
+			// Set copies key and value into the batch: one scratch key.
+			p.rowBuf = keys.AppendKeyVersionKey(p.rowBuf[:0], p.cfg.Group, key, v)
+			if err := w.Set(p.rowBuf, val[:], nil); err != nil {
 				return err
 			}
 			p.passHeads[string(key)] = v
@@ -414,7 +416,8 @@ func (p *Partition) indexBatch(w *pebble.Batch, b record.Batch, base uint64, gho
 			}
 		}
 		for _, t := range terms {
-			if err := w.Set(keys.TagKey(p.cfg.Group, t, off), nil, nil); err != nil {
+			p.rowBuf = keys.AppendTagKey(p.rowBuf[:0], p.cfg.Group, t, off)
+			if err := w.Set(p.rowBuf, nil, nil); err != nil {
 				return err
 			}
 			p.passIndex[string(t)] = append(p.passIndex[string(t)], off)

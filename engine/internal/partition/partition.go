@@ -190,6 +190,7 @@ type Partition struct {
 	passHeads    map[string]uint64
 	passIndex    map[string][]uint64
 	passVersions map[uint64][]byte // by base offset
+	rowBuf       []byte            // scratch key of an index row
 	headCache    map[string]uint64
 	applyIter    *pebble.Iterator
 
