@@ -57,6 +57,16 @@ func TestEventStoreLoadDecideAppend(t *testing.T) {
 	if err != nil || len(r.Records) != 2 || r.Records[0].KeyVersion != 4 || r.Records[1].KeyVersion != 5 {
 		t.Fatalf("from version 4: %+v %v", r, err)
 	}
+	// A time: the first record of the key appended at or after it.
+	all, err := c.ReadKey(ctx, "accounts", acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := all.Records[3].AppendTime
+	r, err = c.ReadKey(ctx, "accounts", acc, client.FromTime(at))
+	if err != nil || len(r.Records) == 0 || r.Records[0].AppendTime.Before(at) || r.Records[0].KeyVersion > 3 {
+		t.Fatalf("from the time of version 3: %+v %v", r, err)
+	}
 	r, err = c.ReadKey(ctx, "accounts", acc, client.LastN(1), client.Backward())
 	if err != nil || len(r.Records) != 1 || string(r.Records[0].Value) != "deposit 4" {
 		t.Fatalf("last 1: %+v %v", r, err)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rewindv1 "github.com/rewind-io/rewind/sdk/gen/rewind/v1"
 )
@@ -203,6 +205,12 @@ func FromVersion(v uint64) ReadOption {
 // before it with Backward).
 func FromOffset(offset uint64) ReadOption {
 	return func(r *rewindv1.ReadRequest) { r.From = &rewindv1.ReadRequest_FromOffset{FromOffset: offset} }
+}
+
+// FromTime starts at the first matching record appended at or after t
+// (the last one before it with Backward).
+func FromTime(t time.Time) ReadOption {
+	return func(r *rewindv1.ReadRequest) { r.From = &rewindv1.ReadRequest_FromTime{FromTime: timestamppb.New(t)} }
 }
 
 // LastN reads the last n matching records.

@@ -36,6 +36,12 @@ func (s *Server) Read(ctx context.Context, req *rewindv1.ReadRequest) (*rewindv1
 	case *rewindv1.ReadRequest_FromOffset:
 		o := f.FromOffset
 		spec.FromOffset = &o
+	case *rewindv1.ReadRequest_FromTime:
+		t, err := unixNanos(f.FromTime)
+		if err != nil {
+			return nil, err
+		}
+		spec.FromTime = &t
 	case *rewindv1.ReadRequest_Last:
 		if f.Last == 0 {
 			return nil, invalidf("last must be at least 1")

@@ -15,18 +15,9 @@ import (
 const MaxReadRecords = 10_000
 
 // ReadSpec is one event-store read (EventStoreService.Read): the records
-// of one key, or those a query matches, in one partition.
-type ReadSpec struct {
-	Key          []byte
-	Query        partition.Query
-	Partition    uint32
-	HasPartition bool
-	// One start at most: a key version, an offset, or the last N.
-	FromVersion, FromOffset *uint64
-	Last                    uint64
-	Backward                bool
-	Limit                   int // default and maximum MaxReadRecords
-}
+// of one key, or those a query matches, in one partition. Limit: default
+// and maximum MaxReadRecords.
+type ReadSpec = route.ReadSpec
 
 // ReadRecord is one record a read returns.
 type ReadRecord struct {
@@ -100,7 +91,7 @@ func (b *Broker) Read(ctx context.Context, topic string, spec ReadSpec) (ReadRes
 	}}
 	if b.cfg.PeerClients != nil {
 		op.Remote = func(ctx context.Context, node uint64, addr string, relay bool) error {
-			out, err := b.cfg.PeerClients.Read(ctx, node, addr, topic, p, spec.Key, spec.Query, spec.FromVersion, spec.FromOffset, spec.Last, spec.Backward, spec.Limit, relay)
+			out, err := b.cfg.PeerClients.Read(ctx, node, addr, topic, p, spec, relay)
 			if err != nil {
 				return b.lagging(lt, node, peerError(err, true))
 			}
@@ -132,6 +123,23 @@ func readLocal(part *partition.Partition, spec ReadSpec) (ReadResult, error) {
 	var res ReadResult
 	if vis.Next > 0 {
 		res.Position, res.HasPosition = vis.Next-1, true
+	}
+	if spec.FromTime != nil {
+		// A time is the offset of the first record appended at or after
+		// it (going backward: the one before).
+		off, err := part.SeekTime(*spec.FromTime)
+		if err != nil {
+			return res, err
+		}
+		switch {
+		case !spec.Backward:
+			spec.FromOffset = &off
+		case off == 0:
+			return res, nil
+		default:
+			off--
+			spec.FromOffset = &off
+		}
 	}
 	var offs []uint64
 	if len(spec.Key) > 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/record"
@@ -478,27 +479,44 @@ type ReadRecord struct {
 	HasVersion bool
 }
 
+// ReadSpec is one event-store read (EventStoreService.Read): the records
+// of one key, or those a query matches, in one partition.
+type ReadSpec struct {
+	Key          []byte
+	Query        partition.Query
+	Partition    uint32
+	HasPartition bool
+	// One start at most: a key version, an offset, a time (Unix
+	// nanoseconds), or the last N.
+	FromVersion, FromOffset *uint64
+	FromTime                *int64
+	Last                    uint64
+	Backward                bool
+	Limit                   int
+}
+
 // Read sends an event-store read of partition part to node on the member
 // path, marked forwarded (relay: relayed), for it to serve only if it
 // leads the partition. Errors as Publish's.
-func (p *Peers) Read(ctx context.Context, node uint64, addr, topic string, part uint32, key []byte, q partition.Query,
-	fromVersion, fromOffset *uint64, last uint64, backward bool, limit int, relay bool) (ReadAnswer, error) {
+func (p *Peers) Read(ctx context.Context, node uint64, addr, topic string, part uint32, spec ReadSpec, relay bool) (ReadAnswer, error) {
 	if addr == "" {
 		return ReadAnswer{}, fmt.Errorf("%w: %w: no address for node %d", ErrUnavailable, ErrNotStored, node)
 	}
-	req := &rewindv1.ReadRequest{Topic: topic, Partition: &part, Backward: backward, Limit: uint32(limit)}
-	if len(key) > 0 {
-		req.Select = &rewindv1.ReadRequest_Key{Key: key}
+	req := &rewindv1.ReadRequest{Topic: topic, Partition: &part, Backward: spec.Backward, Limit: uint32(spec.Limit)}
+	if len(spec.Key) > 0 {
+		req.Select = &rewindv1.ReadRequest_Key{Key: spec.Key}
 	} else {
-		req.Select = &rewindv1.ReadRequest_Query{Query: QueryToProto(q)}
+		req.Select = &rewindv1.ReadRequest_Query{Query: QueryToProto(spec.Query)}
 	}
 	switch {
-	case fromVersion != nil:
-		req.From = &rewindv1.ReadRequest_FromVersion{FromVersion: *fromVersion}
-	case fromOffset != nil:
-		req.From = &rewindv1.ReadRequest_FromOffset{FromOffset: *fromOffset}
-	case last > 0:
-		req.From = &rewindv1.ReadRequest_Last{Last: last}
+	case spec.FromVersion != nil:
+		req.From = &rewindv1.ReadRequest_FromVersion{FromVersion: *spec.FromVersion}
+	case spec.FromOffset != nil:
+		req.From = &rewindv1.ReadRequest_FromOffset{FromOffset: *spec.FromOffset}
+	case spec.FromTime != nil:
+		req.From = &rewindv1.ReadRequest_FromTime{FromTime: timestamppb.New(time.Unix(0, *spec.FromTime))}
+	case spec.Last > 0:
+		req.From = &rewindv1.ReadRequest_Last{Last: spec.Last}
 	}
 	resp, err := p.store.get(addr).Read(p.hop(peerauth.WithTarget(ctx, node), relay), req)
 	if err != nil {

@@ -11,6 +11,7 @@
 // subscription.ts.
 
 import { type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { type ReadRequestSchema, type ReadResponse } from "./gen/rewind/v1/eventstore_pb.js";
 import { Expect, type AppendConditionSchema, type KeyExpectationSchema } from "./gen/rewind/v1/publish_pb.js";
 import { type QuerySchema } from "./gen/rewind/v1/query_pb.js";
@@ -147,12 +148,14 @@ export function conditionsProto(
   return { expectations, conditions };
 }
 
-/** Options of readKey and query. At most one of fromVersion, fromOffset and last. */
+/** Options of readKey and query. At most one of fromVersion, fromOffset, fromTime and last. */
 export interface ReadOptions extends CallOptions {
   /** Key reads: start at this version (end there with backward). */
   fromVersion?: number | bigint;
   /** Start at the first matching record at or after this offset (at or before it with backward). */
   fromOffset?: number | bigint;
+  /** Start at the first matching record appended at or after this time (the last one before it with backward). */
+  fromTime?: Date;
   /** The last n matching records (oldest first; newest first with backward). */
   last?: number | bigint;
   /** Newest first. */
@@ -193,10 +196,16 @@ export function readRequest(
   select: { case: "key"; value: Uint8Array } | { case: "query"; value: Query },
   opts: ReadOptions = {},
 ): MessageInitShape<typeof ReadRequestSchema> {
-  const froms = (["fromVersion", "fromOffset", "last"] as const).filter((k) => opts[k] !== undefined);
-  if (froms.length > 1) throw invalid(`a read starts at one of fromVersion, fromOffset and last, not ${froms.join(" and ")}`);
+  const froms = (["fromVersion", "fromOffset", "fromTime", "last"] as const).filter((k) => opts[k] !== undefined);
+  if (froms.length > 1) throw invalid(`a read starts at one of fromVersion, fromOffset, fromTime and last, not ${froms.join(" and ")}`);
   let from: MessageInitShape<typeof ReadRequestSchema>["from"];
-  if (froms.length === 1) from = { case: froms[0], value: u64(opts[froms[0]]!, froms[0]) };
+  if (opts.fromTime !== undefined) {
+    if (!(opts.fromTime instanceof Date) || Number.isNaN(opts.fromTime.getTime())) throw invalid("fromTime is not a valid Date");
+    from = { case: "fromTime", value: timestampFromDate(opts.fromTime) };
+  } else if (froms.length === 1) {
+    const k = froms[0] as "fromVersion" | "fromOffset" | "last";
+    from = { case: k, value: u64(opts[k]!, k) };
+  }
   if (opts.limit !== undefined && (!Number.isInteger(opts.limit) || opts.limit < 0 || opts.limit > 0xffffffff)) {
     throw invalid(`limit ${opts.limit} is not an unsigned 32-bit integer`);
   }

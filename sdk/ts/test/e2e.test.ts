@@ -502,6 +502,11 @@ describe("event store", () => {
     assert.equal(page.more, true);
     const fromOffset = await client.readKey(topic, key, { fromOffset: all.records[3].offset });
     assert.deepEqual(vals(fromOffset), ["3:step 3", "4:step 4", "5:step 5"]);
+    // A time (a Date: millisecond precision) starts at the first record
+    // appended at or after it.
+    const t = all.records[3].appendTime;
+    const fromTime = await client.readKey(topic, key, { fromTime: t });
+    assert.deepEqual(vals(fromTime), vals({ records: all.records.filter((r) => r.appendTimeUnixNanos >= BigInt(t.getTime()) * 1_000_000n) }));
     const none = await client.readKey(topic, "order-404");
     assert.equal(none.head, undefined);
     assert.deepEqual(none.records, []);

@@ -9,6 +9,7 @@ package rewindv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -40,6 +41,7 @@ type ReadRequest struct {
 	//	*ReadRequest_FromVersion
 	//	*ReadRequest_FromOffset
 	//	*ReadRequest_Last
+	//	*ReadRequest_FromTime
 	From isReadRequest_From `protobuf_oneof:"from"`
 	// Newest first.
 	Backward bool `protobuf:"varint,8,opt,name=backward,proto3" json:"backward,omitempty"`
@@ -152,6 +154,15 @@ func (x *ReadRequest) GetLast() uint64 {
 	return 0
 }
 
+func (x *ReadRequest) GetFromTime() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.From.(*ReadRequest_FromTime); ok {
+			return x.FromTime
+		}
+	}
+	return nil
+}
+
 func (x *ReadRequest) GetBackward() bool {
 	if x != nil {
 		return x.Backward
@@ -206,11 +217,19 @@ type ReadRequest_Last struct {
 	Last uint64 `protobuf:"varint,7,opt,name=last,proto3,oneof"`
 }
 
+type ReadRequest_FromTime struct {
+	// A time: the first matching record appended at or after it (going
+	// backward: the last appended before it).
+	FromTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=from_time,json=fromTime,proto3,oneof"`
+}
+
 func (*ReadRequest_FromVersion) isReadRequest_From() {}
 
 func (*ReadRequest_FromOffset) isReadRequest_From() {}
 
 func (*ReadRequest_Last) isReadRequest_From() {}
+
+func (*ReadRequest_FromTime) isReadRequest_From() {}
 
 type ReadResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -307,7 +326,7 @@ var File_rewind_v1_eventstore_proto protoreflect.FileDescriptor
 
 const file_rewind_v1_eventstore_proto_rawDesc = "" +
 	"\n" +
-	"\x1arewind/v1/eventstore.proto\x12\trewind.v1\x1a\x15rewind/v1/query.proto\x1a\x16rewind/v1/record.proto\"\xb4\x02\n" +
+	"\x1arewind/v1/eventstore.proto\x12\trewind.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rewind/v1/query.proto\x1a\x16rewind/v1/record.proto\"\xef\x02\n" +
 	"\vReadRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x03key\x18\x02 \x01(\fH\x00R\x03key\x12(\n" +
@@ -316,7 +335,9 @@ const file_rewind_v1_eventstore_proto_rawDesc = "" +
 	"\ffrom_version\x18\x05 \x01(\x04H\x01R\vfromVersion\x12!\n" +
 	"\vfrom_offset\x18\x06 \x01(\x04H\x01R\n" +
 	"fromOffset\x12\x14\n" +
-	"\x04last\x18\a \x01(\x04H\x01R\x04last\x12\x1a\n" +
+	"\x04last\x18\a \x01(\x04H\x01R\x04last\x129\n" +
+	"\tfrom_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampH\x01R\bfromTime\x12\x1a\n" +
 	"\bbackward\x18\b \x01(\bR\bbackward\x12\x14\n" +
 	"\x05limit\x18\t \x01(\rR\x05limitB\b\n" +
 	"\x06selectB\x06\n" +
@@ -350,21 +371,23 @@ func file_rewind_v1_eventstore_proto_rawDescGZIP() []byte {
 
 var file_rewind_v1_eventstore_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_rewind_v1_eventstore_proto_goTypes = []any{
-	(*ReadRequest)(nil),  // 0: rewind.v1.ReadRequest
-	(*ReadResponse)(nil), // 1: rewind.v1.ReadResponse
-	(*Query)(nil),        // 2: rewind.v1.Query
-	(*Record)(nil),       // 3: rewind.v1.Record
+	(*ReadRequest)(nil),           // 0: rewind.v1.ReadRequest
+	(*ReadResponse)(nil),          // 1: rewind.v1.ReadResponse
+	(*Query)(nil),                 // 2: rewind.v1.Query
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*Record)(nil),                // 4: rewind.v1.Record
 }
 var file_rewind_v1_eventstore_proto_depIdxs = []int32{
 	2, // 0: rewind.v1.ReadRequest.query:type_name -> rewind.v1.Query
-	3, // 1: rewind.v1.ReadResponse.records:type_name -> rewind.v1.Record
-	0, // 2: rewind.v1.EventStoreService.Read:input_type -> rewind.v1.ReadRequest
-	1, // 3: rewind.v1.EventStoreService.Read:output_type -> rewind.v1.ReadResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 1: rewind.v1.ReadRequest.from_time:type_name -> google.protobuf.Timestamp
+	4, // 2: rewind.v1.ReadResponse.records:type_name -> rewind.v1.Record
+	0, // 3: rewind.v1.EventStoreService.Read:input_type -> rewind.v1.ReadRequest
+	1, // 4: rewind.v1.EventStoreService.Read:output_type -> rewind.v1.ReadResponse
+	4, // [4:5] is the sub-list for method output_type
+	3, // [3:4] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_rewind_v1_eventstore_proto_init() }
@@ -380,6 +403,7 @@ func file_rewind_v1_eventstore_proto_init() {
 		(*ReadRequest_FromVersion)(nil),
 		(*ReadRequest_FromOffset)(nil),
 		(*ReadRequest_Last)(nil),
+		(*ReadRequest_FromTime)(nil),
 	}
 	file_rewind_v1_eventstore_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}

@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Query } from "./query_pb.js";
 import { file_rewind_v1_query } from "./query_pb.js";
 import type { Record } from "./record_pb.js";
@@ -14,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewind/v1/eventstore.proto.
  */
 export const file_rewind_v1_eventstore: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZXdpbmQvdjEvZXZlbnRzdG9yZS5wcm90bxIJcmV3aW5kLnYxIuYBCgtSZWFkUmVxdWVzdBINCgV0b3BpYxgBIAEoCRINCgNrZXkYAiABKAxIABIhCgVxdWVyeRgDIAEoCzIQLnJld2luZC52MS5RdWVyeUgAEhYKCXBhcnRpdGlvbhgEIAEoDUgCiAEBEhYKDGZyb21fdmVyc2lvbhgFIAEoBEgBEhUKC2Zyb21fb2Zmc2V0GAYgASgESAESDgoEbGFzdBgHIAEoBEgBEhAKCGJhY2t3YXJkGAggASgIEg0KBWxpbWl0GAkgASgNQggKBnNlbGVjdEIGCgRmcm9tQgwKCl9wYXJ0aXRpb24i1wEKDFJlYWRSZXNwb25zZRIRCglwYXJ0aXRpb24YASABKA0SIgoHcmVjb3JkcxgCIAMoCzIRLnJld2luZC52MS5SZWNvcmQSGQoMaGVhZF92ZXJzaW9uGAMgASgESACIAQESHQoQZWFybGllc3RfdmVyc2lvbhgEIAEoBEgBiAEBEhUKCHBvc2l0aW9uGAUgASgESAKIAQESDAoEbW9yZRgGIAEoCEIPCg1faGVhZF92ZXJzaW9uQhMKEV9lYXJsaWVzdF92ZXJzaW9uQgsKCV9wb3NpdGlvbjJMChFFdmVudFN0b3JlU2VydmljZRI3CgRSZWFkEhYucmV3aW5kLnYxLlJlYWRSZXF1ZXN0GhcucmV3aW5kLnYxLlJlYWRSZXNwb25zZUI4WjZnaXRodWIuY29tL3Jld2luZC1pby9yZXdpbmQvc2RrL2dlbi9yZXdpbmQvdjE7cmV3aW5kdjFiBnByb3RvMw", [file_rewind_v1_query, file_rewind_v1_record]);
+  fileDesc("ChpyZXdpbmQvdjEvZXZlbnRzdG9yZS5wcm90bxIJcmV3aW5kLnYxIpcCCgtSZWFkUmVxdWVzdBINCgV0b3BpYxgBIAEoCRINCgNrZXkYAiABKAxIABIhCgVxdWVyeRgDIAEoCzIQLnJld2luZC52MS5RdWVyeUgAEhYKCXBhcnRpdGlvbhgEIAEoDUgCiAEBEhYKDGZyb21fdmVyc2lvbhgFIAEoBEgBEhUKC2Zyb21fb2Zmc2V0GAYgASgESAESDgoEbGFzdBgHIAEoBEgBEi8KCWZyb21fdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIARIQCghiYWNrd2FyZBgIIAEoCBINCgVsaW1pdBgJIAEoDUIICgZzZWxlY3RCBgoEZnJvbUIMCgpfcGFydGl0aW9uItcBCgxSZWFkUmVzcG9uc2USEQoJcGFydGl0aW9uGAEgASgNEiIKB3JlY29yZHMYAiADKAsyES5yZXdpbmQudjEuUmVjb3JkEhkKDGhlYWRfdmVyc2lvbhgDIAEoBEgAiAEBEh0KEGVhcmxpZXN0X3ZlcnNpb24YBCABKARIAYgBARIVCghwb3NpdGlvbhgFIAEoBEgCiAEBEgwKBG1vcmUYBiABKAhCDwoNX2hlYWRfdmVyc2lvbkITChFfZWFybGllc3RfdmVyc2lvbkILCglfcG9zaXRpb24yTAoRRXZlbnRTdG9yZVNlcnZpY2USNwoEUmVhZBIWLnJld2luZC52MS5SZWFkUmVxdWVzdBoXLnJld2luZC52MS5SZWFkUmVzcG9uc2VCOFo2Z2l0aHViLmNvbS9yZXdpbmQtaW8vcmV3aW5kL3Nkay9nZW4vcmV3aW5kL3YxO3Jld2luZHYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_rewind_v1_query, file_rewind_v1_record]);
 
 /**
  * @generated from message rewind.v1.ReadRequest
@@ -87,6 +89,15 @@ export type ReadRequest = Message<"rewind.v1.ReadRequest"> & {
      */
     value: bigint;
     case: "last";
+  } | {
+    /**
+     * A time: the first matching record appended at or after it (going
+     * backward: the last appended before it).
+     *
+     * @generated from field: google.protobuf.Timestamp from_time = 10;
+     */
+    value: Timestamp;
+    case: "fromTime";
   } | { case: undefined; value?: undefined };
 
   /**
