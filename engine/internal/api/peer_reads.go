@@ -86,6 +86,13 @@ func (p *PeerReads) Locate(ctx context.Context, req *peerv1.LocateRequest) (*pee
 	if err := p.check(ref); err != nil {
 		return nil, err
 	}
+	if k, ok := req.GetWhat().(*peerv1.LocateRequest_IdempotencyKey); ok {
+		off, found, err := p.s.b.ServeStoredOffset(ref.GetTopicId(), ref.GetPartition(), []byte(k.IdempotencyKey))
+		if err != nil {
+			return nil, toConnect(p.s.log, err)
+		}
+		return &peerv1.LocateResponse{Offset: off, Found: found}, nil
+	}
 	var at *int64
 	if t, ok := req.GetWhat().(*peerv1.LocateRequest_TimeUnixNanos); ok {
 		at = &t.TimeUnixNanos

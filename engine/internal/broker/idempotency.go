@@ -88,7 +88,7 @@ func (b *Broker) bindKeys(ctx context.Context, lt *liveTopic, recs []PublishReco
 			case !bd.Same:
 				c := &ConflictError{Index: i, Key: string(recs[i].IdempotencyKey), TopicID: lt.meta.ID, Partition: bd.Partition, Offset: bd.Offset}
 				if !bd.Stored {
-					c.Offset, c.OffsetUnknown = b.storedOffset(lt, bd.Partition, recs[i].IdempotencyKey)
+					c.Offset, c.OffsetUnknown = b.storedOffset(ctx, lt, bd.Partition, recs[i].IdempotencyKey)
 				}
 				if conflict == nil || c.Index < conflict.Index {
 					conflict = c
@@ -130,13 +130,21 @@ func (b *Broker) bindPartition(ctx context.Context, lt *liveTopic, home uint32, 
 // storedOffset looks up, on this node's replica of partition p, the offset
 // of the record stored with key: for a conflict's message, best effort
 // (unknown when this node has no replica, or the record is not stored).
-func (b *Broker) storedOffset(lt *liveTopic, p uint32, key []byte) (offset uint64, unknown bool) {
-	part := lt.parts[p]
-	if part == nil {
+func (b *Broker) storedOffset(ctx context.Context, lt *liveTopic, p uint32, key []byte) (offset uint64, unknown bool) {
+	if part := lt.parts[p]; part != nil {
+		if off, ok, err := part.StoredOffset(key); err == nil && ok {
+			return off, false
+		}
+	}
+	if !b.clustered() {
 		return 0, true
 	}
-	off, ok, err := part.StoredOffset(key)
-	if err != nil || !ok {
+	// This node's replica lags, or it holds none: the partition's leader
+	// has every acknowledged record.
+	ctx, cancel := context.WithTimeout(ctx, locateTimeout)
+	defer cancel()
+	off, found, err := b.leaderOf(lt, p).StoredOffset(ctx, key)
+	if err != nil || !found {
 		return 0, true
 	}
 	return off, false

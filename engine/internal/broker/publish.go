@@ -56,9 +56,10 @@ type ConflictError struct {
 	TopicID   uint64
 	Partition uint32
 	Offset    uint64
-	// OffsetUnknown: the key is bound to Partition, but this node does not
-	// know the original's offset (it has no replica there, or the original
-	// is not stored yet: a retry of it would store it there).
+	// OffsetUnknown: the key is bound to Partition, but neither this node's
+	// replica nor that partition's leader has the original (it is not
+	// stored yet: a retry of it would store it there), or the leader could
+	// not be asked in time.
 	OffsetUnknown bool
 }
 
@@ -328,7 +329,7 @@ func (b *Broker) partitionOutcome(lt *liveTopic, p uint32, idx []int, a *partiti
 		if errors.As(err, &ce) {
 			c := &ConflictError{Index: idx[ce.Index], Key: ce.Key, TopicID: lt.meta.ID, Partition: ce.Partition, Offset: ce.Offset}
 			if !ce.Stored {
-				c.Offset, c.OffsetUnknown = b.storedOffset(lt, ce.Partition, []byte(ce.Key))
+				c.Offset, c.OffsetUnknown = b.storedOffset(context.Background(), lt, ce.Partition, []byte(ce.Key))
 			}
 			return nil, c
 		}

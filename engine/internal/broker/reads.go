@@ -417,6 +417,29 @@ func (b *Broker) ServeFetch(ctx context.Context, topicID uint64, p uint32, f rem
 	return out, nil
 }
 
+// ServeStoredOffset answers, on the leader, where the record with
+// idempotency key key is stored in partition p (found false: not there).
+func (b *Broker) ServeStoredOffset(topicID uint64, p uint32, key []byte) (uint64, bool, error) {
+	part, err := b.ledPartition(topicID, p)
+	if err != nil {
+		return 0, false, err
+	}
+	return part.StoredOffset(key)
+}
+
+// StoredOffset implements the leader side of storedOffset: where the
+// leader of the link's partition has the key's record.
+func (l *leaderLink) StoredOffset(ctx context.Context, key []byte) (off uint64, found bool, err error) {
+	err = l.call(ctx, locateTimeout, func() (err error) {
+		off, found, err = l.b.ServeStoredOffset(l.lt.meta.ID, l.index, key)
+		return err
+	}, func(ctx context.Context, node uint64, addr string) (err error) {
+		off, found, err = l.b.cfg.PeerClients.StoredOffset(ctx, node, addr, l.lt.meta.ID, l.index, key)
+		return err
+	})
+	return off, found, err
+}
+
 // ServeLocate resolves, on the leader, a time to an offset (at != nil) or
 // an offset to its append time.
 func (b *Broker) ServeLocate(topicID uint64, p uint32, at *int64, offset uint64) (uint64, int64, error) {

@@ -297,6 +297,21 @@ func (p *Peers) Locate(ctx context.Context, node uint64, addr string, topicID ui
 	return resp.GetOffset(), resp.GetAppendTimeUnixNanos(), nil
 }
 
+// StoredOffset asks node, the leader of partition part of topic topicID,
+// where the record with idempotency key key is stored there (ok false:
+// not stored there). Errors as Fetch's.
+func (p *Peers) StoredOffset(ctx context.Context, node uint64, addr string, topicID uint64, part uint32, key []byte) (uint64, bool, error) {
+	if addr == "" {
+		return 0, false, fmt.Errorf("%w: no address for node %d", ErrUnavailable, node)
+	}
+	req := &peerv1.LocateRequest{Partition: p.ref(topicID, part), What: &peerv1.LocateRequest_IdempotencyKey{IdempotencyKey: string(key)}}
+	resp, err := p.parts.get(addr).Locate(peerauth.WithTarget(ctx, node), req)
+	if err != nil {
+		return 0, false, readError(ctx, node, part, err)
+	}
+	return resp.GetOffset(), resp.GetFound(), nil
+}
+
 // Bind binds idempotency keys in home partition home of topic topicID on
 // node, which must lead it (relay: a node that does not forwards them
 // once). An error that is ErrNotStored bound nothing.

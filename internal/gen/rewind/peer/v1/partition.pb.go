@@ -384,6 +384,7 @@ type LocateRequest struct {
 	//
 	//	*LocateRequest_TimeUnixNanos
 	//	*LocateRequest_Offset
+	//	*LocateRequest_IdempotencyKey
 	What          isLocateRequest_What `protobuf_oneof:"what"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -451,6 +452,15 @@ func (x *LocateRequest) GetOffset() uint64 {
 	return 0
 }
 
+func (x *LocateRequest) GetIdempotencyKey() string {
+	if x != nil {
+		if x, ok := x.What.(*LocateRequest_IdempotencyKey); ok {
+			return x.IdempotencyKey
+		}
+	}
+	return ""
+}
+
 type isLocateRequest_What interface {
 	isLocateRequest_What()
 }
@@ -465,16 +475,26 @@ type LocateRequest_Offset struct {
 	Offset uint64 `protobuf:"varint,3,opt,name=offset,proto3,oneof"`
 }
 
+type LocateRequest_IdempotencyKey struct {
+	// Where the record with this idempotency key is stored in the
+	// partition (found false: not stored here, or only bound here).
+	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3,oneof"`
+}
+
 func (*LocateRequest_TimeUnixNanos) isLocateRequest_What() {}
 
 func (*LocateRequest_Offset) isLocateRequest_What() {}
+
+func (*LocateRequest_IdempotencyKey) isLocateRequest_What() {}
 
 type LocateResponse struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Offset              uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	AppendTimeUnixNanos int64                  `protobuf:"varint,2,opt,name=append_time_unix_nanos,json=appendTimeUnixNanos,proto3" json:"append_time_unix_nanos,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// With idempotency_key: whether the key's record is stored here.
+	Found         bool `protobuf:"varint,3,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LocateResponse) Reset() {
@@ -519,6 +539,13 @@ func (x *LocateResponse) GetAppendTimeUnixNanos() int64 {
 		return x.AppendTimeUnixNanos
 	}
 	return 0
+}
+
+func (x *LocateResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
 }
 
 type BindRequest struct {
@@ -796,15 +823,17 @@ const file_rewind_peer_v1_partition_proto_rawDesc = "" +
 	"\x16append_time_unix_nanos\x18\x02 \x01(\x03R\x13appendTimeUnixNanos\x12\x12\n" +
 	"\x04span\x18\x03 \x01(\rR\x04span\x12\x18\n" +
 	"\arecords\x18\x04 \x01(\fR\arecords\x12!\n" +
-	"\fkey_versions\x18\x05 \x01(\fR\vkeyVersions\"\x97\x01\n" +
+	"\fkey_versions\x18\x05 \x01(\fR\vkeyVersions\"\xc2\x01\n" +
 	"\rLocateRequest\x12:\n" +
 	"\tpartition\x18\x01 \x01(\v2\x1c.rewind.peer.v1.PartitionRefR\tpartition\x12(\n" +
 	"\x0ftime_unix_nanos\x18\x02 \x01(\x03H\x00R\rtimeUnixNanos\x12\x18\n" +
-	"\x06offset\x18\x03 \x01(\x04H\x00R\x06offsetB\x06\n" +
-	"\x04what\"]\n" +
+	"\x06offset\x18\x03 \x01(\x04H\x00R\x06offset\x12)\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tH\x00R\x0eidempotencyKeyB\x06\n" +
+	"\x04what\"s\n" +
 	"\x0eLocateResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x123\n" +
-	"\x16append_time_unix_nanos\x18\x02 \x01(\x03R\x13appendTimeUnixNanos\"~\n" +
+	"\x16append_time_unix_nanos\x18\x02 \x01(\x03R\x13appendTimeUnixNanos\x12\x14\n" +
+	"\x05found\x18\x03 \x01(\bR\x05found\"~\n" +
 	"\vBindRequest\x12:\n" +
 	"\tpartition\x18\x01 \x01(\v2\x1c.rewind.peer.v1.PartitionRefR\tpartition\x123\n" +
 	"\bbindings\x18\x02 \x03(\v2\x17.rewind.peer.v1.BindingR\bbindings\"^\n" +
@@ -880,6 +909,7 @@ func file_rewind_peer_v1_partition_proto_init() {
 	file_rewind_peer_v1_partition_proto_msgTypes[5].OneofWrappers = []any{
 		(*LocateRequest_TimeUnixNanos)(nil),
 		(*LocateRequest_Offset)(nil),
+		(*LocateRequest_IdempotencyKey)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
