@@ -31,7 +31,9 @@
 //
 // Every entry starts with a kind byte: a record batch (behind a 9-byte
 // envelope carrying the raft index its proposer had applied when it
-// checked the batch's idempotency keys), a subscriber group command
+// checked the batch's idempotency keys; kindBatchExt adds an extension
+// with the append's conditions and the ghosts of records a rewrite
+// dropped, conditions.go), a subscriber group command
 // (groups.go), a retention truncate and a compaction (retention.go), an
 // idempotency-key binding (bind.go) and a tier manifest row (tier.go). The
 // keys each writes are listed in engine/internal/keys.
@@ -70,6 +72,24 @@
 // payload hash); same contents go to the bound target, other contents are
 // a conflict (ErrConflict). Binds and appends of the home partition are
 // ordered by its log, so the first wins on every replica.
+//
+// # Key versions, conditions and tags (keyindex.go, conditions.go)
+//
+// Apply gives every keyed record its key version (its position in its
+// key's history here: 0, 1, 2, ...) and writes the key index ('k': key,
+// version -> offset), a versions row per batch ('v', attached to batches
+// by every reader) and the tag index ('g': the rewind-tag and rewind-type
+// headers). Rows are never renumbered: retention and compaction drop
+// records, not versions. An append with conditions (EnqueueIf: key
+// expectations, tag conditions) is proposed alone as one batch and taken
+// or refused whole at apply, after the dedupe check, against the indexes
+// as the entries before it left them, so every replica decides alike; a
+// refusal is a *ConditionError. A batch rewritten by compaction or
+// retention keeps its dropped records' keys and terms (ghosts), so a
+// lagging replica that applies the rewritten entry indexes it the same.
+// KeyHead, KeyEntries, KeyVersionAt and QueryOffsets read the indexes up
+// to the visible end; KeyWindow and GapBatch build what a reader of one
+// key delivers (package stream).
 //
 // # Reading (reader.go, cache.go)
 //
