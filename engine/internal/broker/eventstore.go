@@ -283,12 +283,10 @@ func recordsAt(part *partition.Partition, offs []uint64, keyed bool, key []byte)
 		}
 		vs := b.Versions()
 		it := b.Records.Iter()
+		it.SeekDelta(uint32(off - b.Base)) // skip the batch's other records undecoded
 		var rec record.Record
 		for it.Next(&rec) {
 			o := b.Base + uint64(rec.OffsetDelta)
-			if o < off {
-				continue
-			}
 			if o == off && (!keyed || string(rec.Key) == string(key)) {
 				v, ok := vs.Lookup(rec.OffsetDelta)
 				out = append(out, ReadRecord{Record: rec, Offset: o, AppendTime: b.AppendTime, Version: v, HasVersion: ok})

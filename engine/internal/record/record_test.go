@@ -272,3 +272,43 @@ func TestPayloadSizeCountsWhatThePublisherChose(t *testing.T) {
 		}
 	}
 }
+
+func TestSeekDeltaSkipsToARecord(t *testing.T) {
+	recs := sample()
+	data := build(recs)
+	// A compacted copy without delta 1: seeking it lands on delta 2.
+	b, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted, err := Compact(b, func(d uint32) bool { return d == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		data  []byte
+		seek  uint32
+		want  []uint32 // deltas the iterator then returns
+		label string
+	}{
+		{data, 0, []uint32{0, 1, 2, 3}, "to the first"},
+		{data, 2, []uint32{2, 3}, "to the middle"},
+		{data, 4, nil, "past the last"},
+		{compacted, 1, []uint32{2, 3}, "to a dropped record"},
+	} {
+		bt, err := Parse(tc.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := bt.Iter()
+		it.SeekDelta(tc.seek)
+		var got []uint32
+		var r Record
+		for it.Next(&r) {
+			got = append(got, r.OffsetDelta)
+		}
+		if it.Err() != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Fatalf("%s: deltas %v (%v), want %v", tc.label, got, it.Err(), tc.want)
+		}
+	}
+}
