@@ -142,6 +142,7 @@ func readLocal(part *partition.Partition, spec ReadSpec) (ReadResult, error) {
 		}
 	}
 	var offs []uint64
+	var vers []uint64 // key reads: the versions of offs, from the index
 	if len(spec.Key) > 0 {
 		head, ok, err := part.KeyHead(spec.Key)
 		if err != nil {
@@ -217,7 +218,7 @@ func readLocal(part *partition.Partition, spec ReadSpec) (ReadResult, error) {
 		}
 		for _, e := range es {
 			if e.Version <= hi {
-				offs = append(offs, e.Offset)
+				offs, vers = append(offs, e.Offset), append(vers, e.Version)
 			}
 		}
 	} else {
@@ -252,7 +253,7 @@ func readLocal(part *partition.Partition, spec ReadSpec) (ReadResult, error) {
 		}
 		offs = all
 	}
-	recs, err := recordsAt(part, offs, len(spec.Key) > 0, spec.Key)
+	recs, err := recordsAt(part, offs, vers, spec.Key)
 	if err != nil {
 		return res, err
 	}
@@ -264,13 +265,15 @@ func readLocal(part *partition.Partition, spec ReadSpec) (ReadResult, error) {
 }
 
 // recordsAt reads the records at offs (ascending) through one reader. A
-// record that compaction removed is left out.
-func recordsAt(part *partition.Partition, offs []uint64, keyed bool, key []byte) ([]ReadRecord, error) {
+// record that compaction removed is left out. Key reads give key and the
+// versions (vers) the index holds; otherwise versions come from each
+// batch's versions row.
+func recordsAt(part *partition.Partition, offs, vers []uint64, key []byte) ([]ReadRecord, error) {
 	r := part.NewReader()
 	defer r.Close()
 	var out []ReadRecord
 	var b *partition.Batch
-	for _, off := range offs {
+	for i, off := range offs {
 		if b == nil || off >= b.End() || off < b.Base {
 			nb, _, err := r.Read(off)
 			if errors.Is(err, partition.ErrBelowStart) {
@@ -281,17 +284,18 @@ func recordsAt(part *partition.Partition, offs []uint64, keyed bool, key []byte)
 			}
 			b = nb
 		}
-		vs := b.Versions()
 		it := b.Records.Iter()
 		it.SeekDelta(uint32(off - b.Base)) // skip the batch's other records undecoded
 		var rec record.Record
-		for it.Next(&rec) {
-			o := b.Base + uint64(rec.OffsetDelta)
-			if o == off && (!keyed || string(rec.Key) == string(key)) {
-				v, ok := vs.Lookup(rec.OffsetDelta)
-				out = append(out, ReadRecord{Record: rec, Offset: o, AppendTime: b.AppendTime, Version: v, HasVersion: ok})
+		if it.Next(&rec) && b.Base+uint64(rec.OffsetDelta) == off && (key == nil || string(rec.Key) == string(key)) {
+			rr := ReadRecord{Record: rec, Offset: off, AppendTime: b.AppendTime}
+			if vers != nil {
+				rr.Version, rr.HasVersion = vers[i], true
+			} else if len(rec.Key) > 0 {
+				vs := b.Versions()
+				rr.Version, rr.HasVersion = vs.Lookup(rec.OffsetDelta)
 			}
-			break
+			out = append(out, rr)
 		}
 		if err := it.Err(); err != nil {
 			return nil, err
