@@ -230,26 +230,28 @@ func readLocal(part *partition.Partition, spec ReadSpec) (ReadResult, error) {
 		if spec.FromOffset != nil && spec.Backward {
 			end = min(end, *spec.FromOffset+1)
 		}
-		limit := spec.Limit + 1
-		if spec.Last > 0 || spec.Backward {
-			limit = 0 // the newest ones: all, then the tail
-		}
-		all, err := part.QueryOffsets(spec.Query, after, end, limit)
-		if err != nil {
-			return res, err
-		}
 		n := spec.Limit
 		if spec.Last > 0 {
 			n = min(n, int(min(spec.Last, uint64(MaxReadRecords))))
 		}
-		switch {
-		case spec.Last > 0 || spec.Backward:
-			if len(all) > n {
+		var all []uint64
+		var err error
+		if spec.Last > 0 || spec.Backward {
+			// The newest n (one more to tell whether more precede them),
+			// read backward: the work follows n, not the matches.
+			all, err = part.QueryLast(spec.Query, end, n+1)
+			if err == nil && len(all) > n {
 				res.More = spec.Backward && spec.Last == 0
 				all = all[len(all)-n:]
 			}
-		case len(all) > n:
-			all, res.More = all[:n], true
+		} else {
+			all, err = part.QueryOffsets(spec.Query, after, end, n+1)
+			if len(all) > n {
+				all, res.More = all[:n], true
+			}
+		}
+		if err != nil {
+			return res, err
 		}
 		offs = all
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -236,6 +237,12 @@ func (p *Partition) checkConditions(c *Conditions) (error, error) {
 // order, up to limit (0: no limit): the store's, and with pass the rows
 // this pass wrote.
 func (p *Partition) termOffsets(term []byte, after int64, end uint64, limit int, pass bool) ([]uint64, error) {
+	return p.termOffsetsDir(term, after, end, limit, pass, false)
+}
+
+// termOffsetsDir is termOffsets that, with last, returns the last limit
+// offsets of the range (still in ascending order), reading backward.
+func (p *Partition) termOffsetsDir(term []byte, after int64, end uint64, limit int, pass, last bool) ([]uint64, error) {
 	lo, _ := keys.TagSpan(p.cfg.Group, term)
 	if after >= 0 {
 		lo = keys.TagKey(p.cfg.Group, term, uint64(after)+1)
@@ -246,7 +253,11 @@ func (p *Partition) termOffsets(term []byte, after int64, end uint64, limit int,
 		return nil, err
 	}
 	var out []uint64
-	for valid := it.First(); valid && (limit == 0 || len(out) < limit); valid = it.Next() {
+	first, next := it.First, it.Next
+	if last {
+		first, next = it.Last, it.Prev
+	}
+	for valid := first(); valid && (limit == 0 || len(out) < limit); valid = next() {
 		off, ok := keys.TagKeyOffset(it.Key())
 		if !ok {
 			it.Close()
@@ -256,6 +267,9 @@ func (p *Partition) termOffsets(term []byte, after int64, end uint64, limit int,
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return nil, err
+	}
+	if last {
+		slices.Reverse(out)
 	}
 	if pass {
 		for _, off := range p.passIndex[string(term)] {
@@ -652,4 +666,60 @@ func (b *Batch) LastVersion() (uint64, bool) {
 		last, ok = v, true
 	}
 	return last, ok
+}
+
+// QueryLast returns the offsets of the last n records (n > 0) q matches
+// below end (bounded by the visible end), in ascending order, reading each
+// item's candidates backward: the work follows n, not the matches.
+func (p *Partition) QueryLast(q Query, end uint64, n int) ([]uint64, error) {
+	end = min(end, p.Bounds().Next)
+	var out []uint64
+	for _, item := range q {
+		var offs []uint64
+		switch {
+		case len(item.Tags) > 0:
+			// Candidates backward from the end in chunks, until n match.
+			hi := end
+			for len(offs) < n && hi > 0 {
+				cands, err := p.termOffsetsDir(TagTerm(item.Tags[0]), NoPosition, hi, max(n, 64), false, true)
+				if err != nil {
+					return nil, err
+				}
+				if len(cands) == 0 {
+					break
+				}
+				var got []uint64
+				for _, off := range cands {
+					ok, err := p.matches(item, off, false)
+					if err != nil {
+						return nil, err
+					}
+					if ok {
+						got = append(got, off)
+					}
+				}
+				offs = append(got, offs...)
+				hi = cands[0]
+				if len(cands) < max(n, 64) {
+					break
+				}
+			}
+		case len(item.Types) > 0:
+			for _, typ := range item.Types {
+				tail, err := p.termOffsetsDir(TypeTerm(typ), NoPosition, end, n, false, true)
+				if err != nil {
+					return nil, err
+				}
+				offs = mergeOffsets(offs, tail)
+			}
+		}
+		if len(offs) > n {
+			offs = offs[len(offs)-n:]
+		}
+		out = mergeOffsets(out, offs)
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out, nil
 }

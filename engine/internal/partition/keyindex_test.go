@@ -597,3 +597,53 @@ func TestKeyVersionsUnderCompaction(t *testing.T) {
 		t.Fatalf("append after compaction: %+v %v", stored(a), err)
 	}
 }
+
+// TestQueryLastIsTheTailOfTheQuery: reading a query's last n backward
+// returns exactly the last n of the forward read, for items with one and
+// several tags, types only, and mixes, and for ends inside the log.
+func TestQueryLastIsTheTailOfTheQuery(t *testing.T) {
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, nil)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 40 {
+		var rs []record.Record
+		for range 50 {
+			var tags []string
+			for _, tg := range []string{"a", "b", "c"} {
+				if rng.IntN(3) == 0 {
+					tags = append(tags, tg)
+				}
+			}
+			tags = append(tags, fmt.Sprint("type=T", rng.IntN(3)))
+			rs = append(rs, rec("", "v", tags...))
+		}
+		if _, err := p.Append(context.Background(), rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := []Query{
+		{{Tags: []string{"a"}}},
+		{{Tags: []string{"a", "b"}}},
+		{{Tags: []string{"c"}, Types: []string{"T1"}}},
+		{{Types: []string{"T0", "T2"}}},
+		{{Tags: []string{"b", "c"}}, {Types: []string{"T1"}}},
+	}
+	for qi, q := range queries {
+		for _, end := range []uint64{2000, 1234, 7} {
+			all, err := p.QueryOffsets(q, NoPosition, end, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []int{1, 5, 100, 5000} {
+				got, err := p.QueryLast(q, end, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := all[max(0, len(all)-n):]
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("query %d, end %d, last %d: %v, want %v", qi, end, n, got, want)
+				}
+			}
+		}
+	}
+}
