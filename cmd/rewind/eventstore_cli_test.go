@@ -60,6 +60,13 @@ func TestCLIEventStore(t *testing.T) {
 	if got := strings.Join(replay("--from", "-5"), ","); got != "created,paid" {
 		t.Fatalf("replay --key --from -5: %s", got)
 	}
+	// A topic without the key index refuses a conditional publish, and
+	// describe says so.
+	s.ok(t, nil, "topic", "create", "fast", "--key-index=false")
+	if out := s.ok(t, nil, "topic", "describe", "fast"); !strings.Contains(out, "key index off") {
+		t.Fatalf("topic describe:\n%s", out)
+	}
+	s.fails(t, "key index", "publish", "fast", "v", "--key", "k", "--expect-version", "none")
 	// The stale publishes stored nothing: the partition holds two records
 	// of the key and nothing else of it.
 	text := s.ok(t, nil, "replay", "orders", "--key", "order-1", "--from", "earliest")

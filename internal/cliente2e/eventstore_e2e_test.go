@@ -213,3 +213,48 @@ func TestEventStoreThroughAFollower(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicWithoutAKeyIndex: a topic created without the indexes says so,
+// stores keyed records without versions, and refuses what needs the
+// index with FailedPrecondition; a default topic keeps the index.
+func TestTopicWithoutAKeyIndex(t *testing.T) {
+	s := startServer(t, "")
+	c := client.New(s.addr)
+	ctx := context.Background()
+	plain, err := c.CreateTopic(ctx, "fast", client.WithPartitions(2), client.WithKeyIndex(false))
+	if err != nil || plain.KeyIndex {
+		t.Fatalf("create without the index: %+v %v", plain, err)
+	}
+	if def, err := c.CreateTopic(ctx, "default"); err != nil || !def.KeyIndex {
+		t.Fatalf("a default topic: %+v %v", def, err)
+	}
+	res, err := c.Publish(ctx, "fast", client.Message{Key: []byte("k"), Value: []byte("v")})
+	if err != nil || res[0].HasKeyVersion {
+		t.Fatalf("keyed publish: %+v %v", res, err)
+	}
+	if _, err := c.Append(ctx, "fast", []byte("k"), []client.Message{{Value: []byte("w")}}, client.ExpectVersion(0)); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("conditional append: %v", err)
+	}
+	if _, err := c.ReadKey(ctx, "fast", []byte("k")); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("key read: %v", err)
+	}
+	// A key subscription still works: it filters the partition.
+	sub, err := c.Subscribe(ctx, "fast", client.Key([]byte("k")), client.From(client.Earliest()), client.Until(client.End()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	n := 0
+	for rec, err := range sub.Records() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(rec.Key) != "k" || rec.HasKeyVersion {
+			t.Fatalf("key subscription delivered %+v", rec)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("key subscription delivered %d records", n)
+	}
+}

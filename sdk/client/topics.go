@@ -23,7 +23,10 @@ type Topic struct {
 	Cleanup         string
 	DeleteRetention time.Duration
 	DedupeWindow    time.Duration
-	CreateTime      time.Time
+	// KeyIndex: the topic keeps the key and tag indexes (key versions,
+	// Append, ReadKey, Query). Fixed at creation (WithKeyIndex).
+	KeyIndex   bool
+	CreateTime time.Time
 	// LocalRetentionAge and LocalRetentionBytes bound the servers' local
 	// copy under tiered storage (WithLocalRetention); zero: no limit.
 	LocalRetentionAge   time.Duration
@@ -163,6 +166,14 @@ func WithDedupeWindow(d time.Duration) TopicOption {
 	return topicOption(func(c *rewindv1.TopicConfig) { c.DedupeWindow = durationpb.New(d) })
 }
 
+// WithKeyIndex sets whether the topic keeps the key and tag indexes
+// (default on): key versions on keyed records, conditional appends
+// (Append), ReadKey and Query. Off roughly doubles keyed publish
+// throughput for topics that never need them. Fixed at creation.
+func WithKeyIndex(on bool) TopicOption {
+	return topicOption(func(c *rewindv1.TopicConfig) { c.KeyIndex = &on })
+}
+
 // CreateTopic creates a topic. Errors carry Connect codes: AlreadyExists,
 // InvalidArgument (see connect.CodeOf). It is sent again, to another node,
 // only when the first attempt certainly did nothing; when its node failed
@@ -256,6 +267,7 @@ func topicOf(t *rewindv1.Topic) *Topic {
 	if d := cfg.GetDedupeWindow(); d != nil {
 		out.DedupeWindow = d.AsDuration()
 	}
+	out.KeyIndex = cfg.GetKeyIndex()
 	if ct := t.GetCreateTime(); ct != nil {
 		out.CreateTime = ct.AsTime()
 	}

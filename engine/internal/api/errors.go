@@ -35,6 +35,7 @@ var codes = []struct {
 	{partition.ErrCorrupt, connect.CodeDataLoss},
 	{partition.ErrConflict, connect.CodeFailedPrecondition},
 	{partition.ErrCondition, connect.CodeFailedPrecondition},
+	{partition.ErrNoKeyIndex, connect.CodeFailedPrecondition},
 	{partition.ErrFenced, connect.CodeFailedPrecondition},
 	{broker.ErrNoTopic, connect.CodeNotFound},
 	{broker.ErrNoGroup, connect.CodeNotFound},

@@ -24,6 +24,9 @@ func (s *Server) CreateTopic(ctx context.Context, req *rewindv1.CreateTopicReque
 		MaxRecordBytes:    cfg.GetMaxRecordBytes(),
 		DedupeWindow:      -1, // the default, unless the request sets one
 	}
+	if cfg.KeyIndex != nil && !cfg.GetKeyIndex() {
+		spec.NoKeyIndex = true
+	}
 	if d := cfg.GetDedupeWindow(); d != nil {
 		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
 			return nil, invalidf("dedupe_window must be a duration >= 0")
@@ -170,6 +173,8 @@ func topicProto(t *meta.Topic) *rewindv1.Topic {
 		Retention:         retentionProto(t.Retention),
 	}
 	cfg.DedupeWindow = durationpb.New(unixDuration(t.DedupeWindowNanos))
+	keyIndex := t.KeyIndex
+	cfg.KeyIndex = &keyIndex
 	return &rewindv1.Topic{
 		Name: t.Name, Id: t.ID, Config: cfg,
 		CreateTime: timestamppb.New(unixNano(t.CreateTime)),

@@ -481,7 +481,7 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 	p, err := partition.Open(partition.Config{
 		Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
 		Now: b.Now, Logger: b.log.Named("partition").With("topic", t.Name, "partition", i),
-		DedupeWindow: time.Duration(t.DedupeWindowNanos), Policy: policyOf(t), DiskFull: &b.diskFull,
+		DedupeWindow: time.Duration(t.DedupeWindowNanos), KeyIndex: t.KeyIndex, Policy: policyOf(t), DiskFull: &b.diskFull,
 		Timings: &b.timings, Tier: b.cfg.Tier, TierCache: b.cfg.TierCache, Background: b.backgroundTurn,
 	})
 	if err != nil {

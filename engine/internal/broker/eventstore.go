@@ -55,6 +55,8 @@ func (b *Broker) Read(ctx context.Context, topic string, spec ReadSpec) (ReadRes
 	}
 	n := lt.meta.Partitions
 	switch {
+	case !lt.meta.KeyIndex:
+		return ReadResult{}, fmt.Errorf("topic %q: %w", topic, partition.ErrNoKeyIndex)
 	case len(spec.Key) == 0 && len(spec.Query) == 0:
 		return ReadResult{}, fmt.Errorf("%w: a read names a key or a query", ErrInvalid)
 	case spec.HasPartition && spec.Partition >= n:
@@ -111,7 +113,7 @@ func (b *Broker) Read(ctx context.Context, topic string, spec ReadSpec) (ReadRes
 }
 
 func readError(topic string, err error) error {
-	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNoTopic) {
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNoTopic) || errors.Is(err, partition.ErrNoKeyIndex) {
 		return err
 	}
 	return fmt.Errorf("read %q: %w", topic, UnavailableUnlessTyped(err))

@@ -223,6 +223,9 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 		}
 	}
 	if !conds.Empty() {
+		if !lt.meta.KeyIndex {
+			return 0, nil, fmt.Errorf("topic %q: %w", topic, partition.ErrNoKeyIndex)
+		}
 		if err := checkColocated(recs, dest, conds, n); err != nil {
 			return 0, nil, err
 		}
@@ -398,7 +401,7 @@ func (b *Broker) publishError(topic string, err error) error {
 // have a code of its own there, and marking an error Unavailable must not
 // change its code: api's TestCodesAgreeWithBrokerTyped checks both.
 var Typed = []error{
-	ErrTopicDeleted, partition.ErrBusy, partition.ErrDiskFull, partition.ErrStalePlan, partition.ErrOutcomeUnknown, partition.ErrFenced, partition.ErrCondition,
+	ErrTopicDeleted, partition.ErrBusy, partition.ErrDiskFull, partition.ErrStalePlan, partition.ErrOutcomeUnknown, partition.ErrFenced, partition.ErrCondition, partition.ErrNoKeyIndex,
 	groups.ErrUnknownGeneration, groups.ErrHasMembers, groups.ErrNoGroup, cursor.ErrInvalid, ErrInvalid,
 }
 

@@ -109,7 +109,7 @@ func (b *Broker) Subscribe(ctx context.Context, sp SubscribeParams, sink stream.
 	if err != nil {
 		return b.streamError(err)
 	}
-	if len(sp.Key) > 0 {
+	if len(sp.Key) > 0 && lt.meta.KeyIndex {
 		// Through the key index of this node's replica, where it has one;
 		// a partition read remotely is filtered by the stream (Options.Key).
 		for i, p := range sel {

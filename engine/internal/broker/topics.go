@@ -35,6 +35,10 @@ type TopicSpec struct {
 	// DedupeWindow is how long idempotency keys are remembered; 0 turns
 	// deduplication off, a negative value selects DefaultDedupeWindow.
 	DedupeWindow time.Duration
+	// NoKeyIndex creates the topic without the key and tag indexes (no key
+	// versions, no conditional appends or key reads; keyed publishes about
+	// twice as fast). Default: with them.
+	NoKeyIndex bool
 	// Creator is the principal creating the topic ("": authentication is
 	// off). The topic counts against its topic and partition quotas; a
 	// creation over them fails with a *quota.Exceeded.
@@ -110,7 +114,7 @@ func (b *Broker) CreateTopic(ctx context.Context, s TopicSpec) (*TopicInfo, erro
 	t, err := b.meta.Create(ctx, meta.Spec{
 		Name: s.Name, Partitions: s.Partitions, ReplicationFactor: s.ReplicationFactor,
 		MaxRecordBytes: s.MaxRecordBytes, Retention: s.Retention, CreateTime: b.Now(),
-		DedupeWindowNanos: int64(s.DedupeWindow), Creator: s.Creator,
+		DedupeWindowNanos: int64(s.DedupeWindow), Creator: s.Creator, KeyIndex: !s.NoKeyIndex,
 	})
 	if errors.Is(err, meta.ErrTopicExists) {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, s.Name)

@@ -99,6 +99,10 @@ type Topic struct {
 	// DedupeWindowNanos is how long idempotency keys are remembered; 0:
 	// off.
 	DedupeWindowNanos int64 `json:"dedupe_window_ns,omitempty"`
+	// KeyIndex: the partitions keep the key and tag indexes (key versions,
+	// conditional appends). Fixed at creation; false for topics created
+	// before the indexes existed.
+	KeyIndex bool `json:"key_index,omitempty"`
 	// Groups holds the raft group id of each partition, by partition number.
 	Groups []uint64 `json:"groups"`
 	// Replicas holds, by partition number, the nodes that keep a copy; the
@@ -145,6 +149,7 @@ type Spec struct {
 	MaxRecordBytes    uint32
 	Retention         Retention
 	DedupeWindowNanos int64
+	KeyIndex          bool `json:",omitempty"`
 	CreateTime        int64
 	// Creator is the principal creating the topic ("": none). Its topic
 	// and partition quotas are checked at apply (quota.go).
@@ -574,7 +579,7 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 		ID: m.st.NextTopicID, Name: s.Name, Partitions: s.Partitions,
 		ReplicationFactor: rf, MaxRecordBytes: s.MaxRecordBytes,
 		Retention: s.Retention, DedupeWindowNanos: s.DedupeWindowNanos, CreateTime: s.CreateTime,
-		Creator: s.Creator,
+		Creator: s.Creator, KeyIndex: s.KeyIndex,
 	}
 	m.st.NextTopicID++
 	for i := range s.Partitions {

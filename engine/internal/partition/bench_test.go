@@ -39,7 +39,7 @@ func benchmarkAppend(b *testing.B, keyed, recordKeys bool) {
 	}
 	host.Start()
 	defer func() { host.Close(); db.Close() }()
-	cfg := Config{Group: 2, Index: 0, DB: db, Host: host, Cache: NewCache(64 << 20)}
+	cfg := Config{Group: 2, Index: 0, DB: db, Host: host, Cache: NewCache(64 << 20), KeyIndex: recordKeys}
 	if keyed {
 		cfg.DedupeWindow = 24 * time.Hour
 	}
@@ -219,7 +219,7 @@ func BenchmarkConditionalAppend(b *testing.B) {
 			}
 			host.Start()
 			defer func() { host.Close(); db.Close() }()
-			p, err := Open(Config{Group: 2, DB: db, Host: host, Cache: NewCache(64 << 20)})
+			p, err := Open(Config{Group: 2, DB: db, Host: host, Cache: NewCache(64 << 20), KeyIndex: true})
 			if err != nil {
 				b.Fatal(err)
 			}

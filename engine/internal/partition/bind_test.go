@@ -123,7 +123,7 @@ func newByHand(t *testing.T) *byHand {
 
 func (h *byHand) open() *Partition {
 	h.t.Helper()
-	p, err := Open(Config{Group: 5, DB: h.db, Host: nopWaker{}, Cache: NewCache(1 << 20), DedupeWindow: time.Hour, Now: func() int64 { return 1000 }})
+	p, err := Open(Config{Group: 5, DB: h.db, Host: nopWaker{}, Cache: NewCache(1 << 20), DedupeWindow: time.Hour, KeyIndex: true, Now: func() int64 { return 1000 }})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -106,6 +106,10 @@ func (c *Conditions) Empty() bool { return c == nil || len(c.Keys) == 0 && len(c
 // ErrCondition marks an append refused because a condition failed.
 var ErrCondition = errors.New("partition: append condition failed")
 
+// ErrNoKeyIndex refuses what needs the key index (conditions, key reads)
+// in a partition that keeps none (Config.KeyIndex).
+var ErrNoKeyIndex = errors.New("the topic keeps no key index (created without one, or before Rewind had it): key versions, conditional appends and key reads need it")
+
 // ConditionError says which condition failed and what the log holds.
 type ConditionError struct {
 	// A key condition: the key, what was expected, and the key's actual

@@ -89,7 +89,7 @@ func FuzzApply(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		p, err := Open(Config{Group: 5, DB: db, Host: nopWaker{}, Cache: NewCache(1 << 20), DedupeWindow: time.Hour,
+		p, err := Open(Config{Group: 5, DB: db, Host: nopWaker{}, Cache: NewCache(1 << 20), DedupeWindow: time.Hour, KeyIndex: true,
 			Now: func() int64 { return 1000 }})
 		if err != nil {
 			t.Fatal(err)

@@ -647,3 +647,38 @@ func TestQueryLastIsTheTailOfTheQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutAKeyIndex: a partition created without the indexes writes no
+// index rows and gives no versions, refuses conditions from its own
+// publishers at once, and refuses a conditional entry another proposer
+// sent, alike on every replica.
+func TestWithoutAKeyIndex(t *testing.T) {
+	h := newHarness(t, vfs.NewMem(), 64<<20)
+	p := h.add(0, func(c *Config) { c.KeyIndex = false })
+	ctx := context.Background()
+	a, err := p.Append(ctx, []record.Record{rec("k", "v", "t:1")})
+	if err != nil || stored(a)[0].HasVersion {
+		t.Fatalf("append: %+v %v", stored(a), err)
+	}
+	if _, ok, err := p.KeyHead([]byte("k")); ok || err != nil {
+		t.Fatalf("a partition without the index has a head: %v %v", ok, err)
+	}
+	cond := &Conditions{Keys: []KeyCondition{{Key: []byte("k"), Expect: ExpectNone}}}
+	if _, err := p.EnqueueIf(ctx, []record.Record{rec("k", "w")}, cond); !errors.Is(err, ErrNoKeyIndex) {
+		t.Fatalf("conditional append: %v", err)
+	}
+	// A conditional entry proposed elsewhere (a proposer that had the
+	// index) is refused at apply.
+	withIndex := newByHand(t)
+	wp := withIndex.open()
+	_, e := propose(t, wp, cond, rec("k", "w"))
+	without := newByHand(t)
+	np, err := Open(Config{Group: 5, DB: without.db, Host: nopWaker{}, Cache: NewCache(1 << 20), Now: func() int64 { return 1000 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without.apply(np, [][]byte{e})
+	if np.Bounds().Next != 0 {
+		t.Fatal("a replica without the index stored a conditional batch")
+	}
+}

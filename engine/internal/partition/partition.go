@@ -90,6 +90,10 @@ type Config struct {
 	// DedupeWindow is how long idempotency keys are remembered (see
 	// dedupe.go); 0 turns deduplication off.
 	DedupeWindow time.Duration
+	// KeyIndex keeps the key and tag indexes (keyindex.go): key versions,
+	// conditional appends, key and tag reads. Without it an append with
+	// conditions is refused (ErrNoKeyIndex).
+	KeyIndex bool
 	// Policy is the retention and cleanup policy (retention.go); SetPolicy
 	// changes it.
 	Policy Policy
@@ -460,6 +464,9 @@ func (p *Partition) Enqueue(ctx context.Context, recs []record.Record) (*Append,
 func (p *Partition) EnqueueIf(ctx context.Context, recs []record.Record, conds *Conditions) (*Append, error) {
 	a := &Append{Records: recs, done: make(chan struct{})}
 	if !conds.Empty() {
+		if !p.cfg.KeyIndex {
+			return nil, fmt.Errorf("partition %d: %w", p.cfg.Index, ErrNoKeyIndex)
+		}
 		a.Conds = conds
 	}
 	if p.cfg.Timings != nil {
@@ -833,6 +840,12 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 				continue
 			}
 		}
+		if !ext.conds.Empty() && !p.cfg.KeyIndex {
+			// Only a proposer with another configuration could send it:
+			// refused alike everywhere.
+			p.failFlight(b.ProposalID(), fmt.Errorf("partition %d: %w", p.cfg.Index, ErrNoKeyIndex))
+			continue
+		}
 		if !ext.conds.Empty() && !failpoint.Enabled(failpoint.BugSkipConditions) {
 			refused, err := p.checkConditions(&ext.conds)
 			if err != nil {
@@ -851,9 +864,11 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 				return fmt.Errorf("partition %d: entry %d: dedupe expiry: %w", p.cfg.Index, e.GetIndex(), err)
 			}
 		}
-		versions, err := p.indexBatch(w, b, base, ext.ghosts)
-		if err != nil {
-			return fmt.Errorf("partition %d: entry %d: key index: %w", p.cfg.Index, e.GetIndex(), err)
+		var versions []byte
+		if p.cfg.KeyIndex {
+			if versions, err = p.indexBatch(w, b, base, ext.ghosts); err != nil {
+				return fmt.Errorf("partition %d: entry %d: key index: %w", p.cfg.Index, e.GetIndex(), err)
+			}
 		}
 		if versions != nil {
 			p.passVersions[base] = versions

@@ -73,7 +73,7 @@ func (h *harness) add(index uint32, mutate func(*Config)) *Partition {
 	h.t.Helper()
 	cfg := Config{
 		Group: uint64(index) + 2, TopicID: 1, Index: index, DB: h.db, Host: h.host, Cache: h.cache,
-		Now: h.clock.Load,
+		Now: h.clock.Load, KeyIndex: true,
 	}
 	if mutate != nil {
 		mutate(&cfg)

@@ -158,7 +158,7 @@ func TestSnapshotCarriesTheTierManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2 := newHarness(t, vfs.NewMem(), 64<<20)
-	r, err := Open(Config{Group: p.Group(), TopicID: 1, DB: h2.db, Host: h2.host, Cache: h2.cache, Now: h2.clock.Load})
+	r, err := Open(Config{Group: p.Group(), TopicID: 1, DB: h2.db, Host: h2.host, Cache: h2.cache, Now: h2.clock.Load, KeyIndex: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestSnapshotCarriesTheTierManifest(t *testing.T) {
 		t.Fatal(diff)
 	}
 	// And from its store after a reopen.
-	r2, err := Open(Config{Group: p.Group(), TopicID: 1, DB: h2.db, Host: h2.host, Cache: h2.cache, Now: h2.clock.Load})
+	r2, err := Open(Config{Group: p.Group(), TopicID: 1, DB: h2.db, Host: h2.host, Cache: h2.cache, Now: h2.clock.Load, KeyIndex: true})
 	if err != nil {
 		t.Fatal(err)
 	}

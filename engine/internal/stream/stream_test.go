@@ -50,7 +50,7 @@ func newEnv(t *testing.T, n int, cacheBytes int64) *env {
 	for i := range n {
 		p, err := partition.Open(partition.Config{
 			Group: uint64(i + 2), TopicID: topicID, Index: uint32(i), DB: db, Host: host, Cache: e.cache,
-			Now: e.clock.Load, MaxBatchBytes: 2000,
+			Now: e.clock.Load, MaxBatchBytes: 2000, KeyIndex: true,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -207,7 +207,14 @@ type TopicConfig struct {
 	// with the same key within the window is not stored again (the publish
 	// answers duplicate and the original offset). Unset means 24 h; zero
 	// turns deduplication off.
-	DedupeWindow  *durationpb.Duration `protobuf:"bytes,5,opt,name=dedupe_window,json=dedupeWindow,proto3" json:"dedupe_window,omitempty"`
+	DedupeWindow *durationpb.Duration `protobuf:"bytes,5,opt,name=dedupe_window,json=dedupeWindow,proto3" json:"dedupe_window,omitempty"`
+	// Keep the key and tag indexes: key versions on every keyed record,
+	// conditional appends, EventStoreService.Read and key subscriptions
+	// through the index. Default (absent) at creation: on. Off saves the
+	// index's cost on keyed publishes (about half their throughput) for
+	// topics that never need versions. Fixed at creation; topics created
+	// before the indexes existed have none.
+	KeyIndex      *bool `protobuf:"varint,6,opt,name=key_index,json=keyIndex,proto3,oneof" json:"key_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -275,6 +282,13 @@ func (x *TopicConfig) GetDedupeWindow() *durationpb.Duration {
 		return x.DedupeWindow
 	}
 	return nil
+}
+
+func (x *TopicConfig) GetKeyIndex() bool {
+	if x != nil && x.KeyIndex != nil {
+		return *x.KeyIndex
+	}
+	return false
 }
 
 // Topic describes a topic.
@@ -937,7 +951,7 @@ const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\acleanup\x18\x04 \x01(\x0e2\x18.rewind.v1.CleanupPolicyR\acleanup\x12D\n" +
 	"\x10delete_retention\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0fdeleteRetention\x12=\n" +
 	"\rlocal_max_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vlocalMaxAge\x12&\n" +
-	"\x0flocal_max_bytes\x18\a \x01(\x04R\rlocalMaxBytes\"\xfa\x01\n" +
+	"\x0flocal_max_bytes\x18\a \x01(\x04R\rlocalMaxBytes\"\xaa\x02\n" +
 	"\vTopicConfig\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\rR\n" +
@@ -945,7 +959,10 @@ const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\x12replication_factor\x18\x02 \x01(\rR\x11replicationFactor\x12(\n" +
 	"\x10max_record_bytes\x18\x03 \x01(\rR\x0emaxRecordBytes\x122\n" +
 	"\tretention\x18\x04 \x01(\v2\x14.rewind.v1.RetentionR\tretention\x12>\n" +
-	"\rdedupe_window\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fdedupeWindow\"\x98\x01\n" +
+	"\rdedupe_window\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fdedupeWindow\x12 \n" +
+	"\tkey_index\x18\x06 \x01(\bH\x00R\bkeyIndex\x88\x01\x01B\f\n" +
+	"\n" +
+	"_key_index\"\x98\x01\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12.\n" +
@@ -1075,6 +1092,7 @@ func file_rewind_v1_topic_proto_init() {
 	if File_rewind_v1_topic_proto != nil {
 		return
 	}
+	file_rewind_v1_topic_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
