@@ -24,7 +24,7 @@ func (s *Server) CreateTopic(ctx context.Context, req *rewindv1.CreateTopicReque
 		MaxRecordBytes:    cfg.GetMaxRecordBytes(),
 		DedupeWindow:      -1, // the default, unless the request sets one
 	}
-	if cfg.KeyIndex != nil && !cfg.GetKeyIndex() {
+	if cfg != nil && cfg.KeyIndex != nil && !cfg.GetKeyIndex() {
 		spec.NoKeyIndex = true
 	}
 	if d := cfg.GetDedupeWindow(); d != nil {
