@@ -280,3 +280,30 @@ func TestBenchTopicDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRefusesAnEmptyRange: --to not after --from (offsets or times)
+// is an error naming both, not a silent empty replay (issue 28).
+func TestReplayRefusesAnEmptyRange(t *testing.T) {
+	t.Parallel()
+	server := "http://" + enginetest.FreeAddr(t) // never reached: refused first
+	for _, c := range [][2]string{
+		{"10", "5"}, {"7", "7"},
+		{"@2026-12-01T10:00:00Z", "@2026-12-01T09:00:00Z"},
+	} {
+		r := runCLI(t, nil, nil, "--server", server, "replay", "t", "--partition", "0", "--from", c[0], "--to", c[1])
+		if r.code != 1 || !strings.Contains(r.stderr, "--to "+c[1]+" is not after --from "+c[0]) {
+			t.Errorf("replay --from %s --to %s: exit %d, stderr %q", c[0], c[1], r.code, r.stderr)
+		}
+	}
+}
+
+// TestMaxRecordBytesTakesUnits: --max-record-bytes takes a size with a
+// unit, as --retention-bytes does (issue 28).
+func TestMaxRecordBytesTakesUnits(t *testing.T) {
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
+	s.ok(t, nil, "topic", "create", "big", "--max-record-bytes", "2MiB")
+	if out := s.ok(t, nil, "topic", "describe", "big"); !strings.Contains(out, "max record 2097152 bytes") {
+		t.Fatalf("topic describe:\n%s", out)
+	}
+	s.fails(t, "--max-record-bytes", "topic", "create", "bad", "--max-record-bytes", "lots")
+}

@@ -119,6 +119,9 @@ reason, and a command that resumes where it stopped.`,
 				if err != nil {
 					return fmt.Errorf("--to: %w", err)
 				}
+				if err := checkRange(start, stop, from, to); err != nil {
+					return err
+				}
 				opts = append(opts, client.Until(stop))
 			case !follow:
 				opts = append(opts, client.Until(client.End()))
@@ -288,4 +291,21 @@ func recordsBack(pos string) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(pos[1:], 10, 64)
 	return n, err == nil
+}
+
+// checkRange refuses a stop that is not after the start when both are
+// offsets or both are times: the range would be empty (the stop is
+// exclusive), and a replay of it would print nothing without saying why.
+func checkRange(start, stop client.Position, from, to string) error {
+	if a, ok := start.AsOffset(); ok {
+		if b, ok := stop.AsOffset(); ok && b <= a {
+			return fmt.Errorf("--to %s is not after --from %s: the range is empty (--to is exclusive)", to, from)
+		}
+	}
+	if a, ok := start.AsTime(); ok {
+		if b, ok := stop.AsTime(); ok && !b.After(a) {
+			return fmt.Errorf("--to %s is not after --from %s: the range is empty (--to is exclusive)", to, from)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -131,8 +132,8 @@ func parseBytes(s string) (uint64, error) {
 
 func newTopicCreate(g *globals) *cobra.Command {
 	var (
-		partitions, rf, maxRecord uint32
-		format, dedupe            string
+		partitions, rf            uint32
+		format, dedupe, maxRecord string
 		ret                       retentionFlags
 		keyIndex                  bool
 	)
@@ -148,7 +149,15 @@ func newTopicCreate(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts = append(opts, client.WithPartitions(partitions), client.WithReplicationFactor(rf), client.WithMaxRecordBytes(maxRecord))
+			var maxRecordBytes uint32
+			if maxRecord != "" {
+				n, err := parseBytes(maxRecord)
+				if err != nil || n > math.MaxUint32 {
+					return fmt.Errorf("--max-record-bytes: want a size such as 4MiB or 1048576 (at most 16MiB)")
+				}
+				maxRecordBytes = uint32(n)
+			}
+			opts = append(opts, client.WithPartitions(partitions), client.WithReplicationFactor(rf), client.WithMaxRecordBytes(maxRecordBytes))
 			if dedupe != "" {
 				d, err := parseDurationFlag(dedupe)
 				if err != nil || d < 0 {
@@ -171,7 +180,7 @@ func newTopicCreate(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.Uint32Var(&partitions, "partitions", 1, "number of partitions")
 	f.Uint32Var(&rf, "replication-factor", 0, "replicas per partition (default: the server's)")
-	f.Uint32Var(&maxRecord, "max-record-bytes", 0, "largest record accepted (default 1 MiB)")
+	f.StringVar(&maxRecord, "max-record-bytes", "", "largest record accepted, e.g. 4MiB (default 1 MiB, at most 16 MiB)")
 	f.StringVar(&dedupe, "dedupe-window", "", "how long idempotency keys are remembered (default 24h; 0 turns deduplication off)")
 	f.BoolVar(&keyIndex, "key-index", true, "keep the key and tag indexes: key versions, conditional appends (--expect-version), replay --key; --key-index=false about doubles keyed publish throughput (fixed at creation)")
 	ret.add(cmd)

@@ -69,6 +69,12 @@ func ResumeToken(tok string) Position { return Position{kind: posToken, s: tok} 
 // End, as a stop, is the end of each partition when the stream starts.
 func End() Position { return Position{kind: posEnd} }
 
+// AsOffset returns p's offset when p is an offset (Offset).
+func (p Position) AsOffset() (uint64, bool) { return p.offset, p.kind == posOffset }
+
+// AsTime returns p's time when p is a time (Time).
+func (p Position) AsTime() (time.Time, bool) { return p.t, p.kind == posTime }
+
 // KeyVersion is the record of version v of the stream's key (a start of
 // a subscription with Key).
 func KeyVersion(v uint64) Position { return Position{kind: posKeyVersion, offset: v} }

@@ -388,7 +388,7 @@ func (c *Coordinator) Delete(name string, force bool) error {
 		n := len(g.members)
 		g.mu.Unlock()
 		if n > 0 && !force {
-			return fmt.Errorf("%w: %s has %d members on topic %q (force to delete anyway)", ErrHasMembers, echo.Quote(name), n, g.topic.Name)
+			return fmt.Errorf("%w: %s has %d members on topic %q (delete with force to remove it anyway: rewind group delete --force)", ErrHasMembers, echo.Quote(name), n, g.topic.Name)
 		}
 	}
 	for _, g := range gs {
