@@ -234,15 +234,10 @@ func (p *Partition) checkConditions(c *Conditions) (error, error) {
 }
 
 // termOffsets returns the offsets of term's rows in (after, end), in
-// order, up to limit (0: no limit): the store's, and with pass the rows
-// this pass wrote.
-func (p *Partition) termOffsets(term []byte, after int64, end uint64, limit int, pass bool) ([]uint64, error) {
-	return p.termOffsetsDir(term, after, end, limit, pass, false)
-}
-
-// termOffsetsDir is termOffsets that, with last, returns the last limit
-// offsets of the range (still in ascending order), reading backward.
-func (p *Partition) termOffsetsDir(term []byte, after int64, end uint64, limit int, pass, last bool) ([]uint64, error) {
+// ascending order: the first limit of them, or with last the last limit
+// (0: all), reading backward. With pass (forward only) this pass's rows,
+// which follow every stored one, count once the store has none left.
+func (p *Partition) termOffsets(term []byte, after int64, end uint64, limit int, pass, last bool) ([]uint64, error) {
 	lo, _ := keys.TagSpan(p.cfg.Group, term)
 	if after >= 0 {
 		lo = keys.TagKey(p.cfg.Group, term, uint64(after)+1)
@@ -271,10 +266,12 @@ func (p *Partition) termOffsetsDir(term []byte, after int64, end uint64, limit i
 	if last {
 		slices.Reverse(out)
 	}
-	if pass {
+	if pass && !last && (limit == 0 || len(out) < limit) {
+		// This pass's rows follow every stored one: they count only once
+		// the store has none left in range.
 		for _, off := range p.passIndex[string(term)] {
-			if int64(off) > after && off < end {
-				out = append(out, off) // pass offsets follow every stored one
+			if int64(off) > after && off < end && (limit == 0 || len(out) < limit) {
+				out = append(out, off)
 			}
 		}
 	}
@@ -322,47 +319,75 @@ func (p *Partition) matches(item QueryItem, offset uint64, pass bool) (bool, err
 	return false, nil
 }
 
+// scanChunk is how many candidate rows an item scan reads at a time.
+const scanChunk = 64
+
 // itemOffsets returns the offsets in (after, end) of records item matches,
-// in order, up to limit (0: no limit).
-func (p *Partition) itemOffsets(item QueryItem, after int64, end uint64, limit int, pass bool) ([]uint64, error) {
-	var cands []uint64
+// in order: the first limit of them, or with last the last limit (0: all;
+// last needs a limit). An item with tags reads its first tag's rows in
+// chunks and checks the rest per candidate, so the work follows the
+// records returned (and what the first tag matches beside them), not every
+// row of the tag: conditions run on the apply loop. With pass, this pass's
+// rows count too (forward only).
+func (p *Partition) itemOffsets(item QueryItem, after int64, end uint64, limit int, pass, last bool) ([]uint64, error) {
 	switch {
 	case len(item.Tags) > 0:
-		// Candidates from the first tag's rows; the rest are point checks.
-		all, err := p.termOffsets(TagTerm(item.Tags[0]), after, end, 0, pass)
-		if err != nil {
-			return nil, err
-		}
-		cands = all
-	case len(item.Types) > 0:
-		for _, typ := range item.Types {
-			offs, err := p.termOffsets(TypeTerm(typ), after, end, limit, pass)
+		var out []uint64
+		lo, hi := after, end
+		for limit == 0 || len(out) < limit {
+			chunk := max(scanChunk, limit)
+			cands, err := p.termOffsets(TagTerm(item.Tags[0]), lo, hi, chunk, pass, last)
 			if err != nil {
 				return nil, err
 			}
-			cands = mergeOffsets(cands, offs)
-		}
-		if limit > 0 && len(cands) > limit {
-			cands = cands[:limit]
-		}
-		return cands, nil
-	default:
-		return nil, nil
-	}
-	var out []uint64
-	for _, off := range cands {
-		ok, err := p.matches(item, off, pass)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, off)
-			if limit > 0 && len(out) == limit {
+			var got []uint64
+			for _, off := range cands {
+				ok, err := p.matches(item, off, pass)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					got = append(got, off)
+				}
+			}
+			if last {
+				out = append(got, out...)
+			} else {
+				out = append(out, got...)
+			}
+			if len(cands) < chunk {
 				break
 			}
+			if last {
+				hi = cands[0]
+			} else {
+				lo = int64(cands[len(cands)-1])
+			}
 		}
+		return clip(out, limit, last), nil
+	case len(item.Types) > 0:
+		var out []uint64
+		for _, typ := range item.Types {
+			offs, err := p.termOffsets(TypeTerm(typ), after, end, limit, pass, last)
+			if err != nil {
+				return nil, err
+			}
+			out = mergeOffsets(out, offs)
+		}
+		return clip(out, limit, last), nil
 	}
-	return out, nil
+	return nil, nil
+}
+
+// clip keeps the first n of offs, or with last the last n (0: all).
+func clip(offs []uint64, n int, last bool) []uint64 {
+	switch {
+	case n <= 0 || len(offs) <= n:
+		return offs
+	case last:
+		return offs[len(offs)-n:]
+	}
+	return offs[:n]
 }
 
 // firstMatch returns the first offset in (after, end) of a record q
@@ -370,7 +395,7 @@ func (p *Partition) itemOffsets(item QueryItem, after int64, end uint64, limit i
 func (p *Partition) firstMatch(q Query, after int64, end uint64, pass bool) (uint64, bool, error) {
 	best, found := uint64(0), false
 	for _, item := range q {
-		offs, err := p.itemOffsets(item, after, end, 1, pass)
+		offs, err := p.itemOffsets(item, after, end, 1, pass, false)
 		if err != nil {
 			return 0, false, err
 		}
@@ -590,16 +615,13 @@ func (p *Partition) QueryOffsets(q Query, after int64, end uint64, limit int) ([
 	end = min(end, p.Bounds().Next)
 	var out []uint64
 	for _, item := range q {
-		offs, err := p.itemOffsets(item, after, end, limit, false)
+		offs, err := p.itemOffsets(item, after, end, limit, false, false)
 		if err != nil {
 			return nil, err
 		}
 		out = mergeOffsets(out, offs)
 	}
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return clip(out, limit, false), nil
 }
 
 // KeyWindow returns the records of b with key from offset from on, as a
@@ -675,51 +697,11 @@ func (p *Partition) QueryLast(q Query, end uint64, n int) ([]uint64, error) {
 	end = min(end, p.Bounds().Next)
 	var out []uint64
 	for _, item := range q {
-		var offs []uint64
-		switch {
-		case len(item.Tags) > 0:
-			// Candidates backward from the end in chunks, until n match.
-			hi := end
-			for len(offs) < n && hi > 0 {
-				cands, err := p.termOffsetsDir(TagTerm(item.Tags[0]), NoPosition, hi, max(n, 64), false, true)
-				if err != nil {
-					return nil, err
-				}
-				if len(cands) == 0 {
-					break
-				}
-				var got []uint64
-				for _, off := range cands {
-					ok, err := p.matches(item, off, false)
-					if err != nil {
-						return nil, err
-					}
-					if ok {
-						got = append(got, off)
-					}
-				}
-				offs = append(got, offs...)
-				hi = cands[0]
-				if len(cands) < max(n, 64) {
-					break
-				}
-			}
-		case len(item.Types) > 0:
-			for _, typ := range item.Types {
-				tail, err := p.termOffsetsDir(TypeTerm(typ), NoPosition, end, n, false, true)
-				if err != nil {
-					return nil, err
-				}
-				offs = mergeOffsets(offs, tail)
-			}
-		}
-		if len(offs) > n {
-			offs = offs[len(offs)-n:]
+		offs, err := p.itemOffsets(item, NoPosition, end, n, false, true)
+		if err != nil {
+			return nil, err
 		}
 		out = mergeOffsets(out, offs)
 	}
-	if len(out) > n {
-		out = out[len(out)-n:]
-	}
-	return out, nil
+	return clip(out, n, true), nil
 }

@@ -599,8 +599,10 @@ func TestKeyVersionsUnderCompaction(t *testing.T) {
 }
 
 // TestQueryLastIsTheTailOfTheQuery: reading a query's last n backward
-// returns exactly the last n of the forward read, for items with one and
-// several tags, types only, and mixes, and for ends inside the log.
+// returns exactly the last n of the whole forward read, and a bounded
+// forward read its first n (also after a position), for items with one
+// and several tags, types only, and mixes, and for ends inside the log:
+// the chunked scans (64 candidates at a time) see what a full scan sees.
 func TestQueryLastIsTheTailOfTheQuery(t *testing.T) {
 	h := newHarness(t, vfs.NewMem(), 64<<20)
 	p := h.add(0, nil)
@@ -642,6 +644,25 @@ func TestQueryLastIsTheTailOfTheQuery(t *testing.T) {
 				want := all[max(0, len(all)-n):]
 				if fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Fatalf("query %d, end %d, last %d: %v, want %v", qi, end, n, got, want)
+				}
+				// Forward, in chunks: the first n, and the first n after
+				// a position.
+				got, err = p.QueryOffsets(q, NoPosition, end, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := all[:min(n, len(all))]; fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("query %d, end %d, first %d: %v, want %v", qi, end, n, got, want)
+				}
+				if len(all) > 3 {
+					after := int64(all[2])
+					got, err = p.QueryOffsets(q, after, end, n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := all[3:min(3+n, len(all))]; fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Fatalf("query %d, end %d, first %d after %d: %v, want %v", qi, end, n, after, got, want)
+					}
 				}
 			}
 		}
