@@ -58,9 +58,8 @@ const (
 )
 
 // TagTerm and TypeTerm are the index terms of a tag and of a type.
-func TagTerm(tag string) []byte   { return append([]byte{termTag}, tag...) }
-func TypeTerm(typ string) []byte  { return append([]byte{termType}, typ...) }
-func isIndexHeader(k []byte) bool { return string(k) == TagHeader || string(k) == TypeHeader }
+func TagTerm(tag string) []byte  { return append([]byte{termTag}, tag...) }
+func TypeTerm(typ string) []byte { return append([]byte{termType}, typ...) }
 
 // IndexTerms returns the index terms of r: its tags and its type.
 func IndexTerms(r *record.Record) [][]byte {
@@ -472,10 +471,11 @@ func (p *Partition) indexBatch(w *pebble.Batch, b record.Batch, base uint64, gho
 				return nil, err
 			}
 		}
-		if len(r.Key) == 0 && !hasIndexHeader(&r) {
+		terms := IndexTerms(&r) // nil without index headers: no allocation
+		if len(r.Key) == 0 && len(terms) == 0 {
 			continue
 		}
-		if err := index(r.OffsetDelta, r.Key, IndexTerms(&r), true); err != nil {
+		if err := index(r.OffsetDelta, r.Key, terms, true); err != nil {
 			return nil, err
 		}
 	}
@@ -492,15 +492,6 @@ func (p *Partition) indexBatch(w *pebble.Batch, b record.Batch, base uint64, gho
 	}
 	enc := encodeVersions(vs)
 	return enc, w.Set(keys.VersionsKey(p.cfg.Group, base), enc, nil)
-}
-
-func hasIndexHeader(r *record.Record) bool {
-	for _, h := range r.Headers {
-		if isIndexHeader(h.Key) {
-			return true
-		}
-	}
-	return false
 }
 
 // versionsAt reads the versions row of the batch at base (nil: none).
