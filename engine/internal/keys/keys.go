@@ -178,14 +178,22 @@ func CommitKeyName(k []byte) (string, bool) {
 // written the first time the store is opened.
 var IdentityKey = []byte{Meta, 'n'}
 
-// termPrefix is prefix, group, the term's length and the term: the start of
-// the rows of one key (or tag).
-func termPrefix(prefix byte, group uint64, term []byte) []byte {
-	k := make([]byte, 13, 13+len(term)+8)
-	k[0] = prefix
-	binary.BigEndian.PutUint64(k[1:], group)
-	binary.BigEndian.PutUint32(k[9:], uint32(len(term)))
-	return append(k, term...)
+// appendTermPrefix appends prefix, group, the term's length and the term:
+// the start of the rows of one key (or tag).
+func appendTermPrefix(dst []byte, prefix byte, group uint64, term []byte) []byte {
+	dst = append(dst, prefix)
+	dst = binary.BigEndian.AppendUint64(dst, group)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(term)))
+	return append(dst, term...)
+}
+
+// termRowNumber returns the number (a version, an offset) that ends a row
+// of the key or tag index of prefix.
+func termRowNumber(k []byte, prefix byte) (uint64, bool) {
+	if len(k) < 21 || k[0] != prefix {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[len(k)-8:]), true
 }
 
 // KeyVersionKey is the key index row of version v of key.
@@ -195,38 +203,16 @@ func KeyVersionKey(group uint64, key []byte, v uint64) []byte {
 
 // AppendKeyVersionKey appends KeyVersionKey(group, key, v) to dst.
 func AppendKeyVersionKey(dst []byte, group uint64, key []byte, v uint64) []byte {
-	dst = append(dst, KeyIndex)
-	dst = binary.BigEndian.AppendUint64(dst, group)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
-	dst = append(dst, key...)
-	return binary.BigEndian.AppendUint64(dst, v)
+	return binary.BigEndian.AppendUint64(appendTermPrefix(dst, KeyIndex, group, key), v)
 }
 
 // KeySpan is the span of key's rows in the key index.
 func KeySpan(group uint64, key []byte) (start, end []byte) {
-	start = termPrefix(KeyIndex, group, key)
-	return start, KeyVersionKey(group, key, ^uint64(0))
+	return appendTermPrefix(nil, KeyIndex, group, key), KeyVersionKey(group, key, ^uint64(0))
 }
 
 // KeyVersionOf returns the version a key index row names.
-func KeyVersionOf(k []byte) (uint64, bool) {
-	if len(k) < 21 || k[0] != KeyIndex {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(k[len(k)-8:]), true
-}
-
-// KeyIndexKeyOf returns the record key a key index row belongs to.
-func KeyIndexKeyOf(k []byte) ([]byte, bool) {
-	if len(k) < 21 || k[0] != KeyIndex {
-		return nil, false
-	}
-	n := binary.BigEndian.Uint32(k[9:])
-	if int(n) != len(k)-21 {
-		return nil, false
-	}
-	return k[13 : 13+n], true
-}
+func KeyVersionOf(k []byte) (uint64, bool) { return termRowNumber(k, KeyIndex) }
 
 // VersionsKey is the row of the key versions of the batch at base.
 func VersionsKey(group, base uint64) []byte {
@@ -248,35 +234,13 @@ func TagKey(group uint64, term []byte, offset uint64) []byte {
 
 // AppendTagKey appends TagKey(group, term, offset) to dst.
 func AppendTagKey(dst []byte, group uint64, term []byte, offset uint64) []byte {
-	dst = append(dst, TagIndex)
-	dst = binary.BigEndian.AppendUint64(dst, group)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(term)))
-	dst = append(dst, term...)
-	return binary.BigEndian.AppendUint64(dst, offset)
+	return binary.BigEndian.AppendUint64(appendTermPrefix(dst, TagIndex, group, term), offset)
 }
 
 // TagSpan is the span of term's rows in the tag index.
 func TagSpan(group uint64, term []byte) (start, end []byte) {
-	start = termPrefix(TagIndex, group, term)
-	return start, TagKey(group, term, ^uint64(0))
+	return appendTermPrefix(nil, TagIndex, group, term), TagKey(group, term, ^uint64(0))
 }
 
 // TagKeyOffset returns the offset a tag index row names.
-func TagKeyOffset(k []byte) (uint64, bool) {
-	if len(k) < 21 || k[0] != TagIndex {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(k[len(k)-8:]), true
-}
-
-// TagKeyTerm returns the term a tag index row belongs to.
-func TagKeyTerm(k []byte) ([]byte, bool) {
-	if len(k) < 21 || k[0] != TagIndex {
-		return nil, false
-	}
-	n := binary.BigEndian.Uint32(k[9:])
-	if int(n) != len(k)-21 {
-		return nil, false
-	}
-	return k[13 : 13+n], true
-}
+func TagKeyOffset(k []byte) (uint64, bool) { return termRowNumber(k, TagIndex) }

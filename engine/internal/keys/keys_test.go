@@ -35,3 +35,35 @@ func TestOffsetKeys(t *testing.T) {
 		t.Fatalf("OffsetKeyBase = %d, %v", b, ok)
 	}
 }
+
+// TestKeyIndexRowsStayInTheirKeysSpan: a key's rows sort by version inside
+// its span, and the rows of a key that extends it ("ab" after "a") or of a
+// tag never fall into it: the length before the key keeps spans apart.
+func TestKeyIndexRowsStayInTheirKeysSpan(t *testing.T) {
+	lo, hi := KeySpan(3, []byte("a"))
+	in := func(k []byte) bool { return bytes.Compare(k, lo) >= 0 && bytes.Compare(k, hi) < 0 }
+	for _, v := range []uint64{0, 1, 255, 256, 1 << 40} {
+		if !in(KeyVersionKey(3, []byte("a"), v)) {
+			t.Fatalf("version %d of a is outside its span", v)
+		}
+		if got, ok := KeyVersionOf(KeyVersionKey(3, []byte("a"), v)); !ok || got != v {
+			t.Fatalf("KeyVersionOf = %d %v, want %d", got, ok, v)
+		}
+	}
+	if bytes.Compare(KeyVersionKey(3, []byte("a"), 1), KeyVersionKey(3, []byte("a"), 256)) >= 0 {
+		t.Fatal("versions do not sort numerically")
+	}
+	for _, k := range [][]byte{KeyVersionKey(3, []byte("ab"), 0), KeyVersionKey(3, []byte(""), 7), KeyVersionKey(4, []byte("a"), 0), TagKey(3, []byte("a"), 0)} {
+		if in(k) {
+			t.Fatalf("row %x falls into a's span", k)
+		}
+	}
+	tlo, thi := TagSpan(3, []byte("t:1"))
+	row := AppendTagKey([]byte("scratch"), 3, []byte("t:1"), 42)[len("scratch"):]
+	if bytes.Compare(row, tlo) < 0 || bytes.Compare(row, thi) >= 0 {
+		t.Fatal("a tag row is outside its span")
+	}
+	if off, ok := TagKeyOffset(row); !ok || off != 42 {
+		t.Fatalf("TagKeyOffset = %d %v", off, ok)
+	}
+}
