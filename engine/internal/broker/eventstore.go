@@ -20,27 +20,14 @@ const MaxReadRecords = 10_000
 type ReadSpec = route.ReadSpec
 
 // ReadRecord is one record a read returns.
-type ReadRecord struct {
-	record.Record
-	Offset     uint64
-	AppendTime int64
-	Version    uint64
-	HasVersion bool
-}
+type ReadRecord = route.ReadRecord
 
-// ReadResult is what a read returns.
+// ReadResult is what a read returns: the partition's answer (the leader's,
+// here or through the router) and where it came from.
 type ReadResult struct {
 	TopicID   uint64
 	Partition uint32
-	Records   []ReadRecord
-	// Key reads: the key's last version and the earliest still held.
-	Head, Earliest       uint64
-	HasHead, HasEarliest bool
-	// Position is the partition's last offset when read (HasPosition
-	// false: the partition is empty).
-	Position    uint64
-	HasPosition bool
-	More        bool
+	route.ReadAnswer
 }
 
 // Read serves an event-store read on the partition's leader (this node,
@@ -97,11 +84,7 @@ func (b *Broker) Read(ctx context.Context, topic string, spec ReadSpec) (ReadRes
 			if err != nil {
 				return b.lagging(lt, node, peerError(err, true))
 			}
-			res = ReadResult{Partition: p, Head: out.Head, HasHead: out.HasHead, Earliest: out.Earliest, HasEarliest: out.HasEarliest,
-				Position: out.Position, HasPosition: out.HasPosition, More: out.More}
-			for _, r := range out.Records {
-				res.Records = append(res.Records, ReadRecord{Record: r.Record, Offset: r.Offset, AppendTime: r.AppendTime, Version: r.Version, HasVersion: r.HasVersion})
-			}
+			res = ReadResult{ReadAnswer: out}
 			return nil
 		}
 	}

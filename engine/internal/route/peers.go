@@ -478,11 +478,14 @@ func (c carrier) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect
 
 // ReadAnswer is a leader's answer to an event-store read.
 type ReadAnswer struct {
-	Records              []ReadRecord
+	Records []ReadRecord
+	// Key reads: the key's last version and the earliest still held.
 	Head, Earliest       uint64
 	HasHead, HasEarliest bool
-	Position             uint64
-	HasPosition, More    bool
+	// Position is the partition's last offset when read (HasPosition
+	// false: the partition is empty). More: the limit cut the read short.
+	Position          uint64
+	HasPosition, More bool
 }
 
 // ReadRecord is one record of a ReadAnswer.
