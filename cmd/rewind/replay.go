@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -72,7 +71,7 @@ reason, and a command that resumes where it stopped.`,
 			opts := []client.SubscribeOption{client.Partitions(parts...), client.ReconnectWithin(lim.reconnect)}
 			if key != "" {
 				opts = append(opts, client.Key([]byte(key)))
-				if n, ok := recordsBack(from); ok {
+				if n, ok := start.AsRecordsBack(); ok {
 					// The key's last N: from the version N before its head.
 					var ropts []client.ReadOption
 					if len(parts) == 1 {
@@ -282,15 +281,6 @@ func readFromOptions(s string) ([]client.SubscribeOption, error) {
 		return []client.SubscribeOption{client.FollowerReads()}, nil
 	}
 	return nil, fmt.Errorf("--read-from %q: use leader or replica", s)
-}
-
-// recordsBack reports whether pos is -N (N records back) and N.
-func recordsBack(pos string) (uint64, bool) {
-	if !strings.HasPrefix(pos, "-") {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(pos[1:], 10, 64)
-	return n, err == nil
 }
 
 // checkRange refuses a stop that is not after the start when both are

@@ -72,6 +72,9 @@ func End() Position { return Position{kind: posEnd} }
 // AsOffset returns p's offset when p is an offset (Offset).
 func (p Position) AsOffset() (uint64, bool) { return p.offset, p.kind == posOffset }
 
+// AsRecordsBack returns p's count when p is N records back (RecordsBack).
+func (p Position) AsRecordsBack() (uint64, bool) { return p.offset, p.kind == posRecordsBack }
+
 // AsTime returns p's time when p is a time (Time).
 func (p Position) AsTime() (time.Time, bool) { return p.t, p.kind == posTime }
 

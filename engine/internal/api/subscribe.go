@@ -65,7 +65,7 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	if err != nil {
 		return err
 	}
-	opts := stream.Options{MaxRecordsPerEvent: int(min(req.GetMaxRecordsPerEvent(), 1<<16)), Key: key}
+	opts := stream.Options{MaxRecordsPerEvent: int(min(req.GetMaxRecordsPerEvent(), 1<<16))}
 	if d := req.GetProgressInterval(); d != nil {
 		if err := d.CheckValid(); err != nil {
 			return invalidf("progress_interval: %v", err)
