@@ -28,7 +28,11 @@ func BenchmarkAppend(b *testing.B) { benchmarkAppend(b, false, false) }
 // a key row per record, a versions row per batch).
 func BenchmarkAppendRecordKeys(b *testing.B) { benchmarkAppend(b, false, true) }
 
-func benchmarkAppend(b *testing.B, keyed, recordKeys bool) {
+// benchPartition opens partition group 2 on a real raft host over a
+// Pebble store on the real filesystem (fsync per pass), configured by
+// mutate; the benchmark's end closes them.
+func benchPartition(b *testing.B, mutate func(*Config)) (*Partition, *pebble.DB) {
+	b.Helper()
 	db, err := store.Open(store.Config{Dir: b.TempDir(), FS: vfs.Default})
 	if err != nil {
 		b.Fatal(err)
@@ -38,11 +42,9 @@ func benchmarkAppend(b *testing.B, keyed, recordKeys bool) {
 		b.Fatal(err)
 	}
 	host.Start()
-	defer func() { host.Close(); db.Close() }()
-	cfg := Config{Group: 2, Index: 0, DB: db, Host: host, Cache: NewCache(64 << 20), KeyIndex: recordKeys}
-	if keyed {
-		cfg.DedupeWindow = 24 * time.Hour
-	}
+	b.Cleanup(func() { host.Close(); db.Close() })
+	cfg := Config{Group: 2, DB: db, Host: host, Cache: NewCache(64 << 20)}
+	mutate(&cfg)
 	p, err := Open(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -50,6 +52,16 @@ func benchmarkAppend(b *testing.B, keyed, recordKeys bool) {
 	if err := host.AddGroup(raftlog.GroupConfig{ID: 2, Voters: []uint64{1}, SM: p}); err != nil {
 		b.Fatal(err)
 	}
+	return p, db
+}
+
+func benchmarkAppend(b *testing.B, keyed, recordKeys bool) {
+	p, db := benchPartition(b, func(c *Config) {
+		c.KeyIndex = recordKeys
+		if keyed {
+			c.DedupeWindow = 24 * time.Hour
+		}
+	})
 	value := make([]byte, 100)
 	recs := make([]record.Record, 1000)
 	for i := range recs {
@@ -121,23 +133,7 @@ func BenchmarkAppendKeyed(b *testing.B) {
 // deletions; the space is reclaimed by Pebble's compactions later).
 // Run with -benchtime 1x: the setup writes 10 M records.
 func BenchmarkRetention10M(b *testing.B) {
-	db, err := store.Open(store.Config{Dir: b.TempDir(), FS: vfs.Default})
-	if err != nil {
-		b.Fatal(err)
-	}
-	host, err := raftlog.Open(raftlog.Config{NodeID: 1, DB: db})
-	if err != nil {
-		b.Fatal(err)
-	}
-	host.Start()
-	defer func() { host.Close(); db.Close() }()
-	p, err := Open(Config{Group: 2, DB: db, Host: host, Cache: NewCache(64 << 20), MaxBatchBytes: 200 << 10})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := host.AddGroup(raftlog.GroupConfig{ID: 2, Voters: []uint64{1}, SM: p}); err != nil {
-		b.Fatal(err)
-	}
+	p, _ := benchPartition(b, func(c *Config) { c.MaxBatchBytes = 200 << 10 })
 	value := make([]byte, 100)
 	recs := make([]record.Record, 1000)
 	for i := range recs {
@@ -209,23 +205,7 @@ func BenchmarkPlanRetentionBytes(b *testing.B) {
 func BenchmarkConditionalAppend(b *testing.B) {
 	for _, keys := range []int{10_000, 10} {
 		b.Run(fmt.Sprint("keys=", keys), func(b *testing.B) {
-			db, err := store.Open(store.Config{Dir: b.TempDir(), FS: vfs.Default})
-			if err != nil {
-				b.Fatal(err)
-			}
-			host, err := raftlog.Open(raftlog.Config{NodeID: 1, DB: db})
-			if err != nil {
-				b.Fatal(err)
-			}
-			host.Start()
-			defer func() { host.Close(); db.Close() }()
-			p, err := Open(Config{Group: 2, DB: db, Host: host, Cache: NewCache(64 << 20), KeyIndex: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := host.AddGroup(raftlog.GroupConfig{ID: 2, Voters: []uint64{1}, SM: p}); err != nil {
-				b.Fatal(err)
-			}
+			p, _ := benchPartition(b, func(c *Config) { c.KeyIndex = true })
 			var refused atomic.Int64
 			work := make(chan int)
 			var wg sync.WaitGroup
