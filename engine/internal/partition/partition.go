@@ -652,31 +652,16 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 			p.complete(a) // every record was a duplicate
 			continue
 		}
-		if a.Conds != nil {
-			// One batch of its own, whatever its size: apply takes or
-			// refuses it whole.
-			if cur != nil {
-				finish()
-			}
-			start()
-			for j := range n {
-				r := &a.Records[a.index(j)]
-				p.builder.Add(r)
-				if len(r.IdempotencyKey) > 0 && p.cfg.DedupeWindow > 0 {
-					cur.keys = append(cur.keys, string(r.IdempotencyKey))
-				}
-			}
-			cur.parts = append(cur.parts, flightPart{a: a, first: 0, n: n})
-			a.pending++
-			x := batchExt{conds: *a.Conds}
-			ext = x.encode()
+		// A conditional append is one batch of its own, whatever its size:
+		// apply takes or refuses it whole.
+		conditional := a.Conds != nil
+		if conditional && cur != nil {
 			finish()
-			continue
 		}
 		first := 0
 		for j := range n {
 			r := &a.Records[a.index(j)]
-			if cur != nil && p.builder.Count() > 0 && p.builder.Len()+r.EncodedSize() > p.cfg.MaxBatchBytes {
+			if !conditional && cur != nil && p.builder.Count() > 0 && p.builder.Len()+r.EncodedSize() > p.cfg.MaxBatchBytes {
 				if j > first {
 					cur.parts = append(cur.parts, flightPart{a: a, first: first, n: j - first})
 					a.pending++
@@ -694,6 +679,11 @@ func (p *Partition) TakeProposals(dst [][]byte) [][]byte {
 		}
 		cur.parts = append(cur.parts, flightPart{a: a, first: first, n: n - first})
 		a.pending++
+		if conditional {
+			x := batchExt{conds: *a.Conds}
+			ext = x.encode()
+			finish()
+		}
 	}
 	if cur != nil {
 		finish()
