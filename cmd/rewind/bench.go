@@ -219,7 +219,7 @@ func eventStoreBench(g *globals) []*cobra.Command {
 		f.IntVar(&o.Writers, "writers", 16, "concurrent writers (one request in flight each)")
 		if use == "eventstore-dcb" {
 			f.IntVar(&o.Tags, "tags", 1000, "distinct tags the writers pick from (fewer: more conflicts)")
-			f.BoolVar(&o.QueryLast, "query-last", false, "read the tag's last record (LastN(1)) instead of its first: the server reads every offset the tag matches to find it")
+			f.BoolVar(&o.QueryLast, "query-last", false, "read the tag's last record (LastN(1)) instead of its first (the server reads the tag index backward)")
 		} else {
 			f.IntVar(&o.Keys, "keys", 10_000, "distinct keys (entities) the writers pick from (fewer: more conflicts)")
 		}

@@ -105,9 +105,9 @@ type AppendOptions struct {
 	Seed       uint64 // writer w draws from a generator seeded (Seed, w)
 	// QueryLast (EventStoreDCB) reads the tag's last record (LastN(1))
 	// rather than its first (Limit(1)). Either read returns the position
-	// the condition needs; the server finds the last by reading every
-	// offset the tag matches, so this read slows as the tag's history
-	// grows.
+	// the condition needs; the last is found reading the tag index
+	// backward (before that fix, by reading every match: this read slowed
+	// as the tag's history grew, docs/benchmarks.md).
 	QueryLast bool
 }
 
