@@ -124,8 +124,13 @@ func parseBytes(s string) (uint64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v < 0 {
+	if err != nil || !(v >= 0) || math.IsInf(v, 1) {
 		return 0, fmt.Errorf("%q is not a size (e.g. 10GiB, 500MB, 1048576)", s)
+	}
+	// Sizes become int64 in places (free disk, quotas): refuse what
+	// would overflow one rather than wrap to a negative number.
+	if b := v * float64(mult); b >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is too large: at most %d bytes (8 EiB)", s, int64(math.MaxInt64))
 	}
 	return uint64(v * float64(mult)), nil
 }
