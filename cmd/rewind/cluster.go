@@ -228,7 +228,7 @@ func newClusterStatus(g *globals) *cobra.Command {
 func newClusterTransferLeader(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "transfer-leader TOPIC PARTITION NODE",
-		Short: "Hand a partition's leadership to another of its replicas",
+		Short: "Make a replica a partition's preferred leader and hand it the leadership (balancing keeps it there)",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := strconv.ParseUint(args[1], 10, 32)
@@ -253,10 +253,9 @@ func newClusterTransferLeader(g *globals) *cobra.Command {
 			if leader == 0 {
 				return fmt.Errorf("partition %d of %q has no leader now; try again", p, args[0])
 			}
-			if leader == node {
-				fmt.Printf("node %d already leads partition %d of %s\n", node, p, args[0])
-				return nil
-			}
+			// The leader is asked even when it is the node: the transfer
+			// also makes the node the preferred leader, which balancing
+			// keeps.
 			j := slices.IndexFunc(v.Nodes, func(n clusterNode) bool { return n.ID == leader })
 			if j < 0 || v.Nodes[j].Address == "" {
 				return fmt.Errorf("no address for the leader, node %d", leader)
@@ -264,7 +263,11 @@ func newClusterTransferLeader(g *globals) *cobra.Command {
 			if err := g.clientAt(v.Nodes[j].Address).TransferLeader(cmd.Context(), args[0], uint32(p), node); err != nil {
 				return err
 			}
-			fmt.Printf("asked node %d to hand partition %d of %s to node %d\n", leader, p, args[0], node)
+			if leader == node {
+				fmt.Printf("node %d leads partition %d of %s, and is now its preferred leader\n", node, p, args[0])
+				return nil
+			}
+			fmt.Printf("node %d is now the preferred leader of partition %d of %s; asked node %d to hand it over\n", node, p, args[0], leader)
 			return nil
 		},
 	}

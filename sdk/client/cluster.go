@@ -20,11 +20,12 @@ func (c *Client) ClusterStatus(ctx context.Context) (*ClusterStatus, error) {
 	})
 }
 
-// TransferLeader asks the server, which must lead the partition, to hand
-// leadership to node (one of its replicas). It returns once asked; the
-// transfer completes within about an election timeout. It is meant for one
-// node, so it goes to the client's first address only and is not
-// repeated.
+// TransferLeader makes node (one of the partition's replicas) its
+// preferred leader, which leader balancing keeps, and asks the partition's
+// leader to hand leadership to it. It returns once asked; the transfer
+// completes within about an election timeout. Any member may be asked (it
+// goes on to the members that can do it); the call goes to the client's
+// first address only and is not repeated.
 func (c *Client) TransferLeader(ctx context.Context, topic string, partition uint32, node uint64) error {
 	_, err := c.cluster.TransferLeader(ctx, &rewindv1.TransferLeaderRequest{Topic: topic, Partition: partition, Node: node})
 	return err

@@ -195,9 +195,39 @@ func (s *Server) GetClusterStatus(ctx context.Context, _ *rewindv1.GetClusterSta
 	return out, nil
 }
 
-// TransferLeader implements rewindv1connect.ClusterServiceHandler.
+// TransferLeader implements rewindv1connect.ClusterServiceHandler. A
+// manual transfer is also a preference: the metadata leader first makes
+// the node the partition's preferred leader (broker.PreferLeader), so that
+// leader balancing keeps it there instead of undoing it; then the
+// partition's leader hands over. A member may ask either node in turn: a
+// request from a client goes on to whichever of the two is elsewhere, one
+// from a member (on the member path) does only what this node can, and
+// never hops again.
 func (s *Server) TransferLeader(ctx context.Context, req *rewindv1.TransferLeaderRequest) (*rewindv1.TransferLeaderResponse, error) {
-	if err := s.b.TransferLeader(req.GetTopic(), req.GetPartition(), req.GetNode()); err != nil {
+	topic, p, node := req.GetTopic(), req.GetPartition(), req.GetNode()
+	_, fromMember := memberOf(ctx)
+	err := s.b.PreferLeader(ctx, topic, p, node)
+	if m, addr, ok := s.metaLeader(err); ok {
+		err = nil
+		if !fromMember {
+			_, err = s.peers.Cluster(m, addr).TransferLeader(ctx, req)
+		}
+	}
+	if err != nil {
+		return nil, toConnect(s.log, err)
+	}
+	err = s.b.TransferLeader(topic, p, node)
+	var nl *broker.NotPartitionLeaderError
+	if errors.As(err, &nl) && nl.Leader != 0 && s.peers != nil {
+		if fromMember {
+			// The preference is recorded: leader balancing hands the
+			// partition over if the leader this node saw moved on.
+			err = nil
+		} else if addr, ok := s.b.Addr(nl.Leader); ok {
+			_, err = s.peers.Cluster(nl.Leader, addr).TransferLeader(ctx, req)
+		}
+	}
+	if err != nil {
 		return nil, toConnect(s.log, err)
 	}
 	return &rewindv1.TransferLeaderResponse{}, nil

@@ -760,29 +760,92 @@ func (b *Broker) FinishRemoveNode(ctx context.Context, id uint64) error {
 	return b.waitGroupVoters(ctx, meta.GroupID, func(v []uint64) bool { return !slices.Contains(v, id) })
 }
 
-// TransferLeader asks the leader of a partition (this node) to hand it to
-// node.
+// TransferLeader asks raft to hand partition p of topic to node, a replica
+// caught up enough, and returns once asked (raft hands over when the node
+// has the whole log, or gives up after an election timeout). This node
+// must lead the partition: otherwise a *NotPartitionLeaderError names the
+// leader. Asking the leader itself is done already.
 func (b *Broker) TransferLeader(topic string, p uint32, node uint64) error {
-	lt, err := b.anyTopic(topic)
+	part, replicas, err := b.partitionOf(topic, p)
 	if err != nil {
 		return err
 	}
-	if int(p) >= len(lt.parts) {
-		return fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, topic, len(lt.parts))
+	if !slices.Contains(replicas, node) {
+		return fmt.Errorf("%w: node %d keeps no replica of partition %d of %q (replicas: %v)", ErrFailedPrecondition, node, p, topic, replicas)
 	}
-	if !slices.Contains(lt.meta.ReplicasOf(int(p)), node) {
-		return fmt.Errorf("%w: node %d keeps no replica of partition %d of %q (replicas: %v)", ErrFailedPrecondition, node, p, topic, lt.meta.ReplicasOf(int(p)))
+	leader := uint64(0)
+	if part != nil {
+		leader = part.Leader()
 	}
-	part := lt.parts[p]
-	if part == nil || part.Leader() != b.cfg.NodeID {
-		leader := uint64(0)
-		if part != nil {
-			leader = part.Leader()
-		}
-		return fmt.Errorf("%w: node %d does not lead partition %d of %q (leader: %d); ask the leader", ErrFailedPrecondition, b.cfg.NodeID, p, topic, leader)
+	switch {
+	case leader == node:
+		return nil
+	case part == nil || leader != b.cfg.NodeID:
+		return &NotPartitionLeaderError{Topic: topic, Partition: p, Node: b.cfg.NodeID, Leader: leader}
 	}
 	return b.host.TransferLeader(part.Group(), node)
 }
+
+// PreferLeader makes node the preferred leader of partition p of topic
+// (its first replica, metadata that every member keeps), so that leader
+// balancing keeps the leadership there, and gives it back there after a
+// failover, instead of undoing a manual transfer. Only the metadata leader
+// records it (a *NotMetaLeaderError otherwise); a node already preferred
+// needs nothing.
+func (b *Broker) PreferLeader(ctx context.Context, topic string, p uint32, node uint64) error {
+	_, replicas, err := b.partitionOf(topic, p)
+	if err != nil {
+		return err
+	}
+	k := slices.Index(replicas, node)
+	switch {
+	case k < 0:
+		return fmt.Errorf("%w: node %d keeps no replica of partition %d of %q (replicas: %v)", ErrFailedPrecondition, node, p, topic, replicas)
+	case k == 0:
+		return nil
+	}
+	if err := b.leadsMeta(); err != nil {
+		return err
+	}
+	t, ok := b.meta.Topic(topic)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNoTopic, topic)
+	}
+	nr := append([]uint64{node}, slices.Delete(slices.Clone(replicas), k, k+1)...)
+	if err := b.meta.ReassignReplicas(ctx, []meta.Reassign{{TopicID: t.ID, Partition: p, Replicas: nr}}); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// partitionOf returns this node's replica of partition p of topic (nil if
+// it keeps none) and the partition's replicas, preferred leader first.
+func (b *Broker) partitionOf(topic string, p uint32) (*partition.Partition, []uint64, error) {
+	lt, err := b.anyTopic(topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	if int(p) >= len(lt.parts) {
+		return nil, nil, fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, topic, len(lt.parts))
+	}
+	return lt.parts[p], lt.meta.ReplicasOf(int(p)), nil
+}
+
+// NotPartitionLeaderError is the answer of a node asked for what only a
+// partition's leader does (TransferLeader). Leader is 0 when unknown.
+type NotPartitionLeaderError struct {
+	Topic     string
+	Partition uint32
+	Node      uint64
+	Leader    uint64
+}
+
+func (e *NotPartitionLeaderError) Error() string {
+	return fmt.Sprintf("node %d does not lead partition %d of %q (leader: %d); ask the leader", e.Node, e.Partition, e.Topic, e.Leader)
+}
+
+// Is makes it a failed precondition.
+func (e *NotPartitionLeaderError) Is(target error) bool { return target == ErrFailedPrecondition }
 
 // ErrFailedPrecondition marks a request the cluster's state refuses now.
 var ErrFailedPrecondition = errors.New("failed precondition")

@@ -57,9 +57,12 @@ type ClusterServiceClient interface {
 	// leader, how far each replica is behind. Ask every node (the CLI does)
 	// to see every leader's view.
 	GetClusterStatus(context.Context, *v1.GetClusterStatusRequest) (*v1.GetClusterStatusResponse, error)
-	// TransferLeader asks a partition's leader to hand leadership to another
-	// replica. FailedPrecondition if this node does not lead the partition
-	// (the message names the leader) or the target is not a replica.
+	// TransferLeader makes a replica the partition's preferred leader (its
+	// first replica: leader balancing keeps the leadership there, and gives
+	// it back there after a failover) and asks the partition's leader to hand
+	// leadership to it. Any member may be asked: it goes on to the metadata
+	// leader and to the partition's leader. FailedPrecondition if the target
+	// is not a replica.
 	TransferLeader(context.Context, *v1.TransferLeaderRequest) (*v1.TransferLeaderResponse, error)
 	// AddNode makes a new node a member (what `rewind serve --join` calls):
 	// it is recorded in the metadata group and becomes one of its voters.
@@ -189,9 +192,12 @@ type ClusterServiceHandler interface {
 	// leader, how far each replica is behind. Ask every node (the CLI does)
 	// to see every leader's view.
 	GetClusterStatus(context.Context, *v1.GetClusterStatusRequest) (*v1.GetClusterStatusResponse, error)
-	// TransferLeader asks a partition's leader to hand leadership to another
-	// replica. FailedPrecondition if this node does not lead the partition
-	// (the message names the leader) or the target is not a replica.
+	// TransferLeader makes a replica the partition's preferred leader (its
+	// first replica: leader balancing keeps the leadership there, and gives
+	// it back there after a failover) and asks the partition's leader to hand
+	// leadership to it. Any member may be asked: it goes on to the metadata
+	// leader and to the partition's leader. FailedPrecondition if the target
+	// is not a replica.
 	TransferLeader(context.Context, *v1.TransferLeaderRequest) (*v1.TransferLeaderResponse, error)
 	// AddNode makes a new node a member (what `rewind serve --join` calls):
 	// it is recorded in the metadata group and becomes one of its voters.

@@ -482,9 +482,12 @@ export const ClusterService: GenService<{
     output: typeof GetClusterStatusResponseSchema;
   },
   /**
-   * TransferLeader asks a partition's leader to hand leadership to another
-   * replica. FailedPrecondition if this node does not lead the partition
-   * (the message names the leader) or the target is not a replica.
+   * TransferLeader makes a replica the partition's preferred leader (its
+   * first replica: leader balancing keeps the leadership there, and gives
+   * it back there after a failover) and asks the partition's leader to hand
+   * leadership to it. Any member may be asked: it goes on to the metadata
+   * leader and to the partition's leader. FailedPrecondition if the target
+   * is not a replica.
    *
    * @generated from rpc rewind.v1.ClusterService.TransferLeader
    */
