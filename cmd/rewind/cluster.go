@@ -41,8 +41,12 @@ type clusterView struct {
 type clusterNode struct {
 	ID      uint64 `json:"id"`
 	Address string `json:"address"`
-	Healthy bool   `json:"healthy"`
-	Error   string `json:"error,omitempty"`
+	// Healthy: the node answered. Ready: it says it can serve (its own
+	// /readyz); NotReady says why not.
+	Healthy  bool   `json:"healthy"`
+	Ready    bool   `json:"ready"`
+	NotReady string `json:"not_ready,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // staleView is a member's view of a partition at a term older than the
@@ -81,6 +85,9 @@ func gatherStatus(ctx context.Context, g *globals) (*clusterView, error) {
 			}
 		}
 		cn.Healthy = st != nil
+		if st != nil {
+			cn.Ready, cn.NotReady = st.GetReady(), st.GetNotReady()
+		}
 		v.Nodes = append(v.Nodes, cn)
 	}
 	v.Partitions, v.Stale = mergePartitions(answers)
@@ -184,9 +191,12 @@ func newClusterStatus(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "cluster %016x, metadata leader %d\n\n", v.ClusterID, v.MetadataLeader)
 			fmt.Fprintln(w, "NODE\tADDRESS\tHEALTH")
 			for _, n := range v.Nodes {
-				h := "up"
-				if !n.Healthy {
+				h := "ready"
+				switch {
+				case !n.Healthy:
 					h = "down: " + n.Error
+				case !n.Ready:
+					h = "not ready: " + n.NotReady
 				}
 				fmt.Fprintf(w, "%d\t%s\t%s\n", n.ID, n.Address, h)
 			}

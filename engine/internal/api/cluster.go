@@ -159,7 +159,10 @@ func (s *Server) GetClusterStatus(ctx context.Context, _ *rewindv1.GetClusterSta
 	if s.peerStats != nil {
 		peers = s.peerStats()
 	}
-	out := &rewindv1.GetClusterStatusResponse{ClusterId: s.b.ClusterID(), NodeId: s.b.NodeID(), MetadataLeader: cs.MetaLeader}
+	out := &rewindv1.GetClusterStatusResponse{ClusterId: s.b.ClusterID(), NodeId: s.b.NodeID(), MetadataLeader: cs.MetaLeader, Ready: true}
+	if err := s.b.Ready(); err != nil {
+		out.Ready, out.NotReady = false, err.Error()
+	}
 	for _, n := range cs.Nodes {
 		ps := peers[n.ID]
 		out.Nodes = append(out.Nodes, &rewindv1.NodeStatus{

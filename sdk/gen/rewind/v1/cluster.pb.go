@@ -427,8 +427,13 @@ type GetClusterStatusResponse struct {
 	MetadataLeader uint64             `protobuf:"varint,3,opt,name=metadata_leader,json=metadataLeader,proto3" json:"metadata_leader,omitempty"`
 	Nodes          []*NodeStatus      `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Partitions     []*PartitionStatus `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Whether the answering node is ready to serve, as its own /readyz and
+	// gRPC health say; not_ready says why when it is not (an isolated node
+	// answers but knows no metadata leader, a draining one is stopping).
+	Ready         bool   `protobuf:"varint,6,opt,name=ready,proto3" json:"ready,omitempty"`
+	NotReady      string `protobuf:"bytes,7,opt,name=not_ready,json=notReady,proto3" json:"not_ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetClusterStatusResponse) Reset() {
@@ -494,6 +499,20 @@ func (x *GetClusterStatusResponse) GetPartitions() []*PartitionStatus {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *GetClusterStatusResponse) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *GetClusterStatusResponse) GetNotReady() string {
+	if x != nil {
+		return x.NotReady
+	}
+	return ""
 }
 
 // NodeStatus is one member as seen by the answering node.
@@ -945,7 +964,7 @@ const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"\x12RemoveNodeResponse\x12\x14\n" +
 	"\x05moved\x18\x01 \x01(\rR\x05moved\x12\x16\n" +
 	"\x06shrunk\x18\x02 \x01(\rR\x06shrunk\"\x19\n" +
-	"\x17GetClusterStatusRequest\"\xe4\x01\n" +
+	"\x17GetClusterStatusRequest\"\x97\x02\n" +
 	"\x18GetClusterStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
@@ -954,7 +973,9 @@ const file_rewind_v1_cluster_proto_rawDesc = "" +
 	"\x05nodes\x18\x04 \x03(\v2\x15.rewind.v1.NodeStatusR\x05nodes\x12:\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x1a.rewind.v1.PartitionStatusR\n" +
-	"partitions\"\xad\x01\n" +
+	"partitions\x12\x14\n" +
+	"\x05ready\x18\x06 \x01(\bR\x05ready\x12\x1b\n" +
+	"\tnot_ready\x18\a \x01(\tR\bnotReady\"\xad\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
