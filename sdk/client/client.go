@@ -24,6 +24,11 @@
 //     unknown (WithGeneratedIdempotencyKeys gives each such record a key).
 //     By default a call is retried 4 times and for at least 5 s
 //     (WithRetryWindow), so refusals during an election are outlasted.
+//     A request that may run twice with the effect of once (a read, or a
+//     publish whose every record has an idempotency key) is also sent to
+//     the next node when its node has not answered within 500 ms
+//     (WithHedgeDelay), and the first answer is taken: a paused or
+//     cut-off node costs that, not the attempt's 2 s.
 //  2. The node that failed is skipped for a few seconds (WithNodePenalty)
 //     by every call that picks a node.
 //  3. A new stream that sends no first event in time (WithStreamOpenTimeout)
@@ -44,8 +49,8 @@
 //     node answered Unavailable with Rewind-Not-Stored. When their node
 //     fails otherwise, the error is ErrOutcomeUnknown (errors.Is): a
 //     repeat could say AlreadyExists or NotFound about the client's own
-//     change, or apply a relative reset twice. TransferLeader is for one
-//     node and goes to the first address only.
+//     change, or apply a relative reset twice. TransferLeader goes to the
+//     first address only (any member passes it on).
 //
 // A group member with AutoCommit that is stopped — its context cancelled,
 // then Close — commits what it handed to the application before it leaves

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,22 @@ func (n *nodes) useUntried(tried map[string]bool) string {
 	}
 	n.mu.Unlock()
 	return n.use()
+}
+
+// other returns a node to hedge a call to addr with: the first after it
+// in order that is not penalised, or "" when there is none.
+func (n *nodes) other(addr string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.now()
+	start := max(0, slices.Index(n.mu.addrs, addr))
+	for k := 1; k < len(n.mu.addrs); k++ {
+		a := n.mu.addrs[(start+k)%len(n.mu.addrs)]
+		if end, ok := n.mu.until[a]; a != addr && (!ok || !now.Before(end)) {
+			return a
+		}
+	}
+	return ""
 }
 
 // fail penalises addr; if it is the node in use, the next call picks

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -184,7 +185,11 @@ func generatedKey() string {
 // publish sends req, again as the retry policy says (unary): records
 // with idempotency keys are stored once however often it is sent.
 func (c *Client) publish(ctx context.Context, req *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
-	return unary(ctx, c, c.repeatable(proto.Size(req)), func(ctx context.Context, cl *Client) (*rewindv1.PublishResponse, error) {
+	k := c.repeatable(proto.Size(req))
+	// Two copies of a record without an idempotency key would both be
+	// stored: such a request waits for its node (no hedge).
+	k.hedge = !slices.ContainsFunc(req.GetRecords(), func(r *rewindv1.PublishRecord) bool { return r.GetIdempotencyKey() == "" })
+	return unary(ctx, c, k, func(ctx context.Context, cl *Client) (*rewindv1.PublishResponse, error) {
 		return cl.pub.Publish(ctx, req)
 	})
 }

@@ -34,9 +34,12 @@ type retryPolicy struct {
 	// window: retries go on until the attempts are used up and window
 	// has passed since the first attempt (0: attempts only).
 	window time.Duration
+	// hedge: how long an attempt of a call that may run twice waits
+	// before it also goes to another node (0: never; hedge.go).
+	hedge time.Duration
 }
 
-var defaultRetry = retryPolicy{attempts: 4, backoff: 50 * time.Millisecond, attemptTime: DefaultAttemptTimeout, window: DefaultRetryWindow}
+var defaultRetry = retryPolicy{attempts: 4, backoff: 50 * time.Millisecond, attemptTime: DefaultAttemptTimeout, window: DefaultRetryWindow, hedge: DefaultHedgeDelay}
 
 // more reports whether a call that made attempt attempts, the first at
 // start, may make another.
@@ -65,7 +68,7 @@ func (r retryPolicy) more(attempt int, start, now time.Time) bool {
 // (no window) unless WithRetryWindow follows it.
 func WithPublishRetry(attempts int, backoff, attemptTimeout time.Duration) Option {
 	return func(o *options) {
-		o.retry = retryPolicy{attempts: max(1, attempts), backoff: backoff, attemptTime: attemptTimeout}
+		o.retry = retryPolicy{attempts: max(1, attempts), backoff: backoff, attemptTime: attemptTimeout, hedge: o.retry.hedge}
 	}
 }
 
@@ -112,12 +115,16 @@ type callKind struct {
 	// no bound the client knows. A node that stops answering such a call
 	// is noticed by the connection's health check (WithHealthCheck).
 	bound time.Duration
+	// hedge: running the call twice at once has the effect of once, so an
+	// attempt may also go to a second node while the first is out
+	// (hedge.go).
+	hedge bool
 }
 
 // repeatable is the kind of a call that may run again, moving up to size
-// bytes (the request or the answer).
+// bytes (the request or the answer), and may be hedged.
 func (c *Client) repeatable(size int) callKind {
-	return callKind{again: true, bound: c.retry.attemptBound(size)}
+	return callKind{again: true, bound: c.retry.attemptBound(size), hedge: true}
 }
 
 // once is the kind of a write that must not run twice: a second run would
@@ -154,7 +161,7 @@ func unary[T any](ctx context.Context, c *Client, k callKind, do func(context.Co
 			}
 		}
 		to = nil
-		v, err := try(ctx, cl, k.bound, do)
+		v, cl, err := hedged(ctx, c, cl, k, do)
 		if err == nil || ctx.Err() != nil {
 			return v, err
 		}
