@@ -56,7 +56,9 @@ type result struct {
 // cliEnv is the environment for child processes, without REWIND_SERVER
 // (tests pass the address explicitly) plus extra.
 func cliEnv(extra ...string) []string {
-	var env []string
+	// No memory of failed nodes across runs (nodememory.go) unless a test
+	// asks for one: runs of different tests share no cache.
+	env := []string{"REWIND_NODE_MEMORY=off"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "REWIND_SERVER=") {
 			env = append(env, kv)

@@ -48,13 +48,22 @@ type globals struct {
 	tls                    *tls.Config
 	// token is the bearer token of a server with --auth.
 	token string
+	// nodes carries node penalties across runs (nodememory.go).
+	nodes nodeMemory
 }
 
 func (g *globals) client() *client.Client { return g.clientAt(g.server) }
 
 // clientAt returns a client of the server(s) at addr with the global
 // connection flags and credentials.
-func (g *globals) clientAt(addr string) *client.Client { return client.New(addr, g.clientOptions()...) }
+func (g *globals) clientAt(addr string) *client.Client {
+	mem := g.nodes.options(addr)
+	c := client.New(addr, append(g.clientOptions(), mem...)...)
+	if mem != nil {
+		g.nodes.keep(c)
+	}
+	return c
+}
 
 // clientOptions are the client options the global flags select: TLS when
 // any of --tls-ca, --tls-cert, --tls-key is given (addresses without a
@@ -101,8 +110,10 @@ func (g *globals) loadTLS(cmd *cobra.Command, _ []string) error {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
+	root, g := newRootAndGlobals()
+	err := root.ExecuteContext(ctx)
 	stop()
+	g.nodes.save()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rewind:", describe(err))
 		os.Exit(1)
@@ -110,6 +121,12 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
+	root, _ := newRootAndGlobals()
+	return root
+}
+
+// newRootAndGlobals is newRoot and the global flags' values.
+func newRootAndGlobals() (*cobra.Command, *globals) {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:               "rewind",
@@ -139,7 +156,7 @@ func newRoot() *cobra.Command {
 	registerCompletions(root, g)
 	usageOnArgErrors(root)
 	requireKnownSubcommands(root)
-	return root
+	return root, g
 }
 
 // describe renders an error for a human, as errText, with a hint when the

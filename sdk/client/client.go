@@ -192,6 +192,8 @@ type options struct {
 	genKeys                   bool
 	// tls configures the default transport's TLS (WithTLS).
 	tls *tls.Config
+	// penalties are nodes penalised from the start (WithPenalties).
+	penalties map[string]time.Time
 }
 
 // Option configures a Client.
@@ -327,7 +329,7 @@ func New(addr string, opts ...Option) *Client {
 		openTimeout: o.openTimeout,
 		genKeys:     o.genKeys,
 		opts:        append(slices.Clip(opts), WithHTTPClient(o.httpClient)),
-		nodes:       newNodes(eps, o.penalty, o.now),
+		nodes:       newNodes(eps, o.penalty, o.now, o.penalties, scheme),
 	}
 }
 

@@ -55,10 +55,16 @@ type nodes struct {
 	}
 }
 
-func newNodes(addrs []string, penalty time.Duration, now func() time.Time) *nodes {
+func newNodes(addrs []string, penalty time.Duration, now func() time.Time, penalised map[string]time.Time, scheme string) *nodes {
 	n := &nodes{now: now, penalty: penalty}
 	n.mu.addrs = addrs
 	n.mu.until = map[string]time.Time{}
+	t := now()
+	for a, end := range penalised {
+		if t.Before(end) {
+			n.mu.until[normalize(a, scheme)] = end
+		}
+	}
 	return n
 }
 
@@ -123,6 +129,34 @@ func (n *nodes) other(addr string) string {
 	}
 	return ""
 }
+
+// penalties returns a copy of the penalised nodes and when each penalty
+// ends.
+func (n *nodes) penalties() map[string]time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.now()
+	out := make(map[string]time.Time, len(n.mu.until))
+	for a, end := range n.mu.until {
+		if now.Before(end) {
+			out[a] = end
+		}
+	}
+	return out
+}
+
+// WithPenalties starts the client with nodes penalised until the times
+// given, by address (as given to New): what Penalties returned in an
+// earlier process, so that a command-line tool run again does not wait out
+// a node the last run found silent. Penalties already over are ignored.
+func WithPenalties(until map[string]time.Time) Option {
+	return func(o *options) { o.penalties = until }
+}
+
+// Penalties returns the nodes the client skips now (they could not be
+// reached, did not answer in time, or answered Unavailable), by base URL,
+// and when each penalty ends; see WithPenalties.
+func (c *Client) Penalties() map[string]time.Time { return c.nodes.penalties() }
 
 // fail penalises addr; if it is the node in use, the next call picks
 // another.

@@ -11,7 +11,7 @@ import (
 // moves the client at once, also to a node it was not given.
 func TestNodePenalty(t *testing.T) {
 	now := time.Unix(1000, 0)
-	n := newNodes([]string{"a", "b", "c"}, 5*time.Second, func() time.Time { return now })
+	n := newNodes([]string{"a", "b", "c"}, 5*time.Second, func() time.Time { return now }, nil, "http://")
 	step := func(what, want string) {
 		t.Helper()
 		if got := n.use(); got != want {
@@ -53,3 +53,36 @@ func TestAttemptBoundGrowsWithTheRequest(t *testing.T) {
 		t.Errorf("no attempt deadline became %s", got)
 	}
 }
+
+// TestPenaltiesCarryOver: a client started with the penalties another
+// returned skips the same nodes until their penalties end, and ignores
+// those already over.
+func TestPenaltiesCarryOver(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	first := New("a:1,b:2,c:3", withClock(clock))
+	first.nodes.fail("http://a:1")
+	got := first.Penalties()
+	if len(got) != 1 || !got["http://a:1"].Equal(now.Add(DefaultNodePenalty)) {
+		t.Fatalf("penalties %v, want a:1 until %v", got, now.Add(DefaultNodePenalty))
+	}
+	got["http://c:3"] = now.Add(-time.Second) // over: ignored
+	next := New("a:1,b:2,c:3", withClock(clock), WithPenalties(got))
+	if u := next.nodes.use(); u != "http://b:2" {
+		t.Fatalf("the next client starts at %s, want http://b:2 (a:1 penalised)", u)
+	}
+	if p := next.Penalties(); len(p) != 1 {
+		t.Fatalf("the next client's penalties %v, want a:1's only", p)
+	}
+	now = now.Add(DefaultNodePenalty)
+	// The client stays where it moved; a:1 may be used again.
+	if o := next.nodes.other("http://b:2"); o != "http://c:3" || len(next.Penalties()) != 0 {
+		t.Fatalf("after the penalty: next other %s, penalties %v; want c:3 then a:1 usable, none penalised", o, next.Penalties())
+	}
+	if o := next.nodes.other("http://c:3"); o != "http://a:1" {
+		t.Fatalf("after the penalty: other than c:3 is %s, want http://a:1", o)
+	}
+}
+
+// withClock sets the client's clock (penalties).
+func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
