@@ -455,26 +455,49 @@ func (h *Host) do(fn func() error) error {
 // started, so what the state machine shows readers never grows history that
 // was already there.
 func (h *Host) AddGroup(gc GroupConfig) error {
-	if gc.ID == 0 || gc.SM == nil {
-		return errors.New("raftlog: AddGroup needs an ID and a state machine")
-	}
-	var recovered chan struct{}
+	return h.AddGroups([]GroupConfig{gc})[0]
+}
+
+// AddGroups is AddGroup for many groups at once, with an error (or nil)
+// per group, in order: they are added in one step of the loop, so their
+// first passes (a sole voter's election, the backlog's apply) are shared,
+// one write and one fsync for all of them. A node restarting with 1,000
+// partitions added them one by one, a pass and an fsync each, every pass
+// over every group added so far.
+func (h *Host) AddGroups(gcs []GroupConfig) []error {
+	errs := make([]error, len(gcs))
+	recovered := make([]chan struct{}, len(gcs))
 	err := h.do(func() error {
-		g, err := h.addGroup(gc)
-		if g != nil {
-			recovered = g.recovered
+		for i, gc := range gcs {
+			if gc.ID == 0 || gc.SM == nil {
+				errs[i] = errors.New("raftlog: AddGroup needs an ID and a state machine")
+				continue
+			}
+			g, err := h.addGroup(gc)
+			if g != nil {
+				recovered[i] = g.recovered
+			}
+			errs[i] = err
 		}
-		return err
+		return nil
 	})
 	if err != nil {
-		return err
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
-	select {
-	case <-recovered:
-		return nil
-	case <-h.done:
-		return errors.Join(ErrStopped, h.Err())
+	for i, ch := range recovered {
+		if errs[i] != nil || ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-h.done:
+			errs[i] = errors.Join(ErrStopped, h.Err())
+		}
 	}
+	return errs
 }
 
 func (h *Host) addGroup(gc GroupConfig) (*group, error) {

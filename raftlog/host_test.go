@@ -555,3 +555,59 @@ func TestHostStopsWhenRemovingAGroupFailsToWrite(t *testing.T) {
 		t.Fatal("Close did not return the fatal error")
 	}
 }
+
+// TestHostAddGroupsTogether: groups added in one AddGroups call start
+// together, each with its own error, and when it returns every group has
+// applied what was committed before the restart, as AddGroup promises.
+func TestHostAddGroupsTogether(t *testing.T) {
+	db := openDB(t, vfs.NewMem())
+	h := startHost(t, db)
+	const n = 40
+	var gcs []GroupConfig
+	sms := map[uint64]*countingSM{}
+	for g := uint64(1); g <= n; g++ {
+		sms[g] = newCountingSM(t, db, g)
+		gcs = append(gcs, GroupConfig{ID: g, Voters: []uint64{1}, SM: sms[g]})
+	}
+	for i, err := range h.AddGroups(gcs) {
+		if err != nil {
+			t.Fatalf("group %d: %v", gcs[i].ID, err)
+		}
+	}
+	for g := uint64(1); g <= n; g++ {
+		sms[g].propose(h, fmt.Sprint("g", g))
+		sms[g].waitDurable(t, 1)
+	}
+	commits := map[uint64]uint64{}
+	for g := uint64(1); g <= n; g++ {
+		st, _ := h.Status(g)
+		commits[g] = st.Commit
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h = startHost(t, db)
+	defer h.Close()
+	gcs = gcs[:0]
+	for g := uint64(1); g <= n; g++ {
+		sms[g] = newCountingSM(t, db, g)
+		gcs = append(gcs, GroupConfig{ID: g, SM: sms[g]})
+	}
+	gcs = append(gcs, GroupConfig{ID: 1, SM: sms[1]}, GroupConfig{ID: n + 1})
+	errs := h.AddGroups(gcs)
+	for i, err := range errs[:n] {
+		g := gcs[i].ID
+		st, ok := h.Status(g)
+		if err != nil || !ok || st.Applied < commits[g] {
+			t.Fatalf("group %d after the restart: %v, status %+v; want applied up to %d when AddGroups returns", g, err, st, commits[g])
+		}
+	}
+	if !errors.Is(errs[n], ErrGroupExists) || errs[n+1] == nil {
+		t.Fatalf("a group twice: %v; a group without a state machine: %v", errs[n], errs[n+1])
+	}
+	for g := uint64(1); g <= n; g++ {
+		if got := stored(t, db, g); len(got) != 1 || got[0] != fmt.Sprint("g", g) {
+			t.Fatalf("group %d stored %v", g, got)
+		}
+	}
+}

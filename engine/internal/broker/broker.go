@@ -226,10 +226,8 @@ func Open(cfg Config) (*Broker, error) {
 	if err := host.AddGroup(mg); err != nil {
 		return fail(fmt.Errorf("broker: start metadata group: %w", err))
 	}
-	for _, t := range m.Topics() {
-		if err := b.startTopic(t); err != nil {
-			return fail(err)
-		}
+	if err := b.startTopics(m.Topics()); err != nil {
+		return fail(err)
 	}
 	if err := b.finishDeletions(); err != nil {
 		return fail(err)
@@ -448,35 +446,67 @@ func (b *Broker) reconcile() {
 // startTopic opens and starts the partitions of t this node keeps a
 // replica of, if they do not run yet.
 func (b *Broker) startTopic(t *meta.Topic) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.mu.topics[t.ID]; ok {
-		return nil
-	}
-	lt := &liveTopic{meta: t, counters: new(topicCounters)}
-	for i := range t.Groups {
-		voters := t.ReplicasOf(i)
-		if voters == nil {
-			voters = []uint64{b.cfg.NodeID}
-		}
-		if !slices.Contains(voters, b.cfg.NodeID) {
-			lt.parts = append(lt.parts, nil) // another node's: publishes are forwarded
-			continue
-		}
-		p, err := b.openPartition(t, i, voters, false)
-		if err != nil {
-			return err
-		}
-		lt.parts = append(lt.parts, p)
-	}
-	b.mu.topics[t.ID] = lt
-	return nil
+	return b.startTopics([]*meta.Topic{t})
 }
 
-// openPartition opens partition i of t and runs its raft group: a new
-// group starts with voters, or, when join is set, empty, waiting for the
-// leader to send it a snapshot and the log (a replica added later).
-func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool) (*partition.Partition, error) {
+// startTopics is startTopic for many topics: their raft groups start
+// together (raftlog.Host.AddGroups), which is what makes a restart with
+// many partitions quick.
+func (b *Broker) startTopics(ts []*meta.Topic) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var gcs []raftlog.GroupConfig
+	var of []*liveTopic // gcs[i]'s topic
+	var where []string  // gcs[i]'s topic and partition, for errors
+	var lts []*liveTopic
+	for _, t := range ts {
+		if _, ok := b.mu.topics[t.ID]; ok {
+			continue
+		}
+		lt := &liveTopic{meta: t, counters: new(topicCounters)}
+		lts = append(lts, lt)
+		for i := range t.Groups {
+			voters := t.ReplicasOf(i)
+			if voters == nil {
+				voters = []uint64{b.cfg.NodeID}
+			}
+			if !slices.Contains(voters, b.cfg.NodeID) {
+				lt.parts = append(lt.parts, nil) // another node's: publishes are forwarded
+				continue
+			}
+			p, gc, err := b.openPartition(t, i, voters, false)
+			if err != nil {
+				return err
+			}
+			lt.parts = append(lt.parts, p)
+			gcs = append(gcs, gc)
+			of = append(of, lt)
+			where = append(where, fmt.Sprintf("topic %q partition %d", t.Name, i))
+		}
+	}
+	// A topic runs once every group of it has started; one that failed
+	// is not registered, so that a later start tries it again.
+	var errs []error
+	failed := map[*liveTopic]bool{}
+	for i, err := range b.host.AddGroups(gcs) {
+		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
+			errs = append(errs, fmt.Errorf("broker: %s: %w", where[i], err))
+			failed[of[i]] = true
+		}
+	}
+	for _, lt := range lts {
+		if !failed[lt] {
+			b.mu.topics[lt.meta.ID] = lt
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// openPartition opens partition i of t and returns it with the
+// configuration of its raft group, for the caller to start (AddGroups): a
+// new group starts with voters, or, when join is set, empty, waiting for
+// the leader to send it a snapshot and the log (a replica added later).
+func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool) (*partition.Partition, raftlog.GroupConfig, error) {
 	g := t.Groups[i]
 	p, err := partition.Open(partition.Config{
 		Group: g, TopicID: t.ID, Index: uint32(i), DB: b.db, Host: b.host, Cache: b.cache,
@@ -485,7 +515,7 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 		Timings: &b.timings, Tier: b.cfg.Tier, TierCache: b.cfg.TierCache, Background: b.backgroundTurn,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("broker: topic %q: %w", t.Name, err)
+		return nil, raftlog.GroupConfig{}, fmt.Errorf("broker: topic %q: %w", t.Name, err)
 	}
 	// Proposals are forwarded inside raft: publishes are routed to the
 	// leader anyway, but subscriber group commits are proposed where the
@@ -494,11 +524,7 @@ func (b *Broker) openPartition(t *meta.Topic, i int, voters []uint64, join bool)
 	if join {
 		gc.Voters, gc.Join = nil, true
 	}
-	err = b.host.AddGroup(gc)
-	if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
-		return nil, fmt.Errorf("broker: topic %q partition %d: %w", t.Name, i, err)
-	}
-	return p, nil
+	return p, gc, nil
 }
 
 // reassign follows new replica sets of t's partitions: a partition that now
@@ -514,16 +540,25 @@ func (b *Broker) reassign(t *meta.Topic) error {
 	}
 	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts), counters: old.counters}
 	var errs []error
+	var gcs []raftlog.GroupConfig
+	var at []int // gcs[k]'s partition
 	for i := range t.Groups {
 		if lt.parts[i] != nil || !slices.Contains(t.ReplicasOf(i), b.cfg.NodeID) {
 			continue
 		}
-		p, err := b.openPartition(t, i, nil, true)
+		p, gc, err := b.openPartition(t, i, nil, true)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		gcs, at = append(gcs, gc), append(at, i)
 		lt.parts[i] = p
+	}
+	for k, err := range b.host.AddGroups(gcs) {
+		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
+			errs = append(errs, fmt.Errorf("broker: topic %q partition %d: %w", t.Name, at[k], err))
+			lt.parts[at[k]] = nil
+		}
 	}
 	b.mu.topics[t.ID] = lt
 	return errors.Join(errs...)
