@@ -430,7 +430,10 @@ func TestLiveSubscriberSeesEveryRecordInOrder(t *testing.T) {
 // that stream instead of buffering or dropping.
 func TestSlowConsumerLosesNothing(t *testing.T) {
 	s := startServer(t, "")
-	c := client.New(s.addr)
+	// Keys make a publish retried after a slow attempt (a busy machine:
+	// 1 MiB requests under the race detector) a duplicate, not a second
+	// copy (CI saw one stored twice).
+	c := client.New(s.addr, client.WithGeneratedIdempotencyKeys())
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "slow", client.WithPartitions(1)); err != nil {
 		t.Fatal(err)
