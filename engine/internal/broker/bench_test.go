@@ -59,3 +59,40 @@ func BenchmarkPublishIdempotent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPublishKeyless publishes keyless requests of 1, 100 and 1,000
+// records of 100 bytes from 4 publishers into a 4-partition topic on disk:
+// the sticky runs (stickyBytes) keep a request's records in as few
+// partitions as possible.
+func BenchmarkPublishKeyless(b *testing.B) {
+	for _, per := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("records=%d", per), func(b *testing.B) {
+			br, err := Open(Config{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer br.Close()
+			ctx := context.Background()
+			if _, err := br.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 4}); err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, 100)
+			b.ReportAllocs()
+			b.SetParallelism(2) // 2 × GOMAXPROCS(2) = 4 publishers
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				recs := make([]PublishRecord, per)
+				for i := range recs {
+					recs[i] = PublishRecord{Record: record.Record{Value: payload}}
+				}
+				for pb.Next() {
+					if _, _, err := br.Publish(ctx, "t", recs); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}

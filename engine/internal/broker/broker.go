@@ -127,7 +127,9 @@ type Broker struct {
 type liveTopic struct {
 	meta  *meta.Topic
 	parts []*partition.Partition
-	rr    roundRobin
+	// spread places keyless records (publish.go); shared by the copies
+	// a reassignment makes.
+	spread *spreader
 	// counters is shared by every copy of the topic's liveTopic.
 	counters *topicCounters
 }
@@ -453,7 +455,7 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 	if _, ok := b.mu.topics[t.ID]; ok {
 		return nil
 	}
-	lt := &liveTopic{meta: t, counters: new(topicCounters)}
+	lt := &liveTopic{meta: t, counters: new(topicCounters), spread: newSpreader(t.Partitions)}
 	for i := range t.Groups {
 		voters := t.ReplicasOf(i)
 		if voters == nil {
@@ -512,7 +514,7 @@ func (b *Broker) reassign(t *meta.Topic) error {
 	if !ok {
 		return nil
 	}
-	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts), counters: old.counters}
+	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts), counters: old.counters, spread: old.spread}
 	var errs []error
 	for i := range t.Groups {
 		if lt.parts[i] != nil || !slices.Contains(t.ReplicasOf(i), b.cfg.NodeID) {
