@@ -439,6 +439,8 @@ func (b *Broker) reconcile() {
 				b.applyPolicy(c.Altered)
 			case c.Reassigned != nil:
 				err = b.reassign(c.Reassigned)
+			case c.Grown != nil:
+				err = b.growTopic(c.Grown)
 			}
 			if err != nil {
 				b.log.Error("reconcile topic", "error", err)
@@ -516,7 +518,14 @@ func (b *Broker) reassign(t *meta.Topic) error {
 	}
 	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts), counters: old.counters, spread: old.spread}
 	var errs []error
-	for i := range t.Groups {
+	if len(t.Groups) > len(old.parts) {
+		// The topic grew and this node failed to start the new partitions
+		// (growTopic logged why): they stay without a replica here.
+		errs = append(errs, fmt.Errorf("broker: topic %q: %d partitions, %d running", t.Name, len(t.Groups), len(old.parts)))
+		lt.parts = append(lt.parts, make([]*partition.Partition, len(t.Groups)-len(old.parts))...)
+		lt.spread = old.spread.grown(t.Partitions)
+	}
+	for i := range old.parts {
 		if lt.parts[i] != nil || !slices.Contains(t.ReplicasOf(i), b.cfg.NodeID) {
 			continue
 		}

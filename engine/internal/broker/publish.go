@@ -280,6 +280,9 @@ func (b *Broker) publish(ctx context.Context, topic string, recs []PublishRecord
 		switch {
 		case r.HasPartition:
 			if r.Partition >= n {
+				if err := b.growing(lt, r.Partition); err != nil {
+					return 0, nil, err
+				}
 				return 0, nil, fmt.Errorf("%w: record %d: partition %d does not exist (topic %q has %d)", ErrInvalid, i, r.Partition, topic, n)
 			}
 			dest[i] = r.Partition
