@@ -46,6 +46,10 @@ var (
 
 // Limits.
 const (
+	// MaxPartitions bounds one topic's partitions: each request on a topic
+	// does some work per partition (a publish's gathering, a stream's
+	// cursors, a rebalance's fences). What partitions cost a node is
+	// bounded by the partition quotas instead (docs/operations.md).
 	MaxPartitions         = 1024
 	DefaultMaxRecordBytes = 1 << 20
 	MaxMaxRecordBytes     = 16 << 20
