@@ -54,7 +54,9 @@ func (s *Server) CreateTopic(ctx context.Context, req *rewindv1.CreateTopicReque
 // AlterTopic implements rewindv1connect.TopicServiceHandler: it grows the
 // partitions when the request sets them, then replaces the retention
 // policy unless the request grows the partitions without one. The
-// retention is checked first, so a bad one changes nothing.
+// retention's form is checked first, so a malformed one changes nothing;
+// the two changes are separate commands, so a retention the broker
+// refuses (local limits without tiered storage) leaves the growth done.
 func (s *Server) AlterTopic(ctx context.Context, req *rewindv1.AlterTopicRequest) (*rewindv1.AlterTopicResponse, error) {
 	r, err := retentionOf(req.GetRetention())
 	if err != nil {
