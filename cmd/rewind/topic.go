@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +16,7 @@ import (
 )
 
 func newTopic(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe and delete topics"}
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
 	cmd.AddCommand(newTopicCreate(g), newTopicAlter(g), newTopicList(g), newTopicDescribe(g), newTopicDelete(g))
 	return cmd
 }
@@ -137,7 +138,8 @@ func parseBytes(s string) (uint64, error) {
 
 func newTopicCreate(g *globals) *cobra.Command {
 	var (
-		partitions, rf            uint32
+		rf                        uint32
+		partitions                = partitionCount(1)
 		format, dedupe, maxRecord string
 		ret                       retentionFlags
 		keyIndex                  bool
@@ -162,7 +164,7 @@ func newTopicCreate(g *globals) *cobra.Command {
 				}
 				maxRecordBytes = uint32(n)
 			}
-			opts = append(opts, client.WithPartitions(partitions), client.WithReplicationFactor(rf), client.WithMaxRecordBytes(maxRecordBytes))
+			opts = append(opts, client.WithPartitions(uint32(partitions)), client.WithReplicationFactor(rf), client.WithMaxRecordBytes(maxRecordBytes))
 			if dedupe != "" {
 				d, err := parseDurationFlag(dedupe)
 				if err != nil || d < 0 {
@@ -183,7 +185,7 @@ func newTopicCreate(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.Uint32Var(&partitions, "partitions", 1, "number of partitions")
+	f.Var(&partitions, "partitions", fmt.Sprintf("number of partitions, 1 to %d (topic alter adds more later)", maxPartitions))
 	f.Uint32Var(&rf, "replication-factor", 0, "replicas per partition (default: the server's)")
 	f.StringVar(&maxRecord, "max-record-bytes", "", "largest record accepted, e.g. 4MiB (default 1 MiB, at most 16 MiB)")
 	f.StringVar(&dedupe, "dedupe-window", "", "how long idempotency keys are remembered (default 24h; 0 turns deduplication off)")
@@ -195,13 +197,28 @@ func newTopicCreate(g *globals) *cobra.Command {
 
 func newTopicAlter(g *globals) *cobra.Command {
 	var (
-		format string
-		ret    retentionFlags
+		format     string
+		ret        retentionFlags
+		partitions partitionCount
 	)
 	cmd := &cobra.Command{
 		Use:   "alter NAME",
-		Short: "Change a topic's retention policy (flags not given keep their value)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Change a topic's retention policy or add partitions (flags not given keep their value)",
+		Long: `Change a topic's retention policy (the retention flags given; the others
+keep their value) or give it more partitions (--partitions N, the count in
+all).
+
+Partitions can be added, never removed. Keys hash over the new count, so
+a key's new records may go to another partition than its old ones: order
+per key holds within one partition count. Idempotency keys stay
+deduplicated. Streams already open keep reading the partitions they
+started with (so does a stream resumed from a token taken before); new
+subscriptions read them all, and subscriber groups are rebalanced over
+them. A topic with the key index (topic create --key-index, the default)
+cannot grow: its key versions count per key and partition.`,
+		Example: `  rewind topic alter orders --partitions 8
+  rewind topic alter orders --retention-age 7d`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
 				return err
@@ -211,25 +228,50 @@ func newTopicAlter(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts, err := ret.options(cmd, cur)
-			if err != nil {
-				return err
+			grow := cmd.Flags().Changed("partitions")
+			retention := !grow || slices.ContainsFunc(retentionFlagNames, cmd.Flags().Changed)
+			var opts []client.TopicOption
+			if retention {
+				// Checked before growing, so a bad flag changes nothing.
+				if opts, err = ret.options(cmd, cur); err != nil {
+					return err
+				}
 			}
-			t, err := c.AlterTopic(cmd.Context(), args[0], opts...)
-			if err != nil {
-				return err
+			t := cur
+			if grow {
+				if t, err = c.GrowTopic(cmd.Context(), args[0], uint32(partitions)); err != nil {
+					return err
+				}
+			}
+			if retention {
+				if t, err = c.AlterTopic(cmd.Context(), args[0], opts...); err != nil {
+					return err
+				}
 			}
 			if format == "json" {
 				return printJSON(topicJSON(t, nil))
 			}
-			fmt.Printf("altered topic %s: %s\n", t.Name, retentionText(t))
+			switch {
+			case grow && t.Partitions == cur.Partitions:
+				fmt.Printf("topic %s has %s already\n", t.Name, plural(t.Partitions, "partition"))
+			case grow:
+				fmt.Printf("altered topic %s: %s (was %d)\n", t.Name, plural(t.Partitions, "partition"), cur.Partitions)
+			}
+			if retention {
+				fmt.Printf("altered topic %s: %s\n", t.Name, retentionText(t))
+			}
 			return nil
 		},
 	}
 	ret.add(cmd)
+	cmd.Flags().Var(&partitions, "partitions", fmt.Sprintf("give the topic this many partitions in all, more than it has (at most %d); keys may move to the new ones", maxPartitions))
 	addFormat(cmd, &format)
 	return cmd
 }
+
+// retentionFlagNames are the flags retentionFlags.add defines.
+var retentionFlagNames = []string{"retention-age", "retention-bytes", "retention-records", "cleanup", "delete-retention",
+	"local-retention-age", "local-retention-bytes"}
 
 func retentionText(t *client.Topic) string {
 	lim := func(v uint64) string {

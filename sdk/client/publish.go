@@ -23,10 +23,10 @@ type Header struct {
 
 // Message is a record to publish.
 type Message struct {
-	// Key decides the partition (hash of the key) unless Partition is set;
-	// without either, the server spreads records over the partitions by
-	// request (a request's keyless records stay together, up to 1,024 in
-	// a row).
+	// Key decides the partition (hash of the key over the topic's current
+	// partition count) unless Partition is set; without either, the
+	// server spreads records evenly over the partitions in runs of 16 KiB
+	// (a request's keyless records stay together up to that size).
 	Key   []byte
 	Value []byte
 	// Headers are stored and delivered in order.

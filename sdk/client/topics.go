@@ -68,7 +68,8 @@ func topicConfig(c *rewindv1.TopicConfig, opts []TopicOption) *rewindv1.TopicCon
 	return c
 }
 
-// WithPartitions sets the partition count (default 1).
+// WithPartitions sets the partition count (default 1) of CreateTopic;
+// GrowTopic adds partitions later.
 func WithPartitions(n uint32) TopicOption {
 	return topicOption(func(c *rewindv1.TopicConfig) { c.Partitions = n })
 }
@@ -151,6 +152,29 @@ func retention(c *rewindv1.TopicConfig) *rewindv1.Retention {
 func (c *Client) AlterTopic(ctx context.Context, name string, opts ...TopicOption) (*Topic, error) {
 	cfg := topicConfig(&rewindv1.TopicConfig{}, opts)
 	req := &rewindv1.AlterTopicRequest{Name: name, Retention: retention(cfg)}
+	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.AlterTopicResponse, error) {
+		return cl.topics.AlterTopic(ctx, req)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return topicOf(resp.GetTopic()), nil
+}
+
+// GrowTopic gives a topic partitions partitions in all, adding the
+// missing ones; its retention policy stays. Asking for the count the topic
+// has changes nothing, so it is repeated on another node when its node
+// fails. Keys hash over the new count from then on: a key's new records
+// may go to another partition than its old ones (order per key holds
+// within one count). Idempotency keys stay deduplicated across the
+// change. Open streams keep their partitions; subscriber groups are
+// rebalanced over all of them. Errors carry Connect codes:
+// InvalidArgument for fewer partitions than the topic has (they are never
+// removed) or more than 1,024, FailedPrecondition for a topic that keeps
+// the key index (WithKeyIndex: versions count per key and partition),
+// ResourceExhausted past the creator's partition quota, NotFound.
+func (c *Client) GrowTopic(ctx context.Context, name string, partitions uint32) (*Topic, error) {
+	req := &rewindv1.AlterTopicRequest{Name: name, Partitions: &partitions}
 	resp, err := unary(ctx, c, c.repeatable(0), func(ctx context.Context, cl *Client) (*rewindv1.AlterTopicResponse, error) {
 		return cl.topics.AlterTopic(ctx, req)
 	})

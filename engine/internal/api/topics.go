@@ -51,15 +51,31 @@ func (s *Server) CreateTopic(ctx context.Context, req *rewindv1.CreateTopicReque
 	return &rewindv1.CreateTopicResponse{Topic: topicProto(t)}, nil
 }
 
-// AlterTopic implements rewindv1connect.TopicServiceHandler.
+// AlterTopic implements rewindv1connect.TopicServiceHandler: it grows the
+// partitions when the request sets them, then replaces the retention
+// policy unless the request grows the partitions without one. The
+// retention's form is checked first, so a malformed one changes nothing;
+// the two changes are separate commands, so a retention the broker
+// refuses (local limits without tiered storage) leaves the growth done.
 func (s *Server) AlterTopic(ctx context.Context, req *rewindv1.AlterTopicRequest) (*rewindv1.AlterTopicResponse, error) {
 	r, err := retentionOf(req.GetRetention())
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.b.AlterTopic(ctx, req.GetName(), r)
-	if err != nil {
-		return nil, toConnect(s.log, err)
+	var t *meta.Topic
+	if req.Partitions != nil {
+		t, err = s.b.GrowTopic(ctx, req.GetName(), req.GetPartitions())
+		if errors.Is(err, quota.ErrExceeded) {
+			return nil, quotaError(err)
+		}
+		if err != nil {
+			return nil, toConnect(s.log, err)
+		}
+	}
+	if req.Retention != nil || req.Partitions == nil {
+		if t, err = s.b.AlterTopic(ctx, req.GetName(), r); err != nil {
+			return nil, toConnect(s.log, err)
+		}
 	}
 	return &rewindv1.AlterTopicResponse{Topic: topicProto(t)}, nil
 }

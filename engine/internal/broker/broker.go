@@ -46,6 +46,10 @@ var (
 
 // Limits.
 const (
+	// MaxPartitions bounds one topic's partitions: each request on a topic
+	// does some work per partition (a publish's gathering, a stream's
+	// cursors, a rebalance's fences). What partitions cost a node is
+	// bounded by the partition quotas instead (docs/operations.md).
 	MaxPartitions         = 1024
 	DefaultMaxRecordBytes = 1 << 20
 	MaxMaxRecordBytes     = 16 << 20
@@ -127,7 +131,9 @@ type Broker struct {
 type liveTopic struct {
 	meta  *meta.Topic
 	parts []*partition.Partition
-	rr    roundRobin
+	// spread places keyless records (publish.go); shared by the copies
+	// a reassignment makes.
+	spread *spreader
 	// counters is shared by every copy of the topic's liveTopic.
 	counters *topicCounters
 }
@@ -435,6 +441,8 @@ func (b *Broker) reconcile() {
 				b.applyPolicy(c.Altered)
 			case c.Reassigned != nil:
 				err = b.reassign(c.Reassigned)
+			case c.Grown != nil:
+				err = b.growTopic(c.Grown)
 			}
 			if err != nil {
 				b.log.Error("reconcile topic", "error", err)
@@ -463,7 +471,7 @@ func (b *Broker) startTopics(ts []*meta.Topic) error {
 		if _, ok := b.mu.topics[t.ID]; ok {
 			continue
 		}
-		lt := &liveTopic{meta: t, counters: new(topicCounters)}
+		lt := &liveTopic{meta: t, counters: new(topicCounters), spread: newSpreader(t.Partitions)}
 		lts = append(lts, lt)
 		for i := range t.Groups {
 			voters := t.ReplicasOf(i)
@@ -538,11 +546,18 @@ func (b *Broker) reassign(t *meta.Topic) error {
 	if !ok {
 		return nil
 	}
-	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts), counters: old.counters}
+	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts), counters: old.counters, spread: old.spread}
 	var errs []error
+	if len(t.Groups) > len(old.parts) {
+		// The topic grew and this node failed to start the new partitions
+		// (growTopic logged why): they stay without a replica here.
+		errs = append(errs, fmt.Errorf("broker: topic %q: %d partitions, %d running", t.Name, len(t.Groups), len(old.parts)))
+		lt.parts = append(lt.parts, make([]*partition.Partition, len(t.Groups)-len(old.parts))...)
+		lt.spread = old.spread.grown(t.Partitions)
+	}
 	var gcs []raftlog.GroupConfig
 	var at []int // gcs[k]'s partition
-	for i := range t.Groups {
+	for i := range old.parts {
 		if lt.parts[i] != nil || !slices.Contains(t.ReplicasOf(i), b.cfg.NodeID) {
 			continue
 		}

@@ -435,7 +435,7 @@ func (b *Broker) dropReplica(t *meta.Topic, i int) {
 		return
 	}
 	p := lt.parts[i]
-	nlt := &liveTopic{meta: lt.meta, parts: slices.Clone(lt.parts), counters: lt.counters}
+	nlt := &liveTopic{meta: lt.meta, parts: slices.Clone(lt.parts), counters: lt.counters, spread: lt.spread}
 	nlt.parts[i] = nil
 	b.mu.topics[t.ID] = nlt
 	b.mu.Unlock()

@@ -57,12 +57,25 @@ func (b *Broker) subscribeGroup(ctx context.Context, lt *liveTopic, sp Subscribe
 	// unless the request or the node asks otherwise.
 	from := b.readFrom(sp.ReadFrom)
 	opts.Route = func(p uint32, local stream.Source) (stream.Source, error) {
-		if b.readLocally(lt.parts[p], from) {
+		lt := b.current(lt) // the topic may have grown since the join
+		if int(p) < len(lt.parts) && b.readLocally(lt.parts[p], from) {
 			return local, nil
 		}
 		return (&lazyLog{b: b, ctx: ctx, lt: lt, index: p, from: from, budget: len(lt.parts)}).source()
 	}
 	return b.streamError(stream.Run(ctx, lt.meta.ID, nil, nil, opts, sink))
+}
+
+// current returns this node's latest liveTopic of lt's topic (it is
+// replaced when the topic grows or its replicas move), or lt once the
+// topic is gone.
+func (b *Broker) current(lt *liveTopic) *liveTopic {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur, ok := b.mu.topics[lt.meta.ID]; ok {
+		return cur
+	}
+	return lt
 }
 
 // Commit records a group's progress on a topic (see groups.Coordinator.Commit).

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/route"
 )
@@ -24,11 +25,32 @@ import (
 //
 // Binding happens on the node that took the client's request; a publish
 // forwarded to a partition's leader arrives bound.
+//
+// After the topic grew, a key's home under the new count may differ from
+// its home under the old one, where a record published before the growth
+// is known. For the dedupe window (plus growGrace) after a growth, a key
+// is therefore bound in its homes under the previous counts too, oldest
+// first, then under the current one (homeCounts): any two publishes of a
+// key within the window meet in the home of the count that was current
+// when the first was published, and the first home that knows the key
+// decides where the record goes. A publish routed under the old count
+// while the growth applied binds only there; growGrace covers it.
 
 // bindKeys binds the keys of the records routed away from their keys' home
-// partitions and updates dest with where each belongs.
+// partitions (under every count of homeCounts) and updates dest with where
+// each belongs.
 func (b *Broker) bindKeys(ctx context.Context, lt *liveTopic, recs []PublishRecord, dest []uint32) error {
-	n := lt.meta.Partitions
+	for _, n := range lt.homeCounts(b.Now()) {
+		if err := b.bindKeysUnder(ctx, lt, n, recs, dest); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindKeysUnder binds the keys of the records routed away from their keys'
+// home partitions under n partitions, and updates dest.
+func (b *Broker) bindKeysUnder(ctx context.Context, lt *liveTopic, n uint32, recs []PublishRecord, dest []uint32) error {
 	var homes map[uint32][]int
 	for i := range recs {
 		k := recs[i].IdempotencyKey
@@ -83,8 +105,8 @@ func (b *Broker) bindKeys(ctx context.Context, lt *liveTopic, recs []PublishReco
 		for k, i := range j.idx {
 			bd := j.out[k]
 			switch {
-			case bd.Partition >= n:
-				return fmt.Errorf("%w: partition %d bound a key to partition %d of %d", ErrUnavailable, j.home, bd.Partition, n)
+			case bd.Partition >= lt.meta.Partitions:
+				return fmt.Errorf("%w: partition %d bound a key to partition %d of %d", ErrUnavailable, j.home, bd.Partition, lt.meta.Partitions)
 			case !bd.Same:
 				c := &ConflictError{Index: i, Key: string(recs[i].IdempotencyKey), TopicID: lt.meta.ID, Partition: bd.Partition, Offset: bd.Offset}
 				if !bd.Stored {
@@ -164,7 +186,7 @@ func (b *Broker) ServeBind(ctx context.Context, topicID uint64, p uint32, bs []p
 		if lt == nil {
 			return nil, err
 		}
-		if err := checkBindings(lt, p, bs); err != nil {
+		if err := b.checkBindings(lt, p, bs); err != nil {
 			return nil, err
 		}
 		return b.bindPartition(ctx, lt, p, bs)
@@ -172,7 +194,7 @@ func (b *Broker) ServeBind(ctx context.Context, topicID uint64, p uint32, bs []p
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBindings(lt, p, bs); err != nil {
+	if err := b.checkBindings(lt, p, bs); err != nil {
 		return nil, err
 	}
 	out, err := part.Bind(ctx, bs)
@@ -183,15 +205,25 @@ func (b *Broker) ServeBind(ctx context.Context, topicID uint64, p uint32, bs []p
 }
 
 // checkBindings checks bindings another node sent for home partition p of
-// lt.
-func checkBindings(lt *liveTopic, p uint32, bs []partition.Binding) error {
+// lt: p must be each key's home under the current count or a previous one
+// (the sender binds there for a while after a growth).
+func (b *Broker) checkBindings(lt *liveTopic, p uint32, bs []partition.Binding) error {
 	n := uint32(len(lt.parts))
+	if err := b.growing(lt, n); err != nil {
+		return err // the sender may route by a count this node has not started yet
+	}
+	home := func(key []byte) bool {
+		if PartitionForKey(key, n) == p {
+			return true
+		}
+		return slices.ContainsFunc(lt.meta.Epochs, func(e meta.Epoch) bool { return PartitionForKey(key, e.Partitions) == p })
+	}
 	seen := make(map[string]bool, len(bs))
 	for i, bd := range bs {
 		switch {
 		case len(bd.Key) == 0 || len(bd.Key) > MaxIdempotencyKey:
 			return fmt.Errorf("%w: binding %d: idempotency key of %d bytes", ErrInvalid, i, len(bd.Key))
-		case PartitionForKey(bd.Key, n) != p:
+		case !home(bd.Key):
 			return fmt.Errorf("%w: binding %d: partition %d is not the key's home", ErrInvalid, i, p)
 		case bd.Target >= n || bd.Target == p:
 			return fmt.Errorf("%w: binding %d: target partition %d", ErrInvalid, i, bd.Target)

@@ -308,6 +308,9 @@ func (b *Broker) ledTopicPartition(topicID uint64, p uint32) (*liveTopic, *parti
 		return nil, nil, fmt.Errorf("%w: %w: topic %d", ErrNoTopic, ErrTopicDeleted, topicID)
 	}
 	if int(p) >= len(lt.parts) {
+		if err := b.growing(lt, p); err != nil {
+			return nil, nil, err
+		}
 		return nil, nil, fmt.Errorf("%w: partition %d does not exist (topic %q has %d)", ErrInvalid, p, lt.meta.Name, len(lt.parts))
 	}
 	part := lt.parts[p]

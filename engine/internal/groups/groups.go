@@ -72,10 +72,10 @@ type key struct {
 
 // group is one group on one topic.
 type group struct {
-	name  string
-	topic Topic
-	mu    sync.Mutex
+	name string
+	mu   sync.Mutex
 	// Under mu.
+	topic      Topic // replaced by a larger one when the topic grows
 	loaded     bool
 	generation uint64
 	epoch      uint64
@@ -203,6 +203,9 @@ func (c *Coordinator) Join(ctx context.Context, name string, t Topic, spec JoinS
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if len(t.Parts) > len(g.topic.Parts) {
+		g.topic = t // the topic grew, and Grow has not run yet
+	}
 	if err := g.loadLocked(); err != nil {
 		return nil, err
 	}
@@ -229,6 +232,42 @@ func (c *Coordinator) Leave(m *Member) {
 	defer cancel()
 	if err := c.rebalanceLocked(ctx, g); err != nil {
 		c.cfg.Logger.Warn("rebalance after a member left", "group", g.name, "error", err)
+	}
+}
+
+// Grow gives the groups on topic t.ID the partitions of t, more than they
+// had (the topic grew), and rebalances those with members: the new
+// partitions are assigned like the others, starting where each member's
+// start policy says (the group has no commit in them). It waits for the
+// rebalances (revokes, fences).
+func (c *Coordinator) Grow(t Topic) {
+	c.mu.Lock()
+	var gs []*group
+	for k, g := range c.mu.groups {
+		if k.topic == t.ID {
+			gs = append(gs, g)
+		}
+	}
+	c.mu.Unlock()
+	for _, g := range gs {
+		c.grow(g, t)
+	}
+}
+
+func (c *Coordinator) grow(g *group, t Topic) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(t.Parts) <= len(g.topic.Parts) {
+		return
+	}
+	g.topic = t
+	if len(g.members) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.rebalanceLocked(ctx, g); err != nil {
+		c.cfg.Logger.Warn("rebalance after the topic grew", "group", g.name, "error", err)
 	}
 }
 

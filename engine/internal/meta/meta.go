@@ -53,6 +53,12 @@ var (
 	ErrNodeExists = errors.New("meta: node id in use")
 	// ErrNoNode is the result of removing a node that is no member.
 	ErrNoNode = errors.New("meta: no such node")
+	// ErrShrink is the result of giving a topic fewer partitions than it
+	// has: partitions are never removed.
+	ErrShrink = errors.New("meta: a topic's partitions can only grow")
+	// ErrGrowKeyIndex is the result of growing a topic that keeps the key
+	// index (grow.go).
+	ErrGrowKeyIndex = errors.New("meta: a topic with the key index cannot grow")
 )
 
 // GroupID is the raft group of the metadata state machine.
@@ -105,6 +111,10 @@ type Topic struct {
 	KeyIndex bool `json:"key_index,omitempty"`
 	// Groups holds the raft group id of each partition, by partition number.
 	Groups []uint64 `json:"groups"`
+	// Epochs lists the partition counts the topic had before its last
+	// growth, oldest first, with when each ended (grow.go). Empty for a
+	// topic that never grew.
+	Epochs []Epoch `json:"epochs,omitempty"`
 	// Replicas holds, by partition number, the nodes that keep a copy; the
 	// first is the preferred leader. Empty for topics created before the
 	// node was part of a cluster: their one replica is that node.
@@ -163,6 +173,7 @@ type command struct {
 	Create *Spec  `json:"create,omitempty"`
 	Delete string `json:"delete,omitempty"`
 	Alter  *Alter `json:"alter,omitempty"`
+	Grow   *Grow  `json:"grow,omitempty"`
 
 	PluginUpload *plugins.Upload `json:"plugin_upload,omitempty"`
 	PluginDelete *plugins.Delete `json:"plugin_delete,omitempty"`
@@ -201,6 +212,8 @@ type Change struct {
 	Created *Topic
 	Deleted *Topic
 	Altered *Topic
+	// Grown: the topic has more partitions (Grow), new groups included.
+	Grown *Topic
 	// Reassigned: some partitions have new replica sets.
 	Reassigned *Topic
 }
@@ -524,6 +537,8 @@ func (m *Meta) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 			r.topic, r.err = m.applyDelete(w, cmd.Delete)
 		case cmd.Alter != nil:
 			r.topic, r.err = m.applyAlter(w, cmd.Alter)
+		case cmd.Grow != nil:
+			r.topic, r.err = m.applyGrow(w, cmd.Grow)
 		case cmd.PluginUpload != nil:
 			var p *plugins.Plugin
 			p, r.unchanged, r.err = m.reg.ApplyUpload(w, cmd.PluginUpload)

@@ -46,6 +46,7 @@ import (
 //	removed id=ID
 //	create name=N partitions=P [rf=R] [creator=PRINCIPAL] [max-age=NS]
 //	alter name=N [max-age=NS] [cleanup=C]
+//	grow name=N partitions=P [time=T]
 //	delete name=N
 //	reassign topic=ID partition=P replicas=ID,...  (repeatable as
 //	    topic=ID/P/ID+ID+... on one line: reassign moves=1/0/2+3,1/1/3)
@@ -180,6 +181,8 @@ func (h *harness) cmd(t *testing.T, d *datadriven.TestData) string {
 			fmt.Fprintf(&sb, "change: altered %s\n", topicLine(ch.Altered))
 		case ch.Reassigned != nil:
 			fmt.Fprintf(&sb, "change: reassigned %s\n", topicLine(ch.Reassigned))
+		case ch.Grown != nil:
+			fmt.Fprintf(&sb, "change: grown %s\n", topicLine(ch.Grown))
 		}
 	}
 	h.changes = nil
@@ -236,11 +239,14 @@ func parseCommand(t *testing.T, d *datadriven.TestData) command {
 		s := &Spec{Name: str("name"), Partitions: uint32(u64("partitions")), ReplicationFactor: uint32(u64("rf")),
 			Retention: Retention{MaxAgeNanos: int64(u64("max-age"))}, CreateTime: int64(u64("time"))}
 		d.MaybeScanArgs(t, "creator", &s.Creator)
+		d.MaybeScanArgs(t, "key-index", &s.KeyIndex)
 		c.Create = s
 	case "alter":
 		a := &Alter{Name: str("name"), Retention: Retention{MaxAgeNanos: int64(u64("max-age"))}}
 		d.MaybeScanArgs(t, "cleanup", &a.Retention.Cleanup)
 		c.Alter = a
+	case "grow":
+		c.Grow = &Grow{Name: str("name"), Partitions: uint32(u64("partitions")), Time: int64(u64("time"))}
 	case "delete":
 		c.Delete = str("name")
 	case "reassign":
@@ -302,6 +308,12 @@ func topicLine(t *Topic) string {
 	}
 	if t.Creator != "" {
 		s += " creator=" + t.Creator
+	}
+	if t.KeyIndex {
+		s += " key-index"
+	}
+	if len(t.Epochs) > 0 {
+		s += fmt.Sprintf(" epochs=%v", t.Epochs)
 	}
 	return s
 }
@@ -380,6 +392,8 @@ func describe(err error) string {
 		{"removed-id", ErrRemovedID},
 		{"node-exists", ErrNodeExists},
 		{"no-node", ErrNoNode},
+		{"shrink", ErrShrink},
+		{"grow-key-index", ErrGrowKeyIndex},
 		{"quota", quota.ErrExceeded},
 		{"plugin-not-found", plugins.ErrNotFound},
 		{"plugin-bad-ref", plugins.ErrBadRef},

@@ -16,6 +16,13 @@ import (
 // in log order, so two creations racing through different members cannot
 // both pass a quota that has room for one, and every member refuses the
 // same ones. A refused creation changes nothing: no id or group is taken.
+// A growth of a topic's partitions (grow.go) is checked the same way, its
+// new partitions against the topic's creator's partition quota.
+//
+// The per-topic cap (broker.MaxPartitions, 1,024) is no quota: what each
+// partition costs a node is bounded by the quotas above, whatever the
+// topics; the cap bounds what one topic's count costs each request on it
+// (docs/operations.md, "Partitions"; measured in docs/benchmarks.md).
 //
 // Why in the apply and not at the API node before proposing? Because a
 // check there reads a catalog that does not yet hold the creations in

@@ -194,7 +194,8 @@ func (x *Retention) GetLocalMaxBytes() uint64 {
 type TopicConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Number of partitions, 1 to 1024. Records with the same key land in the
-	// same partition (hash of the key modulo the count).
+	// same partition (hash of the key modulo the count). It can grow later
+	// (AlterTopicRequest.partitions), which moves keys.
 	Partitions uint32 `protobuf:"varint,1,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	// Number of replicas per partition. 0 means the server default (1 on a
 	// single node).
@@ -764,8 +765,21 @@ func (x *DescribeTopicResponse) GetPartitions() []*PartitionInfo {
 type AlterTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The new retention policy (replaces the old one as a whole).
-	Retention     *Retention `protobuf:"bytes,2,opt,name=retention,proto3" json:"retention,omitempty"`
+	// The new retention policy (replaces the old one as a whole). Unset with
+	// partitions set: the policy stays; unset without partitions: the
+	// defaults (no limits).
+	Retention *Retention `protobuf:"bytes,2,opt,name=retention,proto3" json:"retention,omitempty"`
+	// When set, the topic's partition count becomes this, 1 to 1024: more
+	// partitions are added (placed like at creation, empty); the count the
+	// topic has is a no-op (so the request can be repeated); fewer is
+	// InvalidArgument (partitions are never removed). Keys then hash over
+	// the new count: a key's new records may go to another partition than
+	// its old ones, so per-key order holds within one count. Idempotency
+	// keys stay deduplicated across the change. A topic keeping the key
+	// index (TopicConfig.key_index) refuses with FailedPrecondition: key
+	// versions count per key and partition. Open streams keep their
+	// partitions; subscriber groups are rebalanced over all of them.
+	Partitions    *uint32 `protobuf:"varint,3,opt,name=partitions,proto3,oneof" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -812,6 +826,13 @@ func (x *AlterTopicRequest) GetRetention() *Retention {
 		return x.Retention
 	}
 	return nil
+}
+
+func (x *AlterTopicRequest) GetPartitions() uint32 {
+	if x != nil && x.Partitions != nil {
+		return *x.Partitions
+	}
+	return 0
 }
 
 type AlterTopicResponse struct {
@@ -996,10 +1017,14 @@ const file_rewind_v1_topic_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\v2\x10.rewind.v1.TopicR\x05topic\x128\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x18.rewind.v1.PartitionInfoR\n" +
-	"partitions\"[\n" +
+	"partitions\"\x8f\x01\n" +
 	"\x11AlterTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
-	"\tretention\x18\x02 \x01(\v2\x14.rewind.v1.RetentionR\tretention\"<\n" +
+	"\tretention\x18\x02 \x01(\v2\x14.rewind.v1.RetentionR\tretention\x12#\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\rH\x00R\n" +
+	"partitions\x88\x01\x01B\r\n" +
+	"\v_partitions\"<\n" +
 	"\x12AlterTopicResponse\x12&\n" +
 	"\x05topic\x18\x01 \x01(\v2\x10.rewind.v1.TopicR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
@@ -1093,6 +1118,7 @@ func file_rewind_v1_topic_proto_init() {
 		return
 	}
 	file_rewind_v1_topic_proto_msgTypes[1].OneofWrappers = []any{}
+	file_rewind_v1_topic_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

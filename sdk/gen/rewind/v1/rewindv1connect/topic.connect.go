@@ -58,8 +58,12 @@ type TopicServiceClient interface {
 	// DescribeTopic returns a topic's configuration and the state of each of
 	// its partitions. NotFound if there is no such topic.
 	DescribeTopic(context.Context, *v1.DescribeTopicRequest) (*v1.DescribeTopicResponse, error)
-	// AlterTopic changes a topic's retention policy; it takes effect on every
-	// partition at once (the next retention pass applies new limits).
+	// AlterTopic changes a topic's retention policy, which takes effect on
+	// every partition at once (the next retention pass applies new limits),
+	// and/or grows its partitions (AlterTopicRequest.partitions).
+	// InvalidArgument for fewer partitions than the topic has,
+	// FailedPrecondition for growing a topic that keeps the key index,
+	// ResourceExhausted past the creator's partition quota.
 	AlterTopic(context.Context, *v1.AlterTopicRequest) (*v1.AlterTopicResponse, error)
 	// DeleteTopic deletes a topic and all of its records. Open subscriptions
 	// end with NotFound. A topic later created with the same name gets a new
@@ -177,8 +181,12 @@ type TopicServiceHandler interface {
 	// DescribeTopic returns a topic's configuration and the state of each of
 	// its partitions. NotFound if there is no such topic.
 	DescribeTopic(context.Context, *v1.DescribeTopicRequest) (*v1.DescribeTopicResponse, error)
-	// AlterTopic changes a topic's retention policy; it takes effect on every
-	// partition at once (the next retention pass applies new limits).
+	// AlterTopic changes a topic's retention policy, which takes effect on
+	// every partition at once (the next retention pass applies new limits),
+	// and/or grows its partitions (AlterTopicRequest.partitions).
+	// InvalidArgument for fewer partitions than the topic has,
+	// FailedPrecondition for growing a topic that keeps the key index,
+	// ResourceExhausted past the creator's partition quota.
 	AlterTopic(context.Context, *v1.AlterTopicRequest) (*v1.AlterTopicResponse, error)
 	// DeleteTopic deletes a topic and all of its records. Open subscriptions
 	// end with NotFound. A topic later created with the same name gets a new

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewind/v1/topic.proto.
  */
 export const file_rewind_v1_topic: GenFile = /*@__PURE__*/
-  fileDesc("ChVyZXdpbmQvdjEvdG9waWMucHJvdG8SCXJld2luZC52MSKKAgoJUmV0ZW50aW9uEioKB21heF9hZ2UYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJbWF4X2J5dGVzGAIgASgEEhMKC21heF9yZWNvcmRzGAMgASgEEikKB2NsZWFudXAYBCABKA4yGC5yZXdpbmQudjEuQ2xlYW51cFBvbGljeRIzChBkZWxldGVfcmV0ZW50aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjAKDWxvY2FsX21heF9hZ2UYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoPbG9jYWxfbWF4X2J5dGVzGAcgASgEItgBCgtUb3BpY0NvbmZpZxISCgpwYXJ0aXRpb25zGAEgASgNEhoKEnJlcGxpY2F0aW9uX2ZhY3RvchgCIAEoDRIYChBtYXhfcmVjb3JkX2J5dGVzGAMgASgNEicKCXJldGVudGlvbhgEIAEoCzIULnJld2luZC52MS5SZXRlbnRpb24SMAoNZGVkdXBlX3dpbmRvdxgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIWCglrZXlfaW5kZXgYBiABKAhIAIgBAUIMCgpfa2V5X2luZGV4InoKBVRvcGljEgwKBG5hbWUYASABKAkSCgoCaWQYAiABKAQSJgoGY29uZmlnGAMgASgLMhYucmV3aW5kLnYxLlRvcGljQ29uZmlnEi8KC2NyZWF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKnAgoNUGFydGl0aW9uSW5mbxIRCglwYXJ0aXRpb24YASABKA0SGAoQbG9nX3N0YXJ0X29mZnNldBgCIAEoBBISCgplbmRfb2Zmc2V0GAMgASgEEjUKEWZpcnN0X2FwcGVuZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2FwcGVuZF90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVieXRlcxgGIAEoBBIOCgZsZWFkZXIYByABKAQSGgoSbG9jYWxfc3RhcnRfb2Zmc2V0GAggASgEEhcKD3RpZXJlZF9zZWdtZW50cxgJIAEoDRIUCgx0aWVyZWRfYnl0ZXMYCiABKAQiSgoSQ3JlYXRlVG9waWNSZXF1ZXN0EgwKBG5hbWUYASABKAkSJgoGY29uZmlnGAIgASgLMhYucmV3aW5kLnYxLlRvcGljQ29uZmlnIjYKE0NyZWF0ZVRvcGljUmVzcG9uc2USHwoFdG9waWMYASABKAsyEC5yZXdpbmQudjEuVG9waWMiEwoRTGlzdFRvcGljc1JlcXVlc3QiNgoSTGlzdFRvcGljc1Jlc3BvbnNlEiAKBnRvcGljcxgBIAMoCzIQLnJld2luZC52MS5Ub3BpYyIkChREZXNjcmliZVRvcGljUmVxdWVzdBIMCgRuYW1lGAEgASgJImYKFURlc2NyaWJlVG9waWNSZXNwb25zZRIfCgV0b3BpYxgBIAEoCzIQLnJld2luZC52MS5Ub3BpYxIsCgpwYXJ0aXRpb25zGAIgAygLMhgucmV3aW5kLnYxLlBhcnRpdGlvbkluZm8iSgoRQWx0ZXJUb3BpY1JlcXVlc3QSDAoEbmFtZRgBIAEoCRInCglyZXRlbnRpb24YAiABKAsyFC5yZXdpbmQudjEuUmV0ZW50aW9uIjUKEkFsdGVyVG9waWNSZXNwb25zZRIfCgV0b3BpYxgBIAEoCzIQLnJld2luZC52MS5Ub3BpYyIiChJEZWxldGVUb3BpY1JlcXVlc3QSDAoEbmFtZRgBIAEoCSIVChNEZWxldGVUb3BpY1Jlc3BvbnNlKokBCg1DbGVhbnVwUG9saWN5Eh4KGkNMRUFOVVBfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVQ0xFQU5VUF9QT0xJQ1lfREVMRVRFEAESGgoWQ0xFQU5VUF9QT0xJQ1lfQ09NUEFDVBACEiEKHUNMRUFOVVBfUE9MSUNZX0NPTVBBQ1RfREVMRVRFEAMyngMKDFRvcGljU2VydmljZRJMCgtDcmVhdGVUb3BpYxIdLnJld2luZC52MS5DcmVhdGVUb3BpY1JlcXVlc3QaHi5yZXdpbmQudjEuQ3JlYXRlVG9waWNSZXNwb25zZRJOCgpMaXN0VG9waWNzEhwucmV3aW5kLnYxLkxpc3RUb3BpY3NSZXF1ZXN0Gh0ucmV3aW5kLnYxLkxpc3RUb3BpY3NSZXNwb25zZSIDkAIBElcKDURlc2NyaWJlVG9waWMSHy5yZXdpbmQudjEuRGVzY3JpYmVUb3BpY1JlcXVlc3QaIC5yZXdpbmQudjEuRGVzY3JpYmVUb3BpY1Jlc3BvbnNlIgOQAgESSQoKQWx0ZXJUb3BpYxIcLnJld2luZC52MS5BbHRlclRvcGljUmVxdWVzdBodLnJld2luZC52MS5BbHRlclRvcGljUmVzcG9uc2USTAoLRGVsZXRlVG9waWMSHS5yZXdpbmQudjEuRGVsZXRlVG9waWNSZXF1ZXN0Gh4ucmV3aW5kLnYxLkRlbGV0ZVRvcGljUmVzcG9uc2VCOFo2Z2l0aHViLmNvbS9yZXdpbmQtaW8vcmV3aW5kL3Nkay9nZW4vcmV3aW5kL3YxO3Jld2luZHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChVyZXdpbmQvdjEvdG9waWMucHJvdG8SCXJld2luZC52MSKKAgoJUmV0ZW50aW9uEioKB21heF9hZ2UYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJbWF4X2J5dGVzGAIgASgEEhMKC21heF9yZWNvcmRzGAMgASgEEikKB2NsZWFudXAYBCABKA4yGC5yZXdpbmQudjEuQ2xlYW51cFBvbGljeRIzChBkZWxldGVfcmV0ZW50aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjAKDWxvY2FsX21heF9hZ2UYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoPbG9jYWxfbWF4X2J5dGVzGAcgASgEItgBCgtUb3BpY0NvbmZpZxISCgpwYXJ0aXRpb25zGAEgASgNEhoKEnJlcGxpY2F0aW9uX2ZhY3RvchgCIAEoDRIYChBtYXhfcmVjb3JkX2J5dGVzGAMgASgNEicKCXJldGVudGlvbhgEIAEoCzIULnJld2luZC52MS5SZXRlbnRpb24SMAoNZGVkdXBlX3dpbmRvdxgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIWCglrZXlfaW5kZXgYBiABKAhIAIgBAUIMCgpfa2V5X2luZGV4InoKBVRvcGljEgwKBG5hbWUYASABKAkSCgoCaWQYAiABKAQSJgoGY29uZmlnGAMgASgLMhYucmV3aW5kLnYxLlRvcGljQ29uZmlnEi8KC2NyZWF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKnAgoNUGFydGl0aW9uSW5mbxIRCglwYXJ0aXRpb24YASABKA0SGAoQbG9nX3N0YXJ0X29mZnNldBgCIAEoBBISCgplbmRfb2Zmc2V0GAMgASgEEjUKEWZpcnN0X2FwcGVuZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2FwcGVuZF90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVieXRlcxgGIAEoBBIOCgZsZWFkZXIYByABKAQSGgoSbG9jYWxfc3RhcnRfb2Zmc2V0GAggASgEEhcKD3RpZXJlZF9zZWdtZW50cxgJIAEoDRIUCgx0aWVyZWRfYnl0ZXMYCiABKAQiSgoSQ3JlYXRlVG9waWNSZXF1ZXN0EgwKBG5hbWUYASABKAkSJgoGY29uZmlnGAIgASgLMhYucmV3aW5kLnYxLlRvcGljQ29uZmlnIjYKE0NyZWF0ZVRvcGljUmVzcG9uc2USHwoFdG9waWMYASABKAsyEC5yZXdpbmQudjEuVG9waWMiEwoRTGlzdFRvcGljc1JlcXVlc3QiNgoSTGlzdFRvcGljc1Jlc3BvbnNlEiAKBnRvcGljcxgBIAMoCzIQLnJld2luZC52MS5Ub3BpYyIkChREZXNjcmliZVRvcGljUmVxdWVzdBIMCgRuYW1lGAEgASgJImYKFURlc2NyaWJlVG9waWNSZXNwb25zZRIfCgV0b3BpYxgBIAEoCzIQLnJld2luZC52MS5Ub3BpYxIsCgpwYXJ0aXRpb25zGAIgAygLMhgucmV3aW5kLnYxLlBhcnRpdGlvbkluZm8icgoRQWx0ZXJUb3BpY1JlcXVlc3QSDAoEbmFtZRgBIAEoCRInCglyZXRlbnRpb24YAiABKAsyFC5yZXdpbmQudjEuUmV0ZW50aW9uEhcKCnBhcnRpdGlvbnMYAyABKA1IAIgBAUINCgtfcGFydGl0aW9ucyI1ChJBbHRlclRvcGljUmVzcG9uc2USHwoFdG9waWMYASABKAsyEC5yZXdpbmQudjEuVG9waWMiIgoSRGVsZXRlVG9waWNSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlVG9waWNSZXNwb25zZSqJAQoNQ2xlYW51cFBvbGljeRIeChpDTEVBTlVQX1BPTElDWV9VTlNQRUNJRklFRBAAEhkKFUNMRUFOVVBfUE9MSUNZX0RFTEVURRABEhoKFkNMRUFOVVBfUE9MSUNZX0NPTVBBQ1QQAhIhCh1DTEVBTlVQX1BPTElDWV9DT01QQUNUX0RFTEVURRADMp4DCgxUb3BpY1NlcnZpY2USTAoLQ3JlYXRlVG9waWMSHS5yZXdpbmQudjEuQ3JlYXRlVG9waWNSZXF1ZXN0Gh4ucmV3aW5kLnYxLkNyZWF0ZVRvcGljUmVzcG9uc2USTgoKTGlzdFRvcGljcxIcLnJld2luZC52MS5MaXN0VG9waWNzUmVxdWVzdBodLnJld2luZC52MS5MaXN0VG9waWNzUmVzcG9uc2UiA5ACARJXCg1EZXNjcmliZVRvcGljEh8ucmV3aW5kLnYxLkRlc2NyaWJlVG9waWNSZXF1ZXN0GiAucmV3aW5kLnYxLkRlc2NyaWJlVG9waWNSZXNwb25zZSIDkAIBEkkKCkFsdGVyVG9waWMSHC5yZXdpbmQudjEuQWx0ZXJUb3BpY1JlcXVlc3QaHS5yZXdpbmQudjEuQWx0ZXJUb3BpY1Jlc3BvbnNlEkwKC0RlbGV0ZVRvcGljEh0ucmV3aW5kLnYxLkRlbGV0ZVRvcGljUmVxdWVzdBoeLnJld2luZC52MS5EZWxldGVUb3BpY1Jlc3BvbnNlQjhaNmdpdGh1Yi5jb20vcmV3aW5kLWlvL3Jld2luZC9zZGsvZ2VuL3Jld2luZC92MTtyZXdpbmR2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Retention says how long history is kept. Zero values mean "no limit".
@@ -92,7 +92,8 @@ export const RetentionSchema: GenMessage<Retention> = /*@__PURE__*/
 export type TopicConfig = Message<"rewind.v1.TopicConfig"> & {
   /**
    * Number of partitions, 1 to 1024. Records with the same key land in the
-   * same partition (hash of the key modulo the count).
+   * same partition (hash of the key modulo the count). It can grow later
+   * (AlterTopicRequest.partitions), which moves keys.
    *
    * @generated from field: uint32 partitions = 1;
    */
@@ -385,11 +386,29 @@ export type AlterTopicRequest = Message<"rewind.v1.AlterTopicRequest"> & {
   name: string;
 
   /**
-   * The new retention policy (replaces the old one as a whole).
+   * The new retention policy (replaces the old one as a whole). Unset with
+   * partitions set: the policy stays; unset without partitions: the
+   * defaults (no limits).
    *
    * @generated from field: rewind.v1.Retention retention = 2;
    */
   retention?: Retention | undefined;
+
+  /**
+   * When set, the topic's partition count becomes this, 1 to 1024: more
+   * partitions are added (placed like at creation, empty); the count the
+   * topic has is a no-op (so the request can be repeated); fewer is
+   * InvalidArgument (partitions are never removed). Keys then hash over
+   * the new count: a key's new records may go to another partition than
+   * its old ones, so per-key order holds within one count. Idempotency
+   * keys stay deduplicated across the change. A topic keeping the key
+   * index (TopicConfig.key_index) refuses with FailedPrecondition: key
+   * versions count per key and partition. Open streams keep their
+   * partitions; subscriber groups are rebalanced over all of them.
+   *
+   * @generated from field: optional uint32 partitions = 3;
+   */
+  partitions?: number | undefined;
 };
 
 /**
@@ -528,8 +547,12 @@ export const TopicService: GenService<{
     output: typeof DescribeTopicResponseSchema;
   },
   /**
-   * AlterTopic changes a topic's retention policy; it takes effect on every
-   * partition at once (the next retention pass applies new limits).
+   * AlterTopic changes a topic's retention policy, which takes effect on
+   * every partition at once (the next retention pass applies new limits),
+   * and/or grows its partitions (AlterTopicRequest.partitions).
+   * InvalidArgument for fewer partitions than the topic has,
+   * FailedPrecondition for growing a topic that keeps the key index,
+   * ResourceExhausted past the creator's partition quota.
    *
    * @generated from rpc rewind.v1.TopicService.AlterTopic
    */
