@@ -41,11 +41,12 @@ func TestGuestOutOfMemoryReachesTheClient(t *testing.T) {
 	err = subscribeErr(c, "oom", client.InlineFilter(wasm, nil))
 	const why = "runtime: out of memory: cannot allocate 4294967296-byte block"
 	msg := fmt.Sprint(err)
-	if code(err) != connect.CodeAborted || !strings.Contains(msg, why) || !strings.Contains(msg, "partition 0 at offset 157: trap:") || strings.Contains(msg, "\n") {
+	if code(err) != connect.CodeAborted || !strings.Contains(msg, why) || !strings.Contains(msg, "partition 0, record at offset 157: trap:") || strings.Contains(msg, "\n") {
 		t.Fatalf("replay ended with %q (%v);\nwant Aborted, one line, saying %q at partition 0, offset 157", msg, code(err), why)
 	}
+	t.Logf("the client got: %s", msg)
 	fe := client.FilterFailureOf(err)
-	if fe == nil || !strings.HasPrefix(fe.GetReason(), "at offset 157: trap: rewind_filter: "+why) || strings.Contains(fe.GetReason(), "\n") || fe.GetOffset() > 157 || fe.GetResumeToken() == "" {
+	if fe == nil || !strings.HasPrefix(fe.GetReason(), "record at offset 157: trap: rewind_filter: "+why) || strings.Contains(fe.GetReason(), "\n") || fe.GetOffset() > 157 || fe.GetResumeToken() == "" {
 		t.Errorf("FilterError %+v; want the reason at offset 157 on one line, a resume offset at most 157 and a token", fe)
 	}
 }

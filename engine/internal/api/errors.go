@@ -255,7 +255,7 @@ func filterConnectError(err error) *connect.Error {
 	msg := d.Reason
 	var fe *stream.FilterError
 	if errors.As(err, &fe) {
-		msg = fmt.Sprintf("filter %s failed on partition %d %s", fe.Module, fe.Partition, d.Reason)
+		msg = fmt.Sprintf("filter %s failed on partition %d, %s", fe.Module, fe.Partition, d.Reason)
 	}
 	e := connect.NewError(f.code, clip(errors.New(msg)))
 	addDetail(e, d)
@@ -284,7 +284,7 @@ func filterErrorOf(err error) *rewindv1.FilterError {
 		}
 	}
 	if se != nil && se.Located {
-		d.Reason = "at offset " + strconv.FormatUint(se.Offset, 10) + ": " + se.Message()
+		d.Reason = "record at offset " + strconv.FormatUint(se.Offset, 10) + ": " + se.Message()
 	}
 	return d
 }
