@@ -100,6 +100,11 @@ func (b *Batch) span(i, j int) []byte {
 	return b.buf[b.starts[i]:end]
 }
 
+// offset is the offset of record i.
+func (b *Batch) offset(i int) uint64 {
+	return binary.LittleEndian.Uint64(b.buf[b.starts[i]+4:])
+}
+
 // recordSize is the encoded size of record i.
 func (b *Batch) recordSize(i int) int { return len(b.span(i, i+1)) }
 

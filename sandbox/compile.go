@@ -158,7 +158,7 @@ func (e *CompilingError) Error() string {
 func (e *CompilingError) Is(target error) bool { return target == ErrCompiling }
 
 func tooBig(n, limit int) *Error {
-	return errorf(KindInvalid, "", "module is %d bytes, over the limit of %d", n, limit)
+	return errorf(KindInvalid, "", "module is %d bytes, over the limit of %d bytes this server takes: build it smaller (without debug sections)", n, limit)
 }
 
 // job is a module compiling in the background, or waiting for its turn

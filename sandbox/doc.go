@@ -34,7 +34,10 @@
 // (WithCloseOnContextDone is off). Guest calls at once are capped by
 // MaxConcurrentCalls.
 //
-// Failures concerning a module are *Error with a Kind; those the guest
-// reports itself (KindGuest, KindConfig) end with the guest's last log
-// line, its explanation. The runtime keeps working after any of them.
+// Failures concerning a module are *Error with a Kind, and Error() is one
+// line; those the guest reports itself (KindGuest, KindConfig) end with
+// the guest's last log line, its explanation, and a trap gives the guest
+// runtime's crash line when it printed one (a Go guest out of memory).
+// A failure of Filter.Run names the record it happened on when it can
+// (Error.Located). The runtime keeps working after any of them.
 package sandbox

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Kind classifies a sandbox failure.
@@ -62,9 +63,16 @@ type Error struct {
 	// Reason says what happened, for people.
 	Reason string
 	// Index is, for a failure of Filter.Run, the index in the Batch of the
-	// first record of the failing call.
+	// first record of the failing call: everything before it was filtered.
 	Index int
-	// Err is the underlying error, if any.
+	// Located says that Record, the index in the Batch, and Offset, its
+	// offset, are the record the guest failed on: set by Filter.Run when
+	// it can tell which record of the failing call it was (Filter.Run).
+	Located bool
+	Record  int
+	Offset  uint64
+	// Err is the underlying error, if any. Only its first line is part of
+	// Error(): a trap's wasm stack trace stays here, for the server log.
 	Err error
 }
 
@@ -73,10 +81,23 @@ func (e *Error) Error() string {
 	if e.Module != "" {
 		mod = " sha256:" + e.Module
 	}
+	return fmt.Sprintf("sandbox: module%s: %s", mod, e.Message())
+}
+
+// Message is Error() without the module: the kind, the reason and the
+// first line of Err, on one line.
+func (e *Error) Message() string {
 	if e.Err != nil {
-		return fmt.Sprintf("sandbox: module%s: %s: %s: %v", mod, e.Kind, e.Reason, e.Err)
+		return fmt.Sprintf("%s: %s: %s", e.Kind, e.Reason, firstLine(e.Err.Error()))
 	}
-	return fmt.Sprintf("sandbox: module%s: %s: %s", mod, e.Kind, e.Reason)
+	return fmt.Sprintf("%s: %s", e.Kind, e.Reason)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -54,7 +54,8 @@ func (f *Filter) InputCap() int {
 // InputCap bytes, and retries with fewer records when the guest's output
 // buffer is full. On failure it returns the outputs of the calls that
 // succeeded and an *Error whose Index is the first record of the failing
-// call; the instance that failed is discarded.
+// call, and whose Record and Offset name the record the guest failed on
+// when Run can tell (locate); the instance that failed is discarded.
 //
 // Run waits for a free guest-call slot (MaxConcurrentCalls) first; ctx
 // bounds that wait, not instantiation or the guest calls, which fuel
@@ -92,7 +93,7 @@ func (r *Runtime) countFailure(err error) {
 
 func withIndex(err error, i int) error {
 	if e, ok := err.(*Error); ok {
-		e.Index = i
+		e.Index, e.Located = i, false
 	}
 	return err
 }
@@ -107,8 +108,8 @@ func (f *Filter) run(in *instance, b *Batch, dst []Output) ([]Output, error) {
 			j--
 		}
 		if j == i {
-			return dst, &Error{Kind: KindLimit, Module: f.m.sha, Index: i,
-				Reason: fmt.Sprintf("a record is %d bytes encoded; the module's input buffer holds %d", b.recordSize(i), inCap)}
+			return dst, f.locate(b, &Error{Kind: KindLimit, Module: f.m.sha,
+				Reason: fmt.Sprintf("a record is %d bytes encoded; the module's input buffer holds %d", b.recordSize(i), inCap)}, i, i+1)
 		}
 		for {
 			before := len(dst)
@@ -116,20 +117,92 @@ func (f *Filter) run(in *instance, b *Batch, dst []Output) ([]Output, error) {
 			var err error
 			dst, full, err = f.call(in, b, i, j, dst)
 			if err != nil {
-				return dst[:before], withIndex(err, i)
+				return dst[:before], f.locate(b, err, i, j)
 			}
 			if !full {
 				break
 			}
 			if j-i == 1 {
-				return dst, &Error{Kind: KindLimit, Module: f.m.sha, Index: i,
-					Reason: fmt.Sprintf("the outputs of one record do not fit the module's output buffer (%d bytes)", in.outCap)}
+				return dst, f.locate(b, &Error{Kind: KindLimit, Module: f.m.sha,
+					Reason: fmt.Sprintf("the outputs of one record do not fit the module's output buffer (%d bytes)", in.outCap)}, i, j)
 			}
 			j = i + (j-i)/2
 		}
 		i = j
 	}
 	return dst, nil
+}
+
+// locate places err, the failure of a call over records [i, j) of b: its
+// Index is i, and its Record and Offset the record the guest failed on
+// when that can be told. A call of one record failed on it. A trap or a
+// guest's failure (a Go guest's recovered panic) in a call of several is
+// narrowed down (narrow); other failures of a call of several are not
+// located: running out of fuel or malformed output is the doing of the
+// whole call.
+func (f *Filter) locate(b *Batch, err error, i, j int) error {
+	e, ok := err.(*Error)
+	if !ok {
+		return err
+	}
+	e.Index, e.Located = i, false
+	k := i
+	if j-i > 1 {
+		if e.Kind != KindTrap && e.Kind != KindGuest {
+			return e
+		}
+		if k = f.narrow(b, i, j, e.Kind); k < 0 {
+			return e
+		}
+	}
+	e.Located, e.Record, e.Offset = true, k, b.offset(k)
+	return e
+}
+
+// narrow finds the record of [i, j) on which a call over them failed with
+// kind, by halves: it runs the first half again, on a fresh instance (the
+// one that failed is discarded); if that fails so, the record is in it,
+// otherwise in the second half, which runs next on the same instance, as the record
+// would have in the failed call. The outputs are discarded: Run reports
+// the failed call as before, and this only names its record. It costs at
+// most about log2(MaxRecordsPerCall)+1 calls and as many instances, each
+// bounded by its fuel, and happens once per failed Run. It returns -1
+// when the failure does not happen again (a guest whose crash depends on
+// more than its records, such as memory grown over earlier calls).
+func (f *Filter) narrow(b *Batch, i, j int, kind Kind) int {
+	var in *instance
+	defer func() {
+		if in != nil {
+			in.close(in.ctx)
+		}
+	}()
+	var outs []Output
+	failed := false // [i, j) was seen to fail from a fresh instance
+	for i < j {
+		if j-i == 1 && failed {
+			return i
+		}
+		if in == nil {
+			var err error
+			if in, err = f.m.newInstance(f.config, true); err != nil {
+				return -1
+			}
+		}
+		mid := i + max(1, (j-i)/2)
+		var err error
+		outs, _, err = f.call(in, b, i, mid, outs[:0])
+		switch {
+		case err == nil:
+			i, failed = mid, false
+		case KindOf(err) == kind:
+			in.close(in.ctx)
+			in = nil
+			j, failed = mid, true
+		default:
+			return -1
+		}
+	}
+	return -1
 }
 
 // spanEnd is where record j starts (the end of records before it).

@@ -1,11 +1,11 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"github.com/rewind-io/rewind/sandbox/internal/meter"
-	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -38,6 +38,11 @@ type instance struct {
 	// or stderr, before rate limiting), at most MaxGuestMessageBytes: the
 	// message a guest writes just before it reports a failure.
 	last []byte
+	// crash is the first line of the call's stdout or stderr that starts a
+	// language runtime's crash report (crashLine), at most
+	// MaxGuestMessageBytes: why a Go guest traps ("runtime: out of memory:
+	// ...", "panic: ..."), printed before its goroutine dump.
+	crash []byte
 
 	stdout, stderr *lineWriter
 
@@ -52,8 +57,8 @@ type instanceKey struct{}
 // buffer exports and, when init is set, rewind_init with config).
 func (m *Module) newInstance(config []byte, init bool) (*instance, error) {
 	in := &instance{m: m, key: configKey(config)}
-	in.stdout = &lineWriter{g: m.log, stream: "stdout", note: in.note}
-	in.stderr = &lineWriter{g: m.log, stream: "stderr", note: in.note}
+	in.stdout = &lineWriter{g: m.log, stream: "stdout", note: in.noteOutput}
+	in.stderr = &lineWriter{g: m.log, stream: "stderr", note: in.noteOutput}
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	ctx := in.ctx
 	cfg := wazero.NewModuleConfig().
@@ -129,7 +134,7 @@ func (m *Module) newInstance(config []byte, init bool) (*instance, error) {
 
 // begin resets the per-call state and the fuel.
 func (in *instance) begin(fuel int64) {
-	in.clock, in.abort, in.last = 0, "", in.last[:0]
+	in.clock, in.abort, in.last, in.crash = 0, "", in.last[:0], in.crash[:0]
 	in.fuel.Set(uint64(fuel))
 }
 
@@ -142,20 +147,51 @@ func (in *instance) note(p []byte) {
 	in.last = append(in.last[:0], p[:min(len(p), MaxGuestMessageBytes+1)]...)
 }
 
+// noteOutput notes a line of the guest's stdout or stderr: as its last
+// log line, and as the call's crash report if it is the first to start one.
+func (in *instance) noteOutput(p []byte) {
+	in.note(p)
+	if len(in.crash) == 0 && crashLine(p) {
+		in.crash = append(in.crash[:0], p[:min(len(p), MaxGuestMessageBytes+1)]...)
+	}
+}
+
+// crashPrefixes start the line that says why a language runtime stops a
+// guest, before any stack dump: Go's "runtime: out of memory: cannot
+// allocate ..." (followed by "fatal error: out of memory"), "fatal error:
+// ..." and "panic: ..." (also TinyGo's), and Rust's "thread '...'
+// panicked at ..." or "panicked at ...".
+var crashPrefixes = []string{"runtime: ", "fatal error: ", "panic: ", "panicked at ", "thread '"}
+
+func crashLine(p []byte) bool {
+	for _, pre := range crashPrefixes {
+		if bytes.HasPrefix(p, []byte(pre)) {
+			return pre != "thread '" || bytes.Contains(p, []byte("panicked at"))
+		}
+	}
+	return false
+}
+
+// bounded returns p printable and at most MaxGuestMessageBytes, cut at a
+// character.
+func bounded(p []byte) string {
+	if len(p) > MaxGuestMessageBytes {
+		n := MaxGuestMessageBytes
+		for n > 0 && !utf8.RuneStart(p[n]) {
+			n-- // cut at a character
+		}
+		return printable(p[:n]) + "…"
+	}
+	return printable(p)
+}
+
 // message is the guest's last log line of the call, printable and
 // bounded, for an error's Reason.
 func (in *instance) message() string {
 	if len(in.last) == 0 {
 		return "(the module logged no reason)"
 	}
-	if len(in.last) > MaxGuestMessageBytes {
-		n := MaxGuestMessageBytes
-		for n > 0 && !utf8.RuneStart(in.last[n]) {
-			n-- // cut at a character
-		}
-		return printable(in.last[:n]) + "…"
-	}
-	return printable(in.last)
+	return bounded(in.last)
 }
 
 // call runs f with no arguments and the given fuel.
@@ -174,7 +210,11 @@ func (in *instance) flushLogs() {
 // fuelLeft is the fuel the last call did not burn (negative: it ran out).
 func (in *instance) fuelLeft() int64 { return int64(in.fuel.Get()) }
 
-// classify turns a failed call into a sandbox error.
+// classify turns a failed call into a sandbox error. A trap's reason is
+// the guest's crash report when it printed one (the wasm error says only
+// "unreachable"), and the wasm error's first line follows in Error(); the
+// wasm stack trace stays in Err and goes to the server log, rate-limited
+// with the guest's own lines.
 func (in *instance) classify(err error, what string, budget int64) *Error {
 	sha := in.m.sha
 	var exit *sys.ExitError
@@ -186,14 +226,15 @@ func (in *instance) classify(err error, what string, budget int64) *Error {
 	case errors.As(err, &exit):
 		return &Error{Kind: KindTrap, Module: sha, Reason: fmt.Sprintf("%s: the module exited (proc_exit %d)", what, exit.ExitCode())}
 	}
-	msg := err.Error()
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i] // the first line; the wasm stack trace stays in Err
+	in.m.log.line("trap", []byte(err.Error()))
+	reason := what
+	if len(in.crash) > 0 {
+		reason += ": " + bounded(in.crash)
 	}
 	if in.mem != nil && uint64(in.mem.Size()) >= uint64(in.m.r.lim.MaxMemoryPages)*65536 {
-		msg += fmt.Sprintf(" (memory at its limit of %d pages)", in.m.r.lim.MaxMemoryPages)
+		reason += fmt.Sprintf(" (memory at its limit of %d pages)", in.m.r.lim.MaxMemoryPages)
 	}
-	return &Error{Kind: KindTrap, Module: sha, Reason: fmt.Sprintf("%s: %s", what, msg), Err: err}
+	return &Error{Kind: KindTrap, Module: sha, Reason: reason, Err: err}
 }
 
 func (in *instance) close(ctx context.Context) {

@@ -267,7 +267,12 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 	return func(o *options) { o.connectOpts = append(o.connectOpts, opts...) }
 }
 
-// MaxMessageBytes bounds a message the client reads.
+// MaxMessageBytes bounds a message the client sends or reads: a server's
+// limit of a request (larger ones it refuses unread). A request over it
+// is not sent: the call fails with InvalidArgument and ErrTooLarge, saying
+// how large it is and what to do instead (a module is also over the
+// server's module limits). An answer over it fails with ResourceExhausted
+// and ErrTooLarge. Neither is retried.
 const MaxMessageBytes = 64 << 20
 
 // New returns a client for the server at addr, e.g. "http://127.0.0.1:7070".
@@ -298,7 +303,8 @@ func New(addr string, opts ...Option) *Client {
 	if o.httpClient == nil {
 		o.httpClient = defaultHTTPClient(o.healthIdle, o.healthTimeout, o.tls)
 	}
-	copts := []connect.ClientOption{connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes)}
+	copts := []connect.ClientOption{connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes),
+		connect.WithInterceptors(sizeInterceptor{})}
 	if !o.gzip {
 		// Compression costs more CPU than it saves bandwidth on loopback
 		// and LANs (gzip took half the CPU of a replay); opt in with

@@ -48,8 +48,9 @@ func (r retryPolicy) more(attempt int, start, now time.Time) bool {
 }
 
 // WithPublishRetry sets how a publish is retried when its outcome is
-// unknown (Unavailable, no answer within attemptTimeout, DeadlineExceeded,
-// ResourceExhausted, Aborted, a broken connection): attempts in total (1:
+// unknown or may change (Unavailable, no answer within attemptTimeout,
+// DeadlineExceeded, ResourceExhausted but for ErrTooLarge, Aborted, a
+// broken connection): attempts in total (1:
 // never retry; default 4), waiting backoff before the first retry and
 // twice as long before each next one (default 50 ms), each attempt bounded
 // by attemptTimeout (default DefaultAttemptTimeout, plus a second per 4 MiB
@@ -94,7 +95,13 @@ func (r retryPolicy) attemptBound(size int) time.Duration {
 	return r.attemptTime + time.Duration(size>>22)*time.Second
 }
 
+// retryable reports whether err is an outcome that another attempt may
+// change. ResourceExhausted is (a busy partition, a quota), unless it is
+// the client's refusal of an answer over MaxMessageBytes (ErrTooLarge).
 func retryable(err error) bool {
+	if errors.Is(err, ErrTooLarge) {
+		return false
+	}
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeResourceExhausted, connect.CodeAborted:
 		return true

@@ -251,12 +251,21 @@ func filterConnectError(err error) *connect.Error {
 	if !ok {
 		return nil
 	}
-	e := connect.NewError(f.code, clip(err))
-	addDetail(e, filterErrorOf(err))
+	d := filterErrorOf(err)
+	msg := d.Reason
+	var fe *stream.FilterError
+	if errors.As(err, &fe) {
+		msg = fmt.Sprintf("filter %s failed on partition %d, %s", fe.Module, fe.Partition, d.Reason)
+	}
+	e := connect.NewError(f.code, clip(errors.New(msg)))
+	addDetail(e, d)
 	return e
 }
 
-// filterErrorOf is the FilterError detail of err.
+// filterErrorOf is the FilterError detail of err. Its reason is one line:
+// the sandbox's kind, the reason (for a trap, the guest's crash report
+// when it printed one, never the wasm stack trace), and where the module
+// failed, when the sandbox could tell which record it was on.
 func filterErrorOf(err error) *rewindv1.FilterError {
 	d := &rewindv1.FilterError{Reason: err.Error()}
 	var se *sandbox.Error
@@ -270,6 +279,12 @@ func filterErrorOf(err error) *rewindv1.FilterError {
 	var fe *stream.FilterError
 	if errors.As(err, &fe) {
 		d.Module, d.Partition, d.Offset, d.ResumeToken = fe.Module, fe.Partition, fe.Offset, fe.ResumeToken
+		if se != nil {
+			d.Reason = "in a call over the records from offset " + strconv.FormatUint(fe.Offset, 10) + ": " + se.Message()
+		}
+	}
+	if se != nil && se.Located {
+		d.Reason = "record at offset " + strconv.FormatUint(se.Offset, 10) + ": " + se.Message()
 	}
 	return d
 }
