@@ -343,3 +343,29 @@ func TestPublishLineKeys(t *testing.T) {
 		t.Errorf("--run-id with a VALUE: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestLedgerRanges: outcomes noted line by line read back as merged
+// ranges, at most maxRanges of them, with the count of the rest.
+func TestLedgerRanges(t *testing.T) {
+	var l ledger
+	l.note(1, 3, outStored)
+	l.note(4, 4, outStored) // merges with 1-3
+	l.note(5, 5, outNotStored)
+	l.note(6, 6, outStored)
+	for i := 7; i < 7+2*maxRanges; i += 2 {
+		l.note(i, i, outUnknown)
+		l.note(i+1, i+1, outStored)
+	}
+	if got, want := l.ranges(outStored), "lines 1-4, 6, 8, 10, 12, 14, 16, 18, 20, 22 and 2 more ranges (15 lines in all)"; got != want {
+		t.Errorf("stored: %q, want %q", got, want)
+	}
+	if got, want := l.ranges(outNotStored), "line 5"; got != want {
+		t.Errorf("not stored: %q, want %q", got, want)
+	}
+	if got := l.ranges(outUnknown); !strings.HasPrefix(got, "lines 7, 9, 11,") {
+		t.Errorf("unknown: %q", got)
+	}
+	if l.firstNot(outStored, 99) != 5 || !l.storedAfter(5) || l.storedAfter(26) {
+		t.Errorf("firstNot %d, storedAfter(5) %v, storedAfter(26) %v", l.firstNot(outStored, 99), l.storedAfter(5), l.storedAfter(26))
+	}
+}

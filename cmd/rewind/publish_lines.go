@@ -517,7 +517,7 @@ func (l *ledger) ranges(what outcome) string {
 	}
 	s += " " + strings.Join(list, ", ")
 	if more > 0 {
-		s += fmt.Sprintf(" and %s more (%d lines in all)", plural(more, "range"), lines)
+		s += fmt.Sprintf(" and %s (%d lines in all)", plural(more, "more range"), lines)
 	}
 	return s
 }
