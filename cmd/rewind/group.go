@@ -108,11 +108,7 @@ func consume(ctx context.Context, sub *client.Subscription, out *recordWriter, l
 				return err
 			}
 		case *client.Assigned:
-			parts := make([]string, len(e.Partitions))
-			for i, p := range e.Partitions {
-				parts[i] = fmt.Sprintf("%d@%d", p.Partition, p.NextOffset)
-			}
-			fmt.Fprintf(os.Stderr, "-- member %s, generation %d: partitions [%s] --\n", e.MemberID, e.Generation, strings.Join(parts, " "))
+			fmt.Fprintln(os.Stderr, assignedLine(e))
 		case *client.ReplayStarted:
 			fmt.Fprintf(os.Stderr, "-- replay (epoch %d): partition %d from offset %d --\n", e.Epoch, e.Partition, e.FromOffset)
 		}
@@ -129,6 +125,26 @@ func consume(ctx context.Context, sub *client.Subscription, out *recordWriter, l
 		return nil
 	}
 	return streamErr(sub.Err())
+}
+
+// assignedLine is what subscribe says of an assignment. A rebalance that
+// takes partitions from a member reaches it in two steps of one
+// generation: first the partitions it must stop reading (Revoked), then,
+// once every member has let go, its whole new assignment. The first is
+// said as a revocation, so each generation's partitions are said once.
+func assignedLine(e *client.Assigned) string {
+	if len(e.Revoked) > 0 {
+		parts := make([]string, len(e.Revoked))
+		for i, p := range e.Revoked {
+			parts[i] = strconv.FormatUint(uint64(p), 10)
+		}
+		return fmt.Sprintf("-- member %s, generation %d: revoked partitions [%s] --", e.MemberID, e.Generation, strings.Join(parts, " "))
+	}
+	parts := make([]string, len(e.Partitions))
+	for i, p := range e.Partitions {
+		parts[i] = fmt.Sprintf("%d@%d", p.Partition, p.NextOffset)
+	}
+	return fmt.Sprintf("-- member %s, generation %d: partitions [%s] --", e.MemberID, e.Generation, strings.Join(parts, " "))
 }
 
 func hostnameOr(def string) string {

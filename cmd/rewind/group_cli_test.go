@@ -5,10 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/rewind-io/rewind/internal/enginetest"
 )
@@ -18,6 +24,10 @@ type member struct {
 	cmd   *exec.Cmd
 	lines chan string
 	done  chan struct{}
+	mu    struct {
+		sync.Mutex
+		stderr []string // its standard error so far, by line
+	}
 }
 
 func (s *server) subscribe(t *testing.T, args ...string) *member {
@@ -28,21 +38,65 @@ func (s *server) subscribe(t *testing.T, args ...string) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
+	errOut, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	m := &member{cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
+	errDone := make(chan struct{})
+	go func() {
+		defer close(errDone)
+		sc := bufio.NewScanner(errOut)
+		for sc.Scan() {
+			m.mu.Lock()
+			m.mu.stderr = append(m.mu.stderr, sc.Text())
+			m.mu.Unlock()
+		}
+	}()
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			m.lines <- sc.Text()
 		}
 		close(m.lines)
-		cmd.Wait() // after the last read of the pipe, as os/exec requires
+		<-errDone
+		cmd.Wait() // after the last read of the pipes, as os/exec requires
 		close(m.done)
 	}()
 	t.Cleanup(func() { cmd.Process.Kill(); <-m.done })
 	return m
+}
+
+// stderr returns the lines the member has written to standard error so
+// far.
+func (m *member) stderr() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.mu.stderr)
+}
+
+// waitStderr waits (bounded) until the member has written a line to
+// standard error that matches re, and returns its lines so far.
+func (m *member) waitStderr(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second) // a hang guard, not a speed limit
+	for {
+		lines := m.stderr()
+		if slices.ContainsFunc(lines, re.MatchString) {
+			return lines
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line on stderr matches %s; stderr:\n%s", re, strings.Join(lines, "\n"))
+		}
+		select {
+		case <-m.done:
+			t.Fatalf("subscribe exited; stderr:\n%s", strings.Join(m.stderr(), "\n"))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // read returns the next n lines, failing after a bounded wait.
@@ -189,4 +243,32 @@ func TestGroupCLI(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "group") {
 		t.Fatalf("subscribe without --group: %+v", r)
 	}
+}
+
+// TestSubscribeSaysEachGenerationOnce: a member that loses partitions to a
+// new member says the revocation, then its new partitions, once per
+// generation. (The revocation step, sent with the same generation before
+// the final assignment, was printed as a second "generation 2:
+// partitions" line.)
+func TestSubscribeSaysEachGenerationOnce(t *testing.T) {
+	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
+	s.ok(t, nil, "topic", "create", "gen", "--partitions", "4")
+	a := s.subscribe(t, "gen", "--group", "g", "--name", "a")
+	a.waitStderr(t, regexp.MustCompile(`^-- member \S+, generation 1: partitions \[0@0 1@0 2@0 3@0\] --$`))
+	b := s.subscribe(t, "gen", "--group", "g", "--name", "b")
+	lines := a.waitStderr(t, regexp.MustCompile(`^-- member \S+, generation 2: partitions \[`))
+	assigned := regexp.MustCompile(`^-- member \S+, generation (\d+): (revoked partitions|partitions) \[([^]]*)\] --$`)
+	var got []string
+	for _, l := range lines {
+		if m := assigned.FindStringSubmatch(l); m != nil {
+			got = append(got, m[1]+" "+m[2]+" "+strconv.Itoa(len(strings.Fields(m[3]))))
+		}
+	}
+	// a keeps 2 of its 4 partitions: it is told which 2 it loses, then
+	// which 2 it reads.
+	if want := []string{"1 partitions 4", "2 revoked partitions 2", "2 partitions 2"}; !cmp.Equal(got, want) {
+		t.Errorf("assignments said %q, want %q; stderr:\n%s", got, want, strings.Join(lines, "\n"))
+	}
+	b.stop(t)
+	a.stop(t)
 }

@@ -2,18 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -27,21 +21,37 @@ func newPublish(g *globals) *cobra.Command {
 		expect, typ              string
 		headers, tags            []string
 		partition                partitionFlag
+		idemKeys, runID          string
+		fromLine                 int
 	)
 	cmd := &cobra.Command{
 		Use:   "publish TOPIC [VALUE]",
 		Short: "Publish records",
-		Long: `Publish one record with VALUE, or one record per line of standard input.
+		Long: `Publish one record with VALUE, or one record per line of standard input
+(a line may be at most 16 MiB).
 
 With --input json each input line is a JSON object with the fields
-"key", "value", "headers" (an object of strings) and "idempotency_key".
+"key", "value", "headers" (an object of strings), "idempotency_key" and
+"partition"; any other field is refused.
 Prints where each record was stored: partition, offset, message_id.
 
-When some partitions fail while others store their records, the stored
-records are printed as usual, each record not stored gets a line on
-standard error (its input line, partition, the error, and whether it was
-certainly not stored, so that sending it again cannot duplicate it), and
-the command exits 1 without sending the rest of the input.
+Lines go out in order, and the first failure stops the run: a line that is
+not valid input or too long, or a request that fails. The requests already
+out are waited for; then the command says on standard error which lines
+were stored, which were certainly not (safe to send again), which have an
+unknown outcome (their request failed after it may have been stored) and
+which were not sent, as ranges of line numbers, and exits 1. When some
+partitions fail while others store their records, each record not stored
+also gets a line: its input line, partition and error, and whether it was
+certainly not stored.
+
+To make sending input again safe, give --idempotency-keys line --run-id ID:
+line N gets the idempotency key ID:N. After a failure, run the same
+command on the same input, with the same ID, and --from-line N where the
+report says: records stored before are answered as duplicates (within the
+topic's dedupe window, 24 h by default), not stored twice. Without keys, a
+line whose outcome is unknown may be stored twice if sent again. Keys cost
+throughput (docs/operations.md, "Deduplication").
 
 --expect-version makes the publish conditional (an event store's append):
 the record is stored only if the key's last version is N (none: the key
@@ -56,6 +66,11 @@ versions. --tag (repeatable) and --type are indexed for queries.`,
 			if input != "text" && input != "json" {
 				return fmt.Errorf("unknown --input %q (text or json)", input)
 			}
+			lines, err := lineFlags(cmd, idem, idemKeys, runID, fromLine, len(args) == 2 || expect != "")
+			if err != nil {
+				return err
+			}
+			lines.json = input == "json"
 			base := client.Message{IdempotencyKey: idem}
 			if key != "" {
 				base.Key = []byte(key)
@@ -95,7 +110,7 @@ versions. --tag (repeatable) and --type are indexed for queries.`,
 				res, err := c.Publish(cmd.Context(), topic, m)
 				return out.report(res, err, 0)
 			}
-			return publishLines(cmd, c, topic, base, input, os.Stdin, out)
+			return publishLines(cmd, c, topic, base, lines, os.Stdin, out)
 		},
 	}
 	f := cmd.Flags()
@@ -104,6 +119,9 @@ versions. --tag (repeatable) and --type are indexed for queries.`,
 	f.StringArrayVar(&headers, "header", nil, "header key=value (repeatable)")
 	f.Var(&partition, "partition", "explicit partition (default: by key)")
 	f.StringVar(&input, "input", "text", "stdin format: text (one value per line) or json")
+	f.StringVar(&idemKeys, "idempotency-keys", "", "line: give each line the idempotency key RUN-ID:LINE (needs --run-id), so sending the input again stores nothing twice")
+	f.StringVar(&runID, "run-id", "", "the run of --idempotency-keys line: the same input sent again with the same run id gets the same keys")
+	f.IntVar(&fromLine, "from-line", 1, "send the input from this line on (the lines before are read and skipped; line numbers stay those of the whole input)")
 	f.StringVar(&expect, "expect-version", "", "store only if the key's last version is N, or none, exists, any (a conditional append)")
 	f.StringArrayVar(&tags, "tag", nil, "tag indexed for queries, e.g. course:42 (repeatable)")
 	f.StringVar(&typ, "type", "", "record type indexed for queries")
@@ -111,256 +129,41 @@ versions. --tag (repeatable) and --type are indexed for queries.`,
 	return cmd
 }
 
-type jsonInput struct {
-	Key            *string        `json:"key"`
-	Value          string         `json:"value"`
-	Headers        orderedHeaders `json:"headers"`
-	IdempotencyKey string         `json:"idempotency_key"`
-	Partition      *uint32        `json:"partition"`
-}
-
-// orderedHeaders is a JSON object of string headers, kept in the order
-// the line wrote them. (A Go map lost it, and a record's payload hash,
-// which the idempotency check compares, covers its headers in order: an
-// identical republish was refused as a different record about 1 time in
-// 5.)
-type orderedHeaders []client.Header
-
-// UnmarshalJSON reads an object of strings; null is no headers.
-func (h *orderedHeaders) UnmarshalJSON(b []byte) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	t, err := d.Token()
-	if err != nil {
-		return err
-	}
-	if t == nil {
-		*h = nil
-		return nil
-	}
-	if t != json.Delim('{') {
-		return errors.New(`"headers" must be an object of strings`)
-	}
-	var out orderedHeaders
-	for d.More() {
-		k, err := d.Token()
-		if err != nil {
-			return err
-		}
-		var v string
-		if err := d.Decode(&v); err != nil {
-			return fmt.Errorf(`header %q: its value must be a string`, k)
-		}
-		out = append(out, client.Header{Key: k.(string), Value: []byte(v)})
-	}
-	if _, err := d.Token(); err != nil {
-		return err
-	}
-	*h = out
-	return nil
-}
-
-// publishLines publishes stdin, a record per line, and prints a result per
-// line, in order.
-//
-// A line read while no request is out goes at once, in a request of its
-// own; lines read while one is out wait and go together (up to
-// maxLineBatch) when it comes back, as Kafka's producer does without a
-// linger. The server puts each request's keyless records in the next
-// partition, so keyless lines spread over the partitions whether they are
-// typed or piped (100 piped lines went to one partition when the CLI sent
-// them as one request), while a large input still goes in large requests.
-func publishLines(cmd *cobra.Command, c *client.Client, topic string, base client.Message, input string, r io.Reader, out *resultWriter) error {
-	ctx := cmd.Context()
-	// Requests already out finish after Ctrl-C (within interruptGrace), so
-	// an interrupted publish prints the outcome of every line it sent
-	// instead of leaving it unknown.
-	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelSend()
-	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(interruptGrace, cancelSend) })
-	defer stopGrace()
-	q := newLineSender(sendCtx, c, topic, out)
-	lines, readErr := readLines(r)
-	line := 0
-	for {
-		var b []byte
-		var ok bool
-		select {
-		case <-ctx.Done():
-			err := q.wait()
-			fmt.Fprintf(os.Stderr, "interrupted after reading %s: each was sent (its result is above); the rest of the input was not read\n", plural(line, "line"))
-			return err
-		case b, ok = <-lines:
-		}
-		if !ok {
-			break
-		}
-		line++
-		m := base
-		if input == "json" {
-			var in jsonInput
-			if err := json.Unmarshal(b, &in); err != nil {
-				q.wait()
-				return fmt.Errorf("line %d: %w", line, err)
+// lineFlags checks the flags of publishing lines (--idempotency-keys,
+// --run-id, --from-line) and returns them as lineOptions; single says a
+// single record is published (a VALUE argument), which takes none of them.
+func lineFlags(cmd *cobra.Command, idem, idemKeys, runID string, fromLine int, single bool) (lineOptions, error) {
+	f := cmd.Flags()
+	if single {
+		for _, name := range []string{"idempotency-keys", "run-id", "from-line"} {
+			if f.Changed(name) {
+				return lineOptions{}, fmt.Errorf("--%s is for publishing lines of standard input, not a VALUE argument (give --idempotency-key for one record)", name)
 			}
-			m.Value = []byte(in.Value)
-			if in.Key != nil {
-				m.Key = []byte(*in.Key)
-			}
-			if in.IdempotencyKey != "" {
-				m.IdempotencyKey = in.IdempotencyKey
-			}
-			if in.Partition != nil {
-				m.Partition = in.Partition
-			}
-			m.Headers = append(append([]client.Header(nil), base.Headers...), in.Headers...)
-		} else {
-			m.Value = b
 		}
-		if err := q.add(m); err != nil {
-			q.notSent(true)
-			return err
+		return lineOptions{}, nil
+	}
+	switch idemKeys {
+	case "":
+		if runID != "" {
+			return lineOptions{}, errors.New("--run-id is the run of --idempotency-keys line: give both")
 		}
-	}
-	if err := *readErr; err != nil {
-		q.wait()
-		return err
-	}
-	err := q.wait()
-	if err != nil {
-		q.notSent(false)
-	}
-	return err
-}
-
-// interruptGrace bounds how long an interrupted publish waits for the
-// requests it already sent.
-const interruptGrace = 10 * time.Second
-
-// readLines reads r line by line on its own goroutine, so that Ctrl-C ends
-// a publish that waits for typed input. The channel closes at the end of
-// the input; the error, if any, is set before it closes.
-func readLines(r io.Reader) (<-chan []byte, *error) {
-	ch := make(chan []byte, 256)
-	var err error
-	go func() {
-		defer close(ch)
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		for sc.Scan() {
-			ch <- append([]byte(nil), sc.Bytes()...)
+	case "line":
+		if runID == "" {
+			return lineOptions{}, errors.New("--idempotency-keys line needs --run-id ID: the keys are ID:LINE, so the same input sent again with the same ID is stored once (pick an ID for this input, e.g. its file name and date)")
 		}
-		err = sc.Err()
-	}()
-	return ch, &err
-}
-
-// maxLineBatch bounds the lines of one publish request.
-const maxLineBatch = 1000
-
-// lineSender sends lines as they come: one request out at a time, by its
-// own goroutine, which prints the results, then sends what queued
-// meanwhile. The first failure stops it: nothing queued after a failed
-// request is sent.
-type lineSender struct {
-	ctx   context.Context
-	c     *client.Client
-	topic string
-	out   *resultWriter
-	mu    sync.Mutex
-	idle  *sync.Cond // signalled when the sender stops
-	queue []client.Message
-	taken int   // lines taken from the queue so far (the next is line taken+1)
-	busy  bool  // a goroutine is sending; Invariant: !busy => queue is empty or err != nil
-	err   error // the first failure
-}
-
-func newLineSender(ctx context.Context, c *client.Client, topic string, out *resultWriter) *lineSender {
-	q := &lineSender{ctx: ctx, c: c, topic: topic, out: out}
-	q.idle = sync.NewCond(&q.mu)
-	return q
-}
-
-// add queues m, sending it at once if no request is out. While a full
-// batch waits, it blocks until the request out comes back.
-func (q *lineSender) add(m client.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for q.busy && len(q.queue) >= maxLineBatch && q.err == nil {
-		q.idle.Wait()
-	}
-	if q.err != nil {
-		return q.err
-	}
-	q.queue = append(q.queue, m)
-	if !q.busy {
-		q.busy = true
-		go q.send(q.takeLocked())
-	}
-	return nil
-}
-
-// takeLocked takes the next batch off the queue, with the line number of
-// its first message.
-func (q *lineSender) takeLocked() ([]client.Message, int) {
-	n := min(len(q.queue), maxLineBatch)
-	batch := slices.Clone(q.queue[:n])
-	q.queue = append(q.queue[:0], q.queue[n:]...)
-	first := q.taken + 1
-	q.taken += n
-	return batch, first
-}
-
-func (q *lineSender) send(batch []client.Message, first int) {
-	for {
-		err := q.publish(batch, first)
-		q.mu.Lock()
-		if err != nil && q.err == nil {
-			q.err = err
+		if len(runID) > maxRunIDBytes {
+			return lineOptions{}, fmt.Errorf("--run-id: %d bytes, at most %d", len(runID), maxRunIDBytes)
 		}
-		if q.err != nil || len(q.queue) == 0 {
-			q.busy = false
-			q.idle.Broadcast()
-			q.mu.Unlock()
-			return
+		if idem != "" {
+			return lineOptions{}, errors.New("--idempotency-key gives every line the same key: drop it with --idempotency-keys line")
 		}
-		batch, first = q.takeLocked()
-		q.idle.Broadcast() // room in the queue
-		q.mu.Unlock()
+	default:
+		return lineOptions{}, fmt.Errorf("unknown --idempotency-keys %q (line)", idemKeys)
 	}
-}
-
-// publish sends batch, whose first message is input line first, and
-// prints the outcome.
-func (q *lineSender) publish(batch []client.Message, first int) error {
-	res, err := q.c.Publish(q.ctx, q.topic, batch...)
-	return q.out.report(res, err, first)
-}
-
-// notSent says, after a failure, from which line on the input was not
-// sent (if any was read), so that no line is left without an outcome.
-// more says that a line was read and not queued.
-func (q *lineSender) notSent(more bool) {
-	q.mu.Lock()
-	from, queued := q.taken+1, len(q.queue)
-	q.mu.Unlock()
-	if more || queued > 0 {
-		fmt.Fprintf(os.Stderr, "lines from %d on were not sent: publishing stops at the first failure\n", from)
+	if fromLine < 1 {
+		return lineOptions{}, fmt.Errorf("--from-line %d: lines are numbered from 1", fromLine)
 	}
-}
-
-// wait sends what is queued, waits until the sender stops, and returns the
-// first failure.
-func (q *lineSender) wait() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.busy && len(q.queue) > 0 && q.err == nil {
-		q.busy = true
-		go q.send(q.takeLocked())
-	}
-	for q.busy {
-		q.idle.Wait()
-	}
-	return q.err
+	return lineOptions{runID: runID, fromLine: fromLine}, nil
 }
 
 type resultWriter struct {

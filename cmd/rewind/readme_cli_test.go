@@ -81,7 +81,9 @@ func readmeSkip(line string) string {
 
 // TestReadmeCommands runs the tour's rewind commands as a user pastes
 // them: through bash, with the binary on PATH and REWIND_SERVER pointing
-// at a real server, one block at a time. Each must exit 0. A subscribe
+// at a real server, one block at a time. Each must exit 0, and a "#
+// partition=..." line after a command must be the first line it printed
+// (the message ID a later line replays from). A subscribe
 // runs in the background for the rest of its block, as the README's second
 // terminal.
 func TestReadmeCommands(t *testing.T) {
@@ -95,23 +97,25 @@ func TestReadmeCommands(t *testing.T) {
 		c.Dir, c.Env = work, env
 		return c
 	}
-	msgID := regexp.MustCompile(`message_id=([A-Za-z0-9_-]+)`)
-	var firstID string
 	ran := map[string]bool{}
+	var last []byte // the output of the command before
 	for _, block := range readmeBlocks(t) {
 		var bg []func()
 		for _, line := range block {
+			// "# partition=..." after a publish is what it printed.
+			if want, ok := strings.CutPrefix(line, "# partition="); ok {
+				if got, _, _ := strings.Cut(string(last), "\n"); got != "partition="+want {
+					t.Errorf("README says the command before printed %q; it printed %q", strings.TrimPrefix(line, "# "), got)
+				}
+				ran[line] = true
+				continue
+			}
+			last = nil
 			if why := readmeSkip(line); why != "" {
 				if strings.TrimSpace(line) != "" {
 					t.Logf("skipped (%s): %s", why, line)
 				}
 				continue
-			}
-			if strings.Contains(line, "<message-id>") {
-				if firstID == "" {
-					t.Fatalf("%s: no publish printed a message ID before it", line)
-				}
-				line = strings.ReplaceAll(line, "<message-id>", firstID)
 			}
 			if strings.HasPrefix(strings.TrimSpace(line), "rewind subscribe") {
 				bg = append(bg, startBackground(t, sh(context.Background(), line), line))
@@ -126,9 +130,7 @@ func TestReadmeCommands(t *testing.T) {
 				continue
 			}
 			ran[line] = true
-			if m := msgID.FindSubmatch(out); m != nil && firstID == "" {
-				firstID = string(m[1])
-			}
+			last = out
 		}
 		for _, stop := range bg {
 			stop()
@@ -136,7 +138,7 @@ func TestReadmeCommands(t *testing.T) {
 	}
 	// The tour's essentials did run (a README edit must not silently
 	// turn this test into a no-op).
-	for _, want := range []string{"rewind version", "rewind topic create orders", "@1796119200000", "id:", "rewind subscribe", "--execute", "rewind topic alter"} {
+	for _, want := range []string{"rewind version", "rewind topic create orders", "@1796119200000", "id:", "# partition=", "rewind subscribe", "--execute", "rewind topic alter", "--from-line"} {
 		found := false
 		for l := range ran {
 			found = found || strings.Contains(l, want)
