@@ -154,7 +154,7 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	for i := range s.Workload.Publishers {
 		pc := client.New(c.addrs(), client.WithPublishRetry(1, 0, 2*time.Second))
 		spawn(func() {
-			publisher(wctx, pc, rec, topic.Name, i, s.Workload.Rate, s.Workload.ValueBytes, 15*time.Second)
+			publisher(wctx, pc, rec, topic.Name, topic.Partitions, i, s.Workload.Rate, s.Workload.ValueBytes, 15*time.Second)
 		})
 	}
 	for i := range s.Workload.Replays {

@@ -122,6 +122,7 @@ type Fault struct {
 
 // Bounds are the liveness bounds the checkers enforce (0: not checked).
 type Bounds struct {
+	FailoverWithin   time.Duration
 	RecoverWithin    time.Duration
 	PublishP99During time.Duration
 	PublishP99After  time.Duration
@@ -197,6 +198,7 @@ type faultBlock struct {
 }
 
 type boundsBlock struct {
+	FailoverWithin   hcl.Expression `hcl:"failover_within,optional"`
 	RecoverWithin    hcl.Expression `hcl:"recover_within,optional"`
 	PublishP99During hcl.Expression `hcl:"publish_p99_during,optional"`
 	PublishP99After  hcl.Expression `hcl:"publish_p99_after,optional"`
@@ -347,6 +349,7 @@ func (v *validator) scenario(b *scenarioBlock) *Scenario {
 	}
 	if b.Bounds != nil {
 		s.Bounds = Bounds{
+			FailoverWithin:   v.duration(b.Bounds.FailoverWithin, "failover_within", 0),
 			RecoverWithin:    v.duration(b.Bounds.RecoverWithin, "recover_within", 0),
 			PublishP99During: v.duration(b.Bounds.PublishP99During, "publish_p99_during", 0),
 			PublishP99After:  v.duration(b.Bounds.PublishP99After, "publish_p99_after", 0),
