@@ -911,8 +911,10 @@ func (h *Host) pass() (more bool, err error) {
 	if len(readies) == 0 {
 		return false, nil
 	}
-	if failpoint.Enabled(failpoint.BugFollowerNoFsync) && !slices.ContainsFunc(readies, func(g *group) bool { return g.leader == h.cfg.NodeID }) {
-		mustSync = false // an injected bug: a follower acknowledges what it has not synced
+	if failpoint.Enabled(failpoint.BugFollowerNoFsync) && !slices.ContainsFunc(readies, func(g *group) bool {
+		return g.leader == h.cfg.NodeID && len(rds[slices.Index(readies, g)].Entries) > 0
+	}) {
+		mustSync = false // an injected bug: a follower acknowledges entries it has not synced
 	}
 	opts := pebble.NoSync
 	if mustSync && !failpoint.Enabled(failpoint.BugAckBeforeFsync) {

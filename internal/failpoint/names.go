@@ -116,9 +116,10 @@ const (
 	// are stored.
 	BugSkipApplyDedupe = "bug-skip-apply-dedupe"
 	// BugFollowerNoFsync makes a node skip the fsync of a raft pass in
-	// which it leads none of the groups with news (raftlog): a follower
-	// acknowledges entries it has not made durable, so a power loss of
-	// the followers can lose records a quorum acknowledged.
+	// which it leads none of the groups whose new entries it writes
+	// (raftlog): a follower acknowledges entries it has not made durable,
+	// so a power loss of the followers can lose records a quorum
+	// acknowledged.
 	BugFollowerNoFsync = "bug-follower-no-fsync"
 	// BugSlowElections multiplies the raft election timeout by
 	// SlowElectionsFactor (raftlog): every failover takes that much

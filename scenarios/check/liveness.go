@@ -42,8 +42,10 @@ import (
 // acknowledgement on the partition after the fault ended). A partition on
 // which nothing was ever acknowledged is not measured (unmeasured_partitions).
 // A fault with no End (never healed) is counted in unhealed and not
-// measured, and one healed at or after History.WorkloadEnd in
-// outlasted_workload (nothing was published after it). Percentiles are
+// measured. One healed at or after History.WorkloadEnd is counted in
+// outlasted_workload: nothing was published after it, so it has no
+// recovery, and its failover time is measured up to the workload's end
+// (a partition that waited longer than the bound by then fails it). Percentiles are
 // nearest-rank; a window without acknowledged publishes has no p99 and
 // passes its bound (the failover time judges the outage).
 func Liveness(h *history.History) Verdict {
@@ -66,10 +68,16 @@ func Liveness(h *history.History) Verdict {
 			continue
 		}
 		if outlastedWorkload(h, f) {
+			// Nothing was published after it: only the part of it the
+			// workload saw is measured, and a partition that waited
+			// longer than the bound in that part fails it.
 			b.inc("outlasted_workload")
+			part := f
+			part.End = h.WorkloadEnd
+			failovers = append(failovers, failover(b, h, byPart, i, part, true))
 			continue
 		}
-		failovers = append(failovers, failover(b, h, byPart, i, f))
+		failovers = append(failovers, failover(b, h, byPart, i, f, false))
 		if rec, ok := recovery(acked, f); ok {
 			recoveries = append(recoveries, rec)
 			b.set(fmt.Sprintf("fault%d.recovery_s", i), rec.Seconds())
@@ -106,8 +114,10 @@ func Liveness(h *history.History) Verdict {
 }
 
 // failover measures fault i's failover time on every partition (see
-// Liveness), checks each against the bound and returns the longest.
-func failover(b *verdict, h *history.History, byPart map[part][]history.Publish, i int, f history.Fault) time.Duration {
+// Liveness), checks each against the bound and returns the longest. cut:
+// f ends with the workload, nothing came after it, so a partition that had
+// no acknowledgement after f.End is not stuck.
+func failover(b *verdict, h *history.History, byPart map[part][]history.Publish, i int, f history.Fault, cut bool) time.Duration {
 	var worst time.Duration
 	for _, p := range sortedParts(byPart) {
 		stall, stuck := longestStall(byPart[p], f, h.WorkloadEnd)
@@ -115,7 +125,7 @@ func failover(b *verdict, h *history.History, byPart map[part][]history.Publish,
 		worst = max(worst, stall)
 		bound := h.Bounds.FailoverWithin
 		switch {
-		case stuck:
+		case stuck && !cut:
 			b.inc("stuck")
 			if bound > 0 {
 				b.addf(nil, nil, "%s: partition %s had no acknowledged publish after the fault ended (none for %s from %s)",

@@ -189,6 +189,15 @@ func TestLivenessFailover(t *testing.T) {
 		!strings.Contains(describe(v), "partition t/0 had no acknowledged publish after the fault ended") {
 		t.Fatalf("a stuck partition: %s", describe(v))
 	}
+	// The same wait in a fault that outlasted the workload: not stuck
+	// (nothing was published after it), but the 7 s it waited while the
+	// workload ran are over the bound.
+	h.Faults[0].End = at(9000)
+	v = Liveness(h)
+	if v.OK || v.Stats["stuck"] != 0 || v.Stats["outlasted_workload"] != 1 || fmt.Sprintf("%.3f", v.Stats["fault0.p0.failover_s"]) != "6.998" ||
+		!strings.Contains(describe(v), "partition t/0 went 6.998s without an acknowledged publish") {
+		t.Fatalf("a fault that outlasted the workload: %s", describe(v))
+	}
 }
 
 func TestPercentile(t *testing.T) {

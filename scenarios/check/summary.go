@@ -65,7 +65,7 @@ func Summary(h *history.History) Stats {
 	}
 	lv := Liveness(h).Stats
 	sec := func(name string) time.Duration { return time.Duration(lv[name] * float64(time.Second)) }
-	s.Measured = int(lv["unhealed"]+lv["outlasted_workload"]) < len(h.Faults)
+	s.Measured = int(lv["unhealed"]) < len(h.Faults)
 	s.FailoverP50, s.FailoverMax = sec("failover_p50_s"), sec("failover_max_s")
 	s.RecoveryP50, s.RecoveryMax = sec("recovery_p50_s"), sec("recovery_max_s")
 	s.Unrecovered = int(lv["unrecovered"])

@@ -109,7 +109,8 @@ type Fault struct {
 	Name   string
 	Action string
 	// Target says which nodes: "leader" (of partition 0 of the first
-	// topic), "leader:P", "node:N", "random", "minority", "all".
+	// topic), "leader:P", "followers" (every member but that leader),
+	// "followers:P", "node:N", "random", "minority", "all".
 	Target string
 	Start  time.Duration // from the start of the workload
 	Hold   time.Duration // how long it lasts before it is healed
@@ -462,13 +463,13 @@ func (v *validator) fault(b faultBlock, s *Scenario) Fault {
 func checkTarget(t string, nodes int, partitions uint32) error {
 	kind, arg, _ := strings.Cut(t, ":")
 	switch kind {
-	case "leader":
+	case "leader", "followers":
 		if arg == "" {
 			return nil
 		}
 		var p uint32
 		if _, err := fmt.Sscanf(arg, "%d", &p); err != nil || p >= partitions {
-			return fmt.Errorf("%q: leader:P names a partition of the first topic (0 to %d)", t, partitions-1)
+			return fmt.Errorf("%q: %s:P names a partition of the first topic (0 to %d)", t, kind, partitions-1)
 		}
 	case "node":
 		var n int
@@ -480,7 +481,7 @@ func checkTarget(t string, nodes int, partitions uint32) error {
 			return fmt.Errorf("%q: %s takes no argument", t, kind)
 		}
 	default:
-		return fmt.Errorf("%q: use leader, leader:P, node:N, random, minority or all", t)
+		return fmt.Errorf("%q: use leader, leader:P, followers, followers:P, node:N, random, minority or all", t)
 	}
 	return nil
 }
