@@ -49,6 +49,10 @@ type Options struct {
 	// depend on the machine's speed (the test suite, on a busy machine,
 	// checks safety only).
 	SkipBounds bool
+	// ConvergeWithin is how long the replicas may take to agree once the
+	// faults healed (0: a minute). A run with a broken build may never
+	// converge: the mutation tests shorten the wait.
+	ConvergeWithin time.Duration
 }
 
 // Run runs scenario s and returns its history. An error means the run
@@ -218,7 +222,11 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 			}
 		}
 	}
-	ends, hosts, convergeErr := converge(ctx, c, topic.Name, topic.Partitions, time.Minute)
+	within := o.ConvergeWithin
+	if within <= 0 {
+		within = time.Minute
+	}
+	ends, hosts, convergeErr := converge(ctx, c, topic.Name, topic.Partitions, within)
 	if convergeErr != nil {
 		// A broken guarantee can leave replicas that never agree: read
 		// them anyway, for the log checker to show how they differ.
