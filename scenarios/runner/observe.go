@@ -175,14 +175,14 @@ func waitFollowers(rec *recorder, ends map[uint32]uint64, within time.Duration) 
 // in memory (the power-loss failpoint): it is cleared first, so that what
 // the nodes applied reaches their files as they close.
 func stopForReading(ctx context.Context, c *cluster, powerLoss bool) error {
+	var errs []error
 	for _, nd := range c.members() {
 		if powerLoss {
 			if err := c.failpoint(ctx, nd.id, failpoint.PowerLoss, "", false); err != nil {
-				return err
+				errs = append(errs, err)
 			}
 		}
 	}
-	var errs []error
 	for _, nd := range c.members() {
 		if err := c.stop(nd.id, 30*time.Second); err != nil {
 			errs = append(errs, err)

@@ -255,7 +255,10 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	// data (the reads and follows checkers judge that path).
 	logf("stopping the nodes, reading every replica from its data directory")
 	if err := stopForReading(ctx, c, s.PowerLoss); err != nil {
-		return nil, err
+		// A node that had to be killed still has a readable store (a
+		// read-only open replays its log): read it, and fail the run.
+		logf("%v", err)
+		fl.errs = append(fl.errs, err)
 	}
 	for _, id := range sortedHosts(hosts) {
 		rs, err := readReplicas(c.node(id), topic.Name, hosts)
