@@ -45,8 +45,8 @@ import (
 // measured. One healed at or after History.WorkloadEnd is counted in
 // outlasted_workload: nothing was published after it, so it has no
 // recovery, and its failover time is measured up to the workload's end
-// (a partition that waited longer than the bound by then fails it). Percentiles are
-// nearest-rank; a window without acknowledged publishes has no p99 and
+// (a partition that waited longer than the bound by then fails it).
+// Percentiles are nearest-rank; a window without acknowledged publishes has no p99 and
 // passes its bound (the failover time judges the outage).
 func Liveness(h *history.History) Verdict {
 	b := newVerdict("liveness", "no partition goes longer than the failover bound without an acknowledged publish during each fault, "+
@@ -143,8 +143,8 @@ func failover(b *verdict, h *history.History, byPart map[part][]history.Publish,
 // longestStall is the longest stretch without an acknowledgement among
 // acked (one partition's, sorted by End) from f's start until the first
 // acknowledgement at or after f's end. stuck: there was none after the
-// end; the stall is then measured to workloadEnd (or the last
-// acknowledgement's end, if later).
+// end; the last stretch is then measured to the later of f's end and
+// workloadEnd.
 func longestStall(acked []history.Publish, f history.Fault, workloadEnd time.Time) (stall time.Duration, stuck bool) {
 	i, _ := slices.BinarySearchFunc(acked, f.Start, func(p history.Publish, t time.Time) int {
 		if !p.End.After(t) {
