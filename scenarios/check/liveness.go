@@ -46,8 +46,8 @@ import (
 // outlasted_workload: nothing was published after it, so it has no
 // recovery, and its failover time is measured up to the workload's end
 // (a partition that waited longer than the bound by then fails it).
-// Percentiles are nearest-rank; a window without acknowledged publishes has no p99 and
-// passes its bound (the failover time judges the outage).
+// Percentiles are nearest-rank; a window without acknowledged publishes
+// has no p99 and passes its bound (the failover time judges the outage).
 func Liveness(h *history.History) Verdict {
 	b := newVerdict("liveness", "no partition goes longer than the failover bound without an acknowledged publish during each fault, "+
 		"and publish p99 during and after the fault stays within its bounds")
