@@ -526,9 +526,13 @@ func (h *Host) addGroup(gc GroupConfig) (*group, error) {
 		}
 		b.Close()
 	}
+	election := h.cfg.ElectionTicks
+	if failpoint.Enabled(failpoint.BugSlowElections) {
+		election *= failpoint.SlowElectionsFactor // an injected bug: slow failover
+	}
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        h.cfg.NodeID,
-		ElectionTick:              h.cfg.ElectionTicks,
+		ElectionTick:              election,
 		HeartbeatTick:             h.cfg.HeartbeatTicks,
 		Storage:                   st,
 		Applied:                   st.applied,
@@ -929,6 +933,11 @@ func (h *Host) pass() (more bool, err error) {
 	}
 	if len(readies) == 0 {
 		return false, nil
+	}
+	if failpoint.Enabled(failpoint.BugFollowerNoFsync) && !slices.ContainsFunc(readies, func(g *group) bool {
+		return g.leader == h.cfg.NodeID && len(rds[slices.Index(readies, g)].Entries) > 0
+	}) {
+		mustSync = false // an injected bug: a follower acknowledges entries it has not synced
 	}
 	opts := pebble.NoSync
 	if mustSync && !failpoint.Enabled(failpoint.BugAckBeforeFsync) {

@@ -17,4 +17,12 @@ scenario "ambiguous-retries" {
     hold   = "2500ms"
     every  = "6s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.55 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  # TODO(issue 27): the failover target is 1 s; today a paused leader costs
+  # the client its 2 s attempt timeout, then an election.
+  bounds {
+    failover_within = "5s"
+  }
 }

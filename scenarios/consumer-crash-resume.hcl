@@ -21,4 +21,12 @@ scenario "consumer-crash-resume" {
     hold   = "3s"
     every  = "13s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 1.65 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  # TODO(issue 27): the failover target is 1 s; today a killed leader costs an
+  # election: 1 to 2 s of election timeout.
+  bounds {
+    failover_within = "4s"
+  }
 }

@@ -20,4 +20,12 @@ scenario "group-reset" {
     hold   = "3s"
     every  = "15s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.19 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  # TODO(issue 27): the failover target is 1 s; today a killed leader costs an
+  # election: 1 to 2 s of election timeout.
+  bounds {
+    failover_within = "5s"
+  }
 }

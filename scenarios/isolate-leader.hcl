@@ -19,7 +19,13 @@ scenario "isolate-leader" {
     every  = "15s"
   }
 
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.27 s and 3.51 s in two runs of 2026-12-07 (--short, seed 1, a busy
+  # 2-core machine).
+  # TODO(issue 27): the failover target is 1 s; today an isolated leader
+  # costs the 2 s client attempt timeout, then an election (CheckQuorum,
+  # PreVote).
   bounds {
-    recover_within = "6s"
+    failover_within = "5s"
   }
 }

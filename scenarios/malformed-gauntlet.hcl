@@ -16,4 +16,10 @@ scenario "malformed-gauntlet" {
     target = "random"
     start  = "8s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 0.11 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "2s"
+  }
 }

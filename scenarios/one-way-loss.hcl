@@ -18,4 +18,10 @@ scenario "one-way-loss" {
     hold   = "8s"
     every  = "15s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.07 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "4s"
+  }
 }

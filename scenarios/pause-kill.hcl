@@ -26,4 +26,12 @@ scenario "pause-kill" {
     hold   = "3s"
     every  = "13s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.05 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  # TODO(issue 27): the failover target is 1 s; today a paused or killed
+  # leader costs the 2 s client attempt timeout or an election.
+  bounds {
+    failover_within = "4s"
+  }
 }

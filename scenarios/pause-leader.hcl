@@ -19,8 +19,12 @@ scenario "pause-leader" {
     every  = "12s"
   }
 
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.03 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  # TODO(issue 27): the failover target is 1 s; today a paused leader costs
+  # the 2 s client attempt timeout, then an election.
   bounds {
-    recover_within     = "3s"
+    failover_within    = "4s"
     publish_p99_during = "2500ms"
   }
 }

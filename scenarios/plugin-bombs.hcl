@@ -18,4 +18,10 @@ scenario "plugin-bombs" {
     start  = "10s"
     hold   = "3s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 1.06 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "4s"
+  }
 }

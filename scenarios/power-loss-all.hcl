@@ -18,4 +18,10 @@ scenario "power-loss-all" {
     hold   = "2s"
     every  = "12s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 4.60 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "8s"
+  }
 }

@@ -18,4 +18,10 @@ scenario "power-loss-minority" {
     hold   = "2s"
     every  = "9s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.30 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "5s"
+  }
 }

@@ -26,8 +26,10 @@ scenario "replay-storm" {
     hold   = "3s"
   }
 
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 1.24 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
   bounds {
-    recover_within    = "6s"
+    failover_within   = "4s"
     publish_p99_after = "2s"
     publish_p99_ratio = 3
   }

@@ -21,7 +21,9 @@ scenario "rolling-restart" {
     hold   = "4s"
   }
 
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.21 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
   bounds {
-    recover_within = "5s"
+    failover_within = "5s"
   }
 }

@@ -21,4 +21,10 @@ scenario "slow-consumers" {
     hold   = "3s"
     every  = "14s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.05 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "4s"
+  }
 }

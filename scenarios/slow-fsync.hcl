@@ -20,4 +20,10 @@ scenario "slow-fsync" {
     hold      = "8s"
     every     = "14s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 1.09 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "4s"
+  }
 }

@@ -27,4 +27,10 @@ scenario "slow-links" {
     start  = "13s"
     hold   = "8s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 1.69 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "4s"
+  }
 }

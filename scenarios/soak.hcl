@@ -39,4 +39,12 @@ scenario "soak" {
     hold   = "5s"
     every  = "29s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.13 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  # TODO(issue 27): the failover target is 1 s; today a killed, paused or cut-
+  # off leader costs an election or the 2 s client attempt timeout.
+  bounds {
+    failover_within = "5s"
+  }
 }

@@ -19,4 +19,10 @@ scenario "torn-write" {
     hold      = "3s"
     every     = "12s"
   }
+
+  # The longest any partition waited for an acknowledgement in a fault was
+  # 2.08 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
+  bounds {
+    failover_within = "5s"
+  }
 }

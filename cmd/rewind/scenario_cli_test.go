@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,41 +106,84 @@ func TestScenarioRefusesABadFile(t *testing.T) {
 	}
 }
 
-// TestCheckersCatchInjectedBugs is the proof that the checkers are
-// checkers: each scenario runs against a node built with a deliberate bug
-// (a failpoint), and the checker that guards the broken promise must fail
-// the run. A checker that never failed would pass them all.
+// TestCheckersCatchInjectedBugs is the mutation test of the checkers: each
+// scenario runs against nodes with a deliberate bug (a bug-* failpoint:
+// the mutant), and the checker that guards the broken promise must fail
+// the run. A checker that never failed would let them all survive. Each
+// mutant runs a few seconds of the scenario meant to catch it; a control
+// run of each scenario written for a mutant shows that the unmodified
+// build passes it, so the failure is the mutant's.
+//
+// It takes about 4 minutes, too long for every run of the suite: it runs
+// with REWIND_MUTANTS=1 (the mutants stage of .ci/run).
 func TestCheckersCatchInjectedBugs(t *testing.T) {
+	if os.Getenv("REWIND_MUTANTS") == "" {
+		t.Skip("the mutation test of the checkers runs with REWIND_MUTANTS=1 (about 4 minutes)")
+	}
 	bin := enginetest.Binary(t, "failpoints")
 	for _, tc := range []struct {
-		bug, scenario string
+		bug, scenario string // bug "": a control run, which must pass
 		duration      string
-		caughtBy      []string // one of these checkers must fail
+		// bounds: check the scenario's liveness bounds (the bug is a slow
+		// failover). Otherwise they are skipped: they depend on the
+		// machine's speed.
+		bounds   bool
+		caughtBy []string // one of these checkers must fail
+		notBy    []string // none of these may: the bug is not theirs
 	}{
-		{"bug-skip-dedupe", "leader-kill-loop", "8s", []string{"log"}},
-		{"bug-deliver-twice", "leader-kill-loop", "8s", []string{"reads", "follows"}},
-		{"bug-swap-records", "leader-kill-loop", "8s", []string{"reads", "follows"}},
-		{"bug-accept-fenced-commit", "rebalance-storm", "12s", []string{"groups"}},
-		{"bug-ack-before-fsync", "power-loss-all", "10s", []string{"log"}},
-		{"bug-skip-conditions", "lost-update", "6s", []string{"appends"}},
+		{"bug-skip-dedupe", "leader-kill-loop", "8s", false, []string{"log"}, nil},
+		{"bug-deliver-twice", "leader-kill-loop", "8s", false, []string{"reads", "follows"}, nil},
+		{"bug-swap-records", "leader-kill-loop", "8s", false, []string{"reads", "follows"}, nil},
+		// A read-path bug is a read bug: the replicas are read from the
+		// stopped nodes' stores, so the log checker sees the data intact.
+		{"bug-skip-replayed-record", "leader-kill-loop", "8s", false, []string{"reads", "follows"}, []string{"log"}},
+		{"bug-accept-fenced-commit", "rebalance-storm", "12s", false, []string{"groups"}, nil},
+		{"bug-ack-before-fsync", "power-loss-all", "10s", false, []string{"log"}, nil},
+		{"bug-follower-no-fsync", "power-loss-followers", "10s", false, []string{"log"}, nil},
+		{"", "power-loss-followers", "10s", false, nil, nil},
+		{"bug-skip-conditions", "lost-update", "6s", false, []string{"appends"}, nil},
+		{"bug-skip-apply-dedupe", "resend-new-leader", "12s", false, []string{"log"}, nil},
+		{"", "resend-new-leader", "12s", false, nil, nil},
+		// Elections five times slower: the leader killed at 5 s leaves
+		// its partitions without an acknowledgement past the 3 s bound.
+		{"bug-slow-elections", "leader-kill-loop", "10s", true, []string{"liveness"}, nil},
 	} {
-		t.Run(tc.bug, func(t *testing.T) {
+		name := tc.bug
+		if name == "" {
+			name = "control-" + tc.scenario
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			r := runCLI(t, nil, nil, "scenario", "run", tc.scenario, "--binary", bin, "--failpoints", tc.bug,
-				"--duration", tc.duration, "--seed", "1", "--skip-bounds", "--report", dir)
-			_, _, verdicts := readRun(t, r, dir)
-			if r.code == 0 {
-				t.Errorf("the run passed with %s\nstdout:\n%s", tc.bug, r.stdout)
+			args := []string{"scenario", "run", tc.scenario, "--binary", bin, "--duration", tc.duration, "--seed", "1",
+				"--converge-within", "15s", "--report", dir}
+			if tc.bug != "" {
+				args = append(args, "--failpoints", tc.bug)
 			}
+			if !tc.bounds {
+				args = append(args, "--skip-bounds")
+			}
+			r, _, verdicts := readRun(t, runCLI(t, nil, nil, args...), dir)
 			var failed []string
 			for _, v := range verdicts {
 				if !v.OK {
-					failed = append(failed, v.Checker)
+					failed = append(failed, fmt.Sprintf("%s (%s)", v.Checker, v.Violations[0].What))
 				}
 			}
+			if tc.bug == "" {
+				if r.code != 0 || len(failed) > 0 {
+					t.Fatalf("the unmodified build failed %s: exit %d, %v\nstdout:\n%s", tc.scenario, r.code, failed, r.stdout)
+				}
+				return
+			}
+			if r.code == 0 {
+				t.Errorf("the run passed with %s: the mutant survived\nstdout:\n%s", tc.bug, r.stdout)
+			}
 			caught := false
-			for _, c := range tc.caughtBy {
-				caught = caught || slices.Contains(failed, c)
+			for _, v := range verdicts {
+				caught = caught || (!v.OK && slices.Contains(tc.caughtBy, v.Checker))
+				if !v.OK && slices.Contains(tc.notBy, v.Checker) {
+					t.Errorf("%s: the %s checker failed, but the bug is not its: %s", tc.bug, v.Checker, v.Violations[0].What)
+				}
 			}
 			if !caught {
 				t.Errorf("%s: failing checkers %v, want one of %v\nstdout:\n%s", tc.bug, failed, tc.caughtBy, r.stdout)

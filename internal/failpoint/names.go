@@ -104,7 +104,31 @@ const (
 	// BugAcceptFencedCommit makes a partition accept a group commit from a
 	// generation older than its fence (partition).
 	BugAcceptFencedCommit = "bug-accept-fenced-commit"
+	// BugSkipReplayedRecord makes a stream that is replaying history (its
+	// cursor not caught up) skip one record in a thousand, those at
+	// offsets 17, 1017, 2017, … (stream): a read-path bug, the data on
+	// disk intact.
+	BugSkipReplayedRecord = "bug-skip-replayed-record"
+	// BugSkipApplyDedupe leaves out the apply-time idempotency re-check
+	// (partition): a resend that reaches a new leader while the first
+	// attempt's entry is still uncommitted in the old term's log is
+	// proposed again (the leader's check cannot see that entry) and both
+	// are stored.
+	BugSkipApplyDedupe = "bug-skip-apply-dedupe"
+	// BugFollowerNoFsync makes a node skip the fsync of a raft pass in
+	// which it leads none of the groups whose new entries it writes
+	// (raftlog): a follower acknowledges entries it has not made durable,
+	// so a power loss of the followers can lose records a quorum
+	// acknowledged.
+	BugFollowerNoFsync = "bug-follower-no-fsync"
+	// BugSlowElections multiplies the raft election timeout by
+	// SlowElectionsFactor (raftlog): every failover takes that much
+	// longer.
+	BugSlowElections = "bug-slow-elections"
 )
+
+// SlowElectionsFactor is how much BugSlowElections slows elections.
+const SlowElectionsFactor = 5
 
 // ResetFail makes a group reset fail on one partition, its value (a
 // partition number), before the reset's command for that partition is
@@ -149,7 +173,8 @@ const Path = "/debug/failpoints"
 // Names lists every failpoint, sorted.
 func Names() []string {
 	return []string{
-		BitFlip, BugAcceptFencedCommit, BugAckBeforeFsync, BugDeliverTwice, BugSkipConditions, BugSkipDedupe, BugSwapRecords,
+		BitFlip, BugAcceptFencedCommit, BugAckBeforeFsync, BugDeliverTwice, BugFollowerNoFsync, BugSkipApplyDedupe, BugSkipConditions,
+		BugSkipDedupe, BugSkipReplayedRecord, BugSlowElections, BugSwapRecords,
 		ClockOffset, ENOSPC, FsyncDelay, FsyncEIO, PowerLoss, ResetFail, TierRecorded, TierRecording, TierTruncatedLocal,
 		TierTruncatingLocal, TierUploaded, TornWrite,
 	}

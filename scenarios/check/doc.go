@@ -50,10 +50,11 @@
 //   - RaftSafety: at most one leader per raft group and term.
 //   - Gauntlet: every malformed request got a client error from a node that
 //     stayed up.
-//   - Liveness: recovery after each fault and publish p99 during and after
-//     it, against the scenario's bounds; skipped when no bounds are set
-//     (the runner's --skip-bounds), since they depend on the machine's
-//     speed.
+//   - Liveness: each partition's failover time in each fault (the longest
+//     it went without an acknowledged publish), recovery after each fault
+//     and publish p99 during and after it, against the scenario's bounds;
+//     skipped when no bounds are set (the runner's --skip-bounds), since
+//     they depend on the machine's speed.
 //
 // # The reference
 //
@@ -151,10 +152,16 @@
 //
 // # Liveness
 //
-// A fault's recovery is the time from its End to the End of the first
-// acknowledged publish ending at or after it. Publish latency is End −
-// Start of acknowledged publishes, grouped by Start into the fault
-// ([Start, End)) and the window of the same length after it. Percentiles
-// are nearest-rank. The figures are reported in Stats even when the
-// scenario sets no bounds (the verdict is then OK and Skipped says so).
+// A fault's failover time on a partition of the first topic is the longest
+// gap between the End of two consecutive acknowledged publishes of that
+// partition, over the window from the fault's Start (the first gap starts
+// there) to the first acknowledgement at or after its End. It is what a
+// publisher of the partition waited, and it is bounded by its maximum over
+// every fault and partition. A fault's recovery is the time from its End to
+// the End of the first acknowledged publish (any partition) ending at or
+// after it. Publish latency is End − Start of acknowledged publishes,
+// grouped by Start into the fault ([Start, End)) and the window of the
+// same length after it. Percentiles are nearest-rank. The figures are
+// reported in Stats even when the scenario sets no bounds (the verdict is
+// then OK and Skipped says so).
 package check

@@ -22,9 +22,16 @@ type Stats struct {
 	// than acknowledged, or acknowledged out of their publisher's order.
 	// All three are 0 when no replica was recorded.
 	Lost, Duplicated, Reordered int
-	// Faults injected; Recovery* over those followed by an
-	// acknowledgement (see Liveness); Unrecovered: the others.
+	// Faults injected. FailoverMax is the longest a partition went
+	// without an acknowledged publish during a fault, FailoverP50 the
+	// median over the faults of their worst partition's (see Liveness):
+	// what a publisher waited. Recovery* are from each fault's end to the
+	// next acknowledgement on any partition, over the faults followed by
+	// one; Unrecovered: the others. Measured: some fault was measured (the
+	// failover and recovery figures mean something).
 	Faults                   int
+	Measured                 bool
+	FailoverP50, FailoverMax time.Duration
 	RecoveryP50, RecoveryMax time.Duration
 	Unrecovered              int
 }
@@ -53,18 +60,14 @@ func Summary(h *history.History) Stats {
 		_, c := checkLog(newIndex(h))
 		s.Lost, s.Duplicated, s.Reordered = c.lost, c.duplicated, c.reordered
 	}
-	acked := ackedByEnd(h)
-	var recoveries []time.Duration
-	for _, f := range h.Faults {
-		if f.End.IsZero() || outlastedWorkload(h, f) {
-			continue
-		}
-		if r, ok := recovery(acked, f); ok {
-			recoveries = append(recoveries, r)
-		} else {
-			s.Unrecovered++
-		}
+	if len(h.Faults) == 0 {
+		return s
 	}
-	s.RecoveryP50, s.RecoveryMax = percentile(recoveries, 0.5), percentile(recoveries, 1)
+	lv := Liveness(h).Stats
+	sec := func(name string) time.Duration { return time.Duration(lv[name] * float64(time.Second)) }
+	s.Measured = int(lv["unhealed"]) < len(h.Faults)
+	s.FailoverP50, s.FailoverMax = sec("failover_p50_s"), sec("failover_max_s")
+	s.RecoveryP50, s.RecoveryMax = sec("recovery_p50_s"), sec("recovery_max_s")
+	s.Unrecovered = int(lv["unrecovered"])
 	return s
 }

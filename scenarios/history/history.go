@@ -288,6 +288,12 @@ type Fault struct {
 
 // Bounds are a scenario's liveness bounds (zero: not checked).
 type Bounds struct {
+	// FailoverWithin: during each fault, no partition of the first topic
+	// goes longer than this without an acknowledged publish, from the
+	// fault's start until the first acknowledgement on the partition after
+	// the fault ended (what a publisher of that partition waits: the
+	// failover time when the fault took its leader).
+	FailoverWithin time.Duration
 	// RecoverWithin: after each fault ends, some publish is acknowledged
 	// within this long.
 	RecoverWithin time.Duration

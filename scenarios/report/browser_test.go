@@ -47,7 +47,7 @@ func TestBrowser(t *testing.T) {
 			`<svg xmlns="http://www.w3.org/2000/svg" class="timeline"`: 1,
 			`<rect class="fault"`:    2,
 			`<g class="lane">`:       4,
-			`<tr class="checker `:    4,
+			`<tr class="checker `:    5,
 			`<path class="p99" d="M`: 1,
 		} {
 			if n := strings.Count(dom, what); n != want {

@@ -101,6 +101,9 @@ type text struct{ Short, Full string }
 type faultRow struct {
 	Name, Kind, Targets string
 	Start, End, Length  string
+	// Failover is the liveness checker's failover time of the fault's
+	// worst partition, and which partition ("–": not measured).
+	Failover string
 }
 
 func newPage(r *Report) *page {
@@ -122,7 +125,7 @@ func newPage(r *Report) *page {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"recover within", b.RecoverWithin}, {"publish p99 during a fault", b.PublishP99During}, {"publish p99 after a fault", b.PublishP99After}} {
+	}{{"failover within", b.FailoverWithin}, {"recover within", b.RecoverWithin}, {"publish p99 during a fault", b.PublishP99During}, {"publish p99 after a fault", b.PublishP99After}} {
 		if f.d != 0 {
 			p.Bounds = append(p.Bounds, figure{f.name, f.d.String()})
 		}
@@ -131,10 +134,12 @@ func newPage(r *Report) *page {
 		p.Verdicts = append(p.Verdicts, newVerdictView(v, origin))
 	}
 	spans := faultSpans(h, origin, end)
-	for _, f := range spans {
+	live := livenessStats(r)
+	for i, f := range spans {
 		p.Faults = append(p.Faults, faultRow{
 			Name: clean(f.Name), Kind: clean(f.Kind), Targets: joinIDs(f.Targets),
 			Start: seconds(f.Start), End: seconds(f.End), Length: seconds(f.End - f.Start),
+			Failover: failoverOf(live, i),
 		})
 	}
 	p.Chart = newChart(h, origin, end, spans)
@@ -206,9 +211,40 @@ func newViolationView(x Violation, origin time.Time) violationView {
 
 // figureOrder is the order of the summary's well-known figures; the rest
 // follow by name.
-var figureOrder = []string{"operations", "acked", "failed", "unknown", "lost", "duplicated", "reordered", "recovery_p50_s", "recovery_max_s"}
+var figureOrder = []string{"operations", "acked", "failed", "unknown", "lost", "duplicated", "reordered", "failover_max_s", "failover_p50_s", "recovery_p50_s", "recovery_max_s"}
 
-var figureLabels = map[string]string{"recovery_p50_s": "recovery p50", "recovery_max_s": "recovery max"}
+var figureLabels = map[string]string{
+	"failover_max_s": "failover max", "failover_p50_s": "failover p50",
+	"recovery_p50_s": "recovery p50", "recovery_max_s": "recovery max",
+}
+
+// livenessStats are the liveness checker's figures (nil: no such verdict).
+func livenessStats(r *Report) map[string]float64 {
+	for _, v := range r.Verdicts {
+		if v.Checker == "liveness" {
+			return v.Stats
+		}
+	}
+	return nil
+}
+
+// failoverOf formats fault i's failover time and its worst partition from
+// the liveness checker's figures (fault<i>.p<P>.failover_s).
+func failoverOf(live map[string]float64, i int) string {
+	prefix := fmt.Sprintf("fault%d.p", i)
+	worst, at := -1.0, ""
+	for _, k := range sortedKeys(live) {
+		if p, ok := strings.CutPrefix(k, prefix); ok {
+			if p, ok := strings.CutSuffix(p, ".failover_s"); ok && live[k] > worst {
+				worst, at = live[k], p
+			}
+		}
+	}
+	if worst < 0 || math.IsNaN(worst) || math.IsInf(worst, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%s (partition %s)", seconds(time.Duration(worst*float64(time.Second))), clean(at))
+}
 
 func figures(s Summary) []figure {
 	var out []figure

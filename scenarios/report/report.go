@@ -9,14 +9,16 @@
 //  1. a header: the scenario, its seed, the run's duration and nodes, and
 //     the verdict, PASS or FAIL;
 //  2. the summary figures (operations, acked, failed, unknown, lost,
-//     duplicated, reordered, recovery p50 and max, and any others given);
+//     duplicated, reordered, failover max and p50, recovery p50 and max,
+//     and any others given);
 //  3. the checkers' verdicts: OK, FAIL or skipped (with the reason), the
 //     number of violations, and the first violations with their records;
 //  4. a timeline: acknowledged publishes per second, publish latency p50
 //     and p99 per bucket, and the leader of each partition over time, with
 //     every fault window shaded and labelled across all three;
 //  5. the faults: name, kind, targets, start and end relative to the start
-//     of the run.
+//     of the run, and the failover time of the fault's worst partition
+//     (from the liveness verdict's Stats).
 //
 // The caller (the runner) fills a Report with the run's history, the
 // checkers' verdicts, the summary figures and the overall verdict, and
@@ -72,7 +74,8 @@ type Violation struct {
 
 // Summary holds a run's headline figures by name: "operations", "acked",
 // "failed", "unknown", "lost", "duplicated", "reordered",
-// "recovery_p50_s", "recovery_max_s", and any others. A name ending in
+// "failover_max_s", "failover_p50_s", "recovery_p50_s", "recovery_max_s",
+// and any others. A name ending in
 // "_s" is in seconds and one ending in "_ms" in milliseconds; the page
 // formats them so. A NaN or infinite figure means "not applicable": it is
 // left out of report.json and shown as a dash.

@@ -83,7 +83,7 @@ func synthetic() *Report {
 		Command: "rewind scenario run leader-kill --seed 42",
 		Summary: Summary{
 			"operations": 1800, "acked": 1770, "failed": 15, "unknown": 15, "lost": 0, "duplicated": 1,
-			"reordered": 0, "recovery_p50_s": 1.25, "recovery_max_s": 2.5, "throughput_ms": 0.5, "not_applicable": math.NaN(),
+			"reordered": 0, "recovery_p50_s": 1.25, "recovery_max_s": 2.5, "failover_max_s": 2.25, "throughput_ms": 0.5, "not_applicable": math.NaN(),
 		},
 		Verdicts: []Verdict{
 			{Checker: "log", Description: "every acknowledged record is present exactly once", Violations: []Violation{
@@ -93,6 +93,9 @@ func synthetic() *Report {
 			{Checker: "reads", Description: "a replay returns exactly the suffix the history says", OK: true, Stats: map[string]float64{"reads": 12}},
 			{Checker: "groups", Description: "at-least-once per member", Skipped: "no group events in this run"},
 			{Checker: "raft", Description: "at most one leader per term per group", OK: true},
+			{Checker: "liveness", Description: "failover within its bound", OK: true, Stats: map[string]float64{
+				"fault0.p0.failover_s": 0.02, "fault0.p1.failover_s": 2.25, "fault0.failover_s": 2.25,
+			}},
 		},
 	}
 }

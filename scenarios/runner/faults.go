@@ -124,6 +124,9 @@ func (fl *faulter) targets(ctx context.Context, f spec.Fault) ([]uint64, error) 
 	if l == 0 {
 		return nil, fmt.Errorf("no leader of partition %d known: skipped", p)
 	}
+	if kind == "followers" {
+		return fl.others([]uint64{l}), nil
+	}
 	return []uint64{l}, nil
 }
 

@@ -2,9 +2,13 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/rewind-io/rewind/engine/offline"
+	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/internal/identity"
 	"github.com/rewind-io/rewind/scenarios/history"
 	"github.com/rewind-io/rewind/sdk/client"
@@ -166,36 +170,70 @@ func waitFollowers(rec *recorder, ends map[uint32]uint64, within time.Duration) 
 	}
 }
 
-// readReplica reads node nd's own replica of partition p, whole.
-func readReplica(ctx context.Context, nd *node, topic string, p uint32) (history.Replica, error) {
-	r := history.Replica{Node: nd.id, Topic: topic, Partition: p}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	c := client.New("http://" + nd.addr)
-	sub, err := c.Subscribe(rctx, topic, client.Partitions(p), client.FollowerReads(), client.From(client.Earliest()), client.Until(client.End()))
-	if err != nil {
-		return r, err
-	}
-	defer sub.Close()
-	for sub.Next() {
-		switch ev := sub.Event().(type) {
-		case *client.Started:
-			for _, pp := range ev.Partitions {
-				if pp.Partition == p {
-					r.Start, r.End = pp.NextOffset, pp.EndOffset
-				}
-			}
-		case *client.Records:
-			for _, rc := range ev.Records {
-				r.Records = append(r.Records, recordOf(rc))
+// stopForReading stops every member (SIGTERM, as an operator would) so
+// that its store can be read. With powerLoss the nodes hold unsynced writes
+// in memory (the power-loss failpoint): it is cleared first, so that what
+// the nodes applied reaches their files as they close.
+func stopForReading(ctx context.Context, c *cluster, powerLoss bool) error {
+	var errs []error
+	for _, nd := range c.members() {
+		if powerLoss {
+			if err := c.failpoint(ctx, nd.id, failpoint.PowerLoss, "", false); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
-	if n := len(r.Records); n > 0 {
-		// The Started event's end may be unset (the stream's stop is the
-		// end itself): the records say where it is.
-		r.End = max(r.End, r.Records[n-1].Offset+1)
-		r.Start = r.Records[0].Offset
+	for _, nd := range c.members() {
+		if err := c.stop(nd.id, 30*time.Second); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return r, sub.Err()
+	return errors.Join(errs...)
+}
+
+// sortedHosts lists the nodes that keep some partition, in order.
+func sortedHosts(hosts map[uint32][]uint64) []uint64 {
+	var ids []uint64
+	for _, hs := range hosts {
+		for _, id := range hs {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// readReplicas reads, from stopped node nd's data directory, its replicas
+// of the partitions of topic that hosts says it keeps. A partition it
+// should keep and has no state for is an empty replica (the log checker
+// says what is missing).
+func readReplicas(nd *node, topic string, hosts map[uint32][]uint64) ([]history.Replica, error) {
+	parts, err := offline.Read(nd.dir, topic)
+	if err != nil {
+		return nil, fmt.Errorf("read node %d's replicas from %s: %w", nd.id, nd.dir, err)
+	}
+	byPart := map[uint32]offline.Partition{}
+	for _, p := range parts {
+		byPart[p.Partition] = p
+	}
+	var ps []uint32
+	for p, hs := range hosts {
+		if slices.Contains(hs, nd.id) {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	var out []history.Replica
+	for _, p := range ps {
+		op := byPart[p]
+		r := history.Replica{Node: nd.id, Topic: topic, Partition: p, Start: op.Start, End: op.End}
+		for _, x := range op.Records {
+			r.Records = append(r.Records, history.Record{Partition: p, Offset: x.Offset, Key: string(x.Key), Value: compact(string(x.Value)),
+				IdemKey: x.IdempotencyKey, AppendTime: time.Unix(0, x.AppendTime), KeyVersion: x.KeyVersion})
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

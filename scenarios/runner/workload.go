@@ -122,11 +122,15 @@ func notStored(err error) bool {
 	return false
 }
 
-// publisher sends one record at a time to topic, each with a unique
-// idempotency key, retrying an attempt that failed (the same request) for
-// up to retryFor; it records every record's outcome.
-func publisher(ctx context.Context, c *client.Client, rec *recorder, topic string, id int, rate float64, valueBytes int, retryFor time.Duration) {
+// publisher sends one record at a time to partition id%partitions of
+// topic, each with a unique idempotency key, retrying an attempt that
+// failed (the same request) for up to retryFor; it records every record's
+// outcome. The partition is named rather than left to the key's hash so
+// that publishers cover every partition (the liveness checker measures
+// each partition's failover).
+func publisher(ctx context.Context, c *client.Client, rec *recorder, topic string, partitions uint32, id int, rate float64, valueBytes int, retryFor time.Duration) {
 	key := fmt.Sprintf("pub-%d", id)
+	part := uint32(id) % max(partitions, 1)
 	next := time.Now()
 	for seq := 0; ctx.Err() == nil; seq++ {
 		if rate > 0 {
@@ -145,7 +149,7 @@ func publisher(ctx context.Context, c *client.Client, rec *recorder, topic strin
 			v += "." + strings.Repeat("x", valueBytes-len(v)-1) // unique: the name comes first
 		}
 		p := history.Publish{Publisher: id, Seq: seq, Topic: topic, Key: key, IdemKey: name, Value: compact(v), Start: time.Now()}
-		msg := client.Message{Key: []byte(key), Value: []byte(v), IdempotencyKey: name}
+		msg := client.Message{Key: []byte(key), Value: []byte(v), IdempotencyKey: name, Partition: &part}
 		stored := false // some attempt may have stored it
 		var at time.Time
 		backoff := 20 * time.Millisecond

@@ -109,7 +109,8 @@ type Fault struct {
 	Name   string
 	Action string
 	// Target says which nodes: "leader" (of partition 0 of the first
-	// topic), "leader:P", "node:N", "random", "minority", "all".
+	// topic), "leader:P", "followers" (every member but that leader),
+	// "followers:P", "node:N", "random", "minority", "all".
 	Target string
 	Start  time.Duration // from the start of the workload
 	Hold   time.Duration // how long it lasts before it is healed
@@ -122,6 +123,7 @@ type Fault struct {
 
 // Bounds are the liveness bounds the checkers enforce (0: not checked).
 type Bounds struct {
+	FailoverWithin   time.Duration
 	RecoverWithin    time.Duration
 	PublishP99During time.Duration
 	PublishP99After  time.Duration
@@ -197,6 +199,7 @@ type faultBlock struct {
 }
 
 type boundsBlock struct {
+	FailoverWithin   hcl.Expression `hcl:"failover_within,optional"`
 	RecoverWithin    hcl.Expression `hcl:"recover_within,optional"`
 	PublishP99During hcl.Expression `hcl:"publish_p99_during,optional"`
 	PublishP99After  hcl.Expression `hcl:"publish_p99_after,optional"`
@@ -347,6 +350,7 @@ func (v *validator) scenario(b *scenarioBlock) *Scenario {
 	}
 	if b.Bounds != nil {
 		s.Bounds = Bounds{
+			FailoverWithin:   v.duration(b.Bounds.FailoverWithin, "failover_within", 0),
 			RecoverWithin:    v.duration(b.Bounds.RecoverWithin, "recover_within", 0),
 			PublishP99During: v.duration(b.Bounds.PublishP99During, "publish_p99_during", 0),
 			PublishP99After:  v.duration(b.Bounds.PublishP99After, "publish_p99_after", 0),
@@ -459,13 +463,13 @@ func (v *validator) fault(b faultBlock, s *Scenario) Fault {
 func checkTarget(t string, nodes int, partitions uint32) error {
 	kind, arg, _ := strings.Cut(t, ":")
 	switch kind {
-	case "leader":
+	case "leader", "followers":
 		if arg == "" {
 			return nil
 		}
 		var p uint32
 		if _, err := fmt.Sscanf(arg, "%d", &p); err != nil || p >= partitions {
-			return fmt.Errorf("%q: leader:P names a partition of the first topic (0 to %d)", t, partitions-1)
+			return fmt.Errorf("%q: %s:P names a partition of the first topic (0 to %d)", t, kind, partitions-1)
 		}
 	case "node":
 		var n int
@@ -477,7 +481,7 @@ func checkTarget(t string, nodes int, partitions uint32) error {
 			return fmt.Errorf("%q: %s takes no argument", t, kind)
 		}
 	default:
-		return fmt.Errorf("%q: use leader, leader:P, node:N, random, minority or all", t)
+		return fmt.Errorf("%q: use leader, leader:P, followers, followers:P, node:N, random, minority or all", t)
 	}
 	return nil
 }

@@ -37,8 +37,15 @@ scenario "leader-kill-loop" {
     every  = "10s"
   }
 
+  fault "cut-followers" {
+    action = "cut"
+    target = "followers:2"
+    start  = "1s"
+  }
+
   bounds {
-    recover_within = "5s"
+    failover_within = "3s"
+    recover_within  = "5s"
   }
 }
 `
@@ -62,7 +69,10 @@ func TestParseAScenario(t *testing.T) {
 	if f.Action != "kill" || f.Target != "leader" || f.Start != 5*time.Second || f.Hold != 2*time.Second || f.Every != 10*time.Second {
 		t.Errorf("fault %+v", f)
 	}
-	if s.Bounds.RecoverWithin != 5*time.Second || s.Failpoints {
+	if f := s.Faults[1]; f.Target != "followers:2" {
+		t.Errorf("fault %+v", f)
+	}
+	if s.Bounds.FailoverWithin != 3*time.Second || s.Bounds.RecoverWithin != 5*time.Second || s.Failpoints {
 		t.Errorf("bounds %+v, failpoints %v", s.Bounds, s.Failpoints)
 	}
 }
@@ -80,6 +90,9 @@ func TestMistakesNameTheirLineAndColumn(t *testing.T) {
 		{"bad duration", "scenario \"x\" {\n  duration = \"ten seconds\"\n}\n", []string{"bad.hcl:2:14:", "invalid duration", "ten seconds"}},
 		{"bad action and target", "scenario \"x\" {\n  fault \"f\" {\n    action = \"explode\"\n    target = \"node:7\"\n  }\n}\n",
 			[]string{"bad.hcl:3:14:", "unknown action", "bad.hcl:4:14:", "node:7"}},
+		{"followers of a missing partition", "scenario \"x\" {\n  fault \"f\" {\n    action = \"cut\"\n    target = \"followers:3\"\n  }\n}\n",
+			[]string{"bad.hcl:4:14:", "followers:P names a partition of the first topic (0 to 2)"}},
+		{"bad failover bound", "scenario \"x\" {\n  bounds {\n    failover_within = \"soon\"\n  }\n}\n", []string{"bad.hcl:3:23:", "soon"}},
 		{"every not above hold", "scenario \"x\" {\n  fault \"f\" {\n    action = \"pause\"\n    hold = \"5s\"\n    every = \"5s\"\n  }\n}\n",
 			[]string{"bad.hcl:2:3:", "every 5s must be longer than hold 5s"}},
 		{"too much replication", "scenario \"x\" {\n  nodes = 1\n  topic \"t\" {\n    replication = 3\n  }\n}\n", []string{"bad.hcl:3:3:", "replication 3 with 1 nodes"}},

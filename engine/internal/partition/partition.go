@@ -819,7 +819,7 @@ func (p *Partition) Apply(w *pebble.Batch, ents []*pb.Entry) error {
 		t := max(b.AppendTime(), p.st.LastTime)
 		base := p.st.Next
 		inc := b.ProposalID() >> 32
-		if p.cfg.DedupeWindow > 0 && p.mustCheckKeys(inc, checked) {
+		if p.cfg.DedupeWindow > 0 && p.mustCheckKeys(inc, checked) && !failpoint.Enabled(failpoint.BugSkipApplyDedupe) {
 			dup, err := p.dupAtApply(b, t)
 			if err != nil {
 				return fmt.Errorf("partition %d: entry %d: dedupe: %w", p.cfg.Index, e.GetIndex(), err)
