@@ -17,9 +17,10 @@ import (
 )
 
 // TestKeylessLinesSpreadOverPartitions: a line read while no request is out
-// goes at once, alone, and each request's keyless records take the next
-// partition. So 100 piped lines use more than one partition (the first goes
-// alone, the second in the next request), and lines typed one at a time
+// goes at once, alone, and each request's keyless records go to the
+// partition given the fewest keyless bytes (ties in turn). So 100 piped
+// lines use more than one partition (the first goes alone, the second in
+// the next request), and lines typed one at a time into an empty topic
 // take the partitions in turn.
 func TestKeylessLinesSpreadOverPartitions(t *testing.T) {
 	s := startServer(t, t.TempDir(), enginetest.FreeAddr(t))
@@ -45,7 +46,8 @@ func TestKeylessLinesSpreadOverPartitions(t *testing.T) {
 	// that waits for the end of its input is killed after cmdTimeout.)
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, enginetest.Binary(t), "--server", s.url, "publish", "s")
+	s.ok(t, nil, "topic", "create", "typed", "--partitions", "3")
+	cmd := exec.CommandContext(ctx, enginetest.Binary(t), "--server", s.url, "publish", "typed")
 	cmd.Env = cliEnv()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
