@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	raftpb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 	"os"
 	"path/filepath"
 	"slices"
@@ -342,7 +344,7 @@ func TestClusterRefusesMisconfiguredNodes(t *testing.T) {
 	if err := os.CopyFS(damaged, os.DirFS(c.Dirs[0])); err != nil {
 		t.Fatal(err)
 	}
-	truncateLastEntry(t, damaged, 1) // the metadata group
+	truncateCommitted(t, damaged, 1) // the metadata group
 	r := runCLI(t, nil, nil, "serve", "--data", damaged, "--listen", enginetest.FreeAddr(t), "--node-id", "1", "--initial-cluster", c.Initial)
 	if r.code == 0 || !strings.Contains(r.stderr, "corrupt") {
 		t.Errorf("damaged log: exit %d, stderr %q; want a refusal naming the corruption", r.code, r.stderr)
@@ -452,31 +454,39 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	}
 }
 
-// truncateLastEntry deletes the last raft log entry of group in the store
-// at dir (whose node is stopped), leaving its commit index beyond its log.
-func truncateLastEntry(t *testing.T, dir string, group uint64) {
+// truncateCommitted deletes group's raft log entries from its commit index
+// on, in the store at dir (whose node is stopped), leaving its commit index
+// beyond its log.
+func truncateCommitted(t *testing.T, dir string, group uint64) {
 	t.Helper()
 	db, err := pebble.Open(dir, &pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	lo := binary.BigEndian.AppendUint64([]byte{'r'}, group)
-	lo = append(lo, 'e')
-	hi := append(slices.Clone(lo[:len(lo)-1]), 'e'+1)
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	// The entries from the committed index on go: the log then ends
+	// below what the group knows was committed (removing only the last
+	// entry proves nothing when it was appended but not committed, as a
+	// busy node's last metadata entry may be).
+	prefix := binary.BigEndian.AppendUint64([]byte{'r'}, group)
+	v, closer, err := db.Get(append(slices.Clone(prefix), 'h'))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("group %d hard state: %v", group, err)
 	}
-	found := it.Last()
-	key := slices.Clone(it.Key())
-	if err := it.Close(); err != nil {
-		t.Fatal(err)
+	var hs raftpb.HardState
+	err = proto.Unmarshal(v, &hs)
+	closer.Close()
+	if err != nil || hs.GetCommit() == 0 {
+		t.Fatalf("group %d hard state %v: %v", group, &hs, err)
 	}
-	if !found {
-		t.Fatalf("group %d has no log entries in %s", group, dir)
+	lo := binary.BigEndian.AppendUint64(append(slices.Clone(prefix), 'e'), hs.GetCommit())
+	hi := append(slices.Clone(prefix), 'e'+1)
+	if _, closer, err := db.Get(lo); err != nil {
+		t.Fatalf("group %d has no entry at its commit index %d in %s: %v", group, hs.GetCommit(), dir, err)
+	} else {
+		closer.Close()
 	}
-	if err := db.Delete(key, pebble.Sync); err != nil {
+	if err := db.DeleteRange(lo, hi, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 }
