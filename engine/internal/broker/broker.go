@@ -97,8 +97,13 @@ type Broker struct {
 	wake chan struct{}
 	stop chan struct{}
 	wg   sync.WaitGroup
-	// diskFull is set while free space is below MinFreeBytes.
-	diskFull atomic.Bool
+	// diskFull is set while free space is below MinFreeBytes, diskOut
+	// while it is below a quarter of it or a write met ENOSPC
+	// (housekeeping.go, "Disk space"). Invariant: diskOut implies diskFull.
+	diskFull, diskOut atomic.Bool
+	// running is set once Open has returned: a full disk stalls writes
+	// from then on (waitForSpace) instead of failing Open.
+	running atomic.Bool
 	// reads counts reads served for and through other nodes (reads.go);
 	// fetchGate bounds the fetches reading the store at once.
 	reads     readCounters
@@ -160,7 +165,7 @@ func Open(cfg Config) (*Broker, error) {
 	b.draining, b.drain = context.WithCancel(context.Background())
 	b.mu.topics = make(map[uint64]*liveTopic)
 	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.Storage.StoreCacheBytes, Logger: cfg.Logger,
-		OnFatal: b.storeFailed})
+		OnFatal: b.storeFailed, OnDiskFull: b.waitForSpace})
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +252,8 @@ func Open(cfg Config) (*Broker, error) {
 	go b.housekeeping()
 	go b.initMembers()
 	go b.maintain()
+	b.checkDisk()
+	b.running.Store(true)
 	b.log.Info("broker open", "dir", cfg.Dir, "topics", len(m.Topics()))
 	return b, nil
 }
@@ -299,7 +306,14 @@ func (b *Broker) Close() error {
 		}
 		hostErr := b.host.Close()
 		<-b.watched
-		b.closeErr = errors.Join(hostErr, b.sandbox.Close(context.Background()), b.db.Close())
+		b.closeErr = errors.Join(hostErr, b.sandbox.Close(context.Background()))
+		if err := b.storeFatal(); err != nil {
+			// A write that waited for space failed when Close ended the
+			// wait (waitForSpace): the store must not be closed.
+			b.closeErr = errors.Join(b.closeErr, err)
+			return
+		}
+		b.closeErr = errors.Join(b.closeErr, b.db.Close())
 	})
 	return b.closeErr
 }
