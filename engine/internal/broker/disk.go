@@ -85,6 +85,9 @@ func (b *Broker) checkDisk() {
 	}
 }
 
+// spacePoll is how often waitForSpace looks at the free space (a statfs).
+const spacePoll = 100 * time.Millisecond
+
 // waitForSpace is the store's OnDiskFull: a write met ENOSPC. Once the
 // node runs it marks the disk out and waits, holding every write of the
 // store, until the free space is back over the diskOut level or the node
@@ -98,8 +101,8 @@ func (b *Broker) waitForSpace() {
 	b.diskFull.Store(true)
 	b.diskOut.Store(true)
 	floor := uint64(b.cfg.Storage.MinFreeBytes / outFraction)
-	b.log.Error("disk full: a write met ENOSPC and waits for space, reads go on", "min-free-bytes", floor)
-	tick := time.NewTicker(b.cfg.Storage.HousekeepingInterval)
+	b.log.Error("disk full: a write met ENOSPC and waits for space, reads go on", "resume-at-free-bytes", floor)
+	tick := time.NewTicker(spacePoll)
 	defer tick.Stop()
 	for {
 		select {
