@@ -234,7 +234,7 @@ cluster secret, unless --insecure is given.`,
 	f.Int64Var(&storeCache, "store-cache-mib", 256, "memory for the storage block cache, MiB")
 	f.DurationVar(&housekeeping, "retention-interval", time.Second, "how often retention limits are enforced")
 	f.DurationVar(&compaction, "compaction-interval", 30*time.Second, "how often compacted topics with new records are compacted")
-	f.StringVar(&minFree, "min-free-disk", "auto", "below this much free disk space refuse publishes (ResourceExhausted), hand leadership away and stop replicating new records; below a quarter of it take no raft traffic; reads go on. auto: room for Pebble's own writes, 2 × WAL file (110% of the 64 MiB memtable) + one memtable = 204.8MiB; 0 disables")
+	f.StringVar(&minFree, "min-free-disk", "auto", "below this much free disk space refuse publishes (ResourceExhausted), hand leadership away and stop replicating new records; below 16 MiB (or a quarter of it) take no raft traffic; reads go on. auto: room for Pebble's own writes, 2 × WAL file (110% of the 64 MiB memtable) + one memtable = 204.8MiB; 0 disables")
 	f.Int64Var(&filters.FuelPerCall, "filter-fuel", 0, "fuel per WebAssembly filter call (default 10000000, an endless loop stops after about 20 ms)")
 	f.IntVar(&filterMemMiB, "filter-memory-mib", 0, "linear memory per filter instance, MiB (default 64)")
 	f.IntVar(&filters.MaxConcurrentCalls, "filter-concurrency", 0, "WebAssembly filter calls at once (default GOMAXPROCS-1, at least 1); filtered replays are paced like every replay (--replay-share)")

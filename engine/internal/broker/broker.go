@@ -98,7 +98,7 @@ type Broker struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	// diskFull is set while free space is below MinFreeBytes, diskOut
-	// while it is below a quarter of it or a write met ENOSPC
+	// while it is below outBytes or a write met ENOSPC
 	// (housekeeping.go, "Disk space"). Invariant: diskOut implies diskFull.
 	diskFull, diskOut atomic.Bool
 	// running is set once Open has returned: a full disk stalls writes

@@ -111,8 +111,8 @@ type StorageConfig struct {
 	// MinFreeBytes: below this much free space on the data directory's
 	// filesystem publishes fail with ResourceExhausted, the node hands
 	// its partitions' leadership away and stops replicating new records;
-	// below a quarter of it, it takes no raft message at all; reads go on
-	// (disk.go, "Disk space"). Default store.ReserveBytes: 2 × the WAL
+	// below 16 MiB (or a quarter of it) it takes no raft message at all;
+	// reads go on (disk.go, "Disk space"). Default store.ReserveBytes: 2 × the WAL
 	// file size (110 % of the memtable size, preallocated) + the memtable
 	// size, 204.8 MiB; never under 64 MiB. Negative disables the guard.
 	MinFreeBytes int64

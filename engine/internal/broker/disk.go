@@ -26,9 +26,9 @@ import (
 //     that was cut off does); housekeeping only enforces retention,
 //     which frees space. The metadata group, votes and heartbeats go on:
 //     they write little.
-//  2. Below a quarter of MinFreeBytes, or once a write met ENOSPC
-//     (diskOut): any write may fail, so the node takes no raft message at
-//     all and housekeeping proposes nothing. Its raft groups see it as cut
+//  2. Below 16 MiB (outBytes; a quarter of MinFreeBytes if less), or once
+//     a write met ENOSPC (diskOut): any write may fail, so the node takes
+//     no raft message at all and housekeeping proposes nothing. Its raft groups see it as cut
 //     off (PreVote and CheckQuorum mean that writes nothing here); it
 //     still serves reads.
 //  3. A write that meets ENOSPC anyway (something the levels above did
@@ -45,8 +45,14 @@ import (
 // DiskFull reports whether publishes are refused for lack of disk space.
 func (b *Broker) DiskFull() bool { return b.diskFull.Load() }
 
-// outFraction: diskOut below MinFreeBytes/outFraction.
-const outFraction = 4
+// outBytes is the free space below which the disk is out (diskOut): 16
+// MiB, or a quarter of MinFreeBytes if that is less. Enough for a long
+// while of the metadata group's entries and raft's hard state, and far
+// below any disk a guard that high is meant for, so the node keeps
+// learning the catalog while it is only low.
+func (b *Broker) outBytes() uint64 {
+	return uint64(min(b.cfg.Storage.MinFreeBytes/4, 16<<20))
+}
 
 // checkDisk sets or clears the disk levels from the free space.
 func (b *Broker) checkDisk() {
@@ -58,7 +64,7 @@ func (b *Broker) checkDisk() {
 	if err != nil {
 		return // unknown: do not block publishes on a failed probe
 	}
-	full, out := free < uint64(min), free < uint64(min/outFraction)
+	full, out := free < uint64(min), free < b.outBytes()
 	// Full before out when setting, out before full when clearing
 	// (diskOut implies diskFull).
 	wasFull := full
@@ -100,7 +106,7 @@ func (b *Broker) waitForSpace() {
 	}
 	b.diskFull.Store(true)
 	b.diskOut.Store(true)
-	floor := uint64(b.cfg.Storage.MinFreeBytes / outFraction)
+	floor := b.outBytes()
 	b.log.Error("disk full: a write met ENOSPC and waits for space, reads go on", "resume-at-free-bytes", floor)
 	tick := time.NewTicker(spacePoll)
 	defer tick.Stop()
