@@ -319,7 +319,8 @@ func (b *Broker) Close() error {
 }
 
 // watchHost closes b.failed if the raft host stops on its own: the store
-// failed (a WAL write or fsync, ENOSPC, a disk gone or read-only). Pebble
+// failed (a WAL write or fsync, a disk gone or read-only; ENOSPC waits for
+// space instead, disk.go). Pebble
 // treats such an error as fatal, and a node can neither acknowledge
 // another write nor tell which of its last writes are on disk, so it
 // stops serving (Ready) and its owner exits: the node fails, the data
