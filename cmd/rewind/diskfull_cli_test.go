@@ -1,9 +1,12 @@
 package main
 
 import (
+	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,5 +89,67 @@ func runServe(t *testing.T, bin, dir, env string, act func(*exec.Cmd, string) bo
 				act = nil
 			}
 		}
+	}
+}
+
+// SIGTERM stops a cluster member whose raft loop waits for space in a
+// write: the hand-off of its leaderships that a graceful shutdown starts
+// with waited for that loop, and the loop for the shutdown (issue 27).
+func TestServeStopsOnSIGTERMWhileAWriteWaitsForSpace(t *testing.T) {
+	bin := enginetest.Binary(t, "failpoints")
+	m := enginetest.PrepareProcessCluster(t, 3)
+	var nodes []*enginetest.Process
+	for id := 1; id <= 3; id++ {
+		pc := m.Config(id)
+		pc.Bin, pc.LogLevel = bin, "info"
+		nodes = append(nodes, enginetest.StartProcess(t, pc))
+	}
+	url := nodes[0].URL
+	deadline := time.Now().Add(2 * time.Minute)
+	var leader int
+	for leader == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader of partition 0 within 2 minutes")
+		}
+		runCLI(t, nil, nil, "--server", url, "topic", "create", "t", "--partitions", "1", "--replication-factor", "3")
+		r := runCLI(t, nil, nil, "--server", url, "topic", "describe", "t")
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == "0" {
+				leader, _ = strconv.Atoi(f[len(f)-1])
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // poll: the cluster elects
+	}
+	target := nodes[leader-1]
+	resp, err := http.PostForm(target.URL+"/debug/failpoints", neturl.Values{"enospc": {"on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// A publish to the partition the target leads: its WAL write meets
+	// ENOSPC and waits, holding the target's raft loop.
+	pub := exec.Command(bin, "--server", target.URL, "publish", "t", "v", "--partition", "0")
+	pub.Env = cliEnv()
+	if err := pub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Process.Kill(); _ = pub.Wait() })
+	for !strings.Contains(target.Log(), "waits for space") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no write waited for space within 2 minutes\n%s", target.Log())
+		}
+		time.Sleep(20 * time.Millisecond) // poll: the publish reaches the WAL
+	}
+	if err := target.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-target.Done():
+	case <-time.After(time.Minute):
+		target.Kill()
+		t.Fatalf("node %d did not exit within a minute of SIGTERM while a write waited for space\n%s", leader, target.Log())
+	}
+	if !strings.Contains(target.Log(), "closing while a write waits for space") {
+		t.Fatalf("node %d exited without saying a write waited for space\n%s", leader, target.Log())
 	}
 }
