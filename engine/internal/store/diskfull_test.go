@@ -76,6 +76,10 @@ func TestOpenOnAFullDiskFailsWithErrDiskFull(t *testing.T) {
 		t.Fatalf("open on a full disk: %v, want ErrDiskFull", err)
 	}
 	t.Log(err)
+	// A new store on a full disk too.
+	if _, err := Open(Config{Dir: "fresh", FS: fs, MemTableBytes: 1 << 20}); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("new store on a full disk: %v, want ErrDiskFull", err)
+	}
 	// Space comes back: the abandoned open finishes and closes its store
 	// (else it would hold the lock), so a new Open succeeds.
 	full.Store(false)

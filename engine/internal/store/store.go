@@ -169,6 +169,8 @@ func Open(cfg Config) (*pebble.DB, error) {
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
 	onDiskFull := func() {
+		// Until Open returns, the write fails (and Open with it): nothing
+		// runs yet that could wait for space.
 		if !logger.opened.Load() {
 			o.fail(fmt.Errorf("%w: no space left on the disk of %s to open the store (replaying its WAL writes about as much as the WAL holds): free space or grow the volume, then start again", ErrDiskFull, cfg.Dir))
 			return
@@ -208,6 +210,16 @@ func Open(cfg Config) (*pebble.DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
 	}
 	if err := checkFormat(db); err != nil {
+		if errors.Is(err, ErrFatal) {
+			// The marker's commit failed: the store must not be used
+			// or closed again (pebbleLogger). Say why if it was space.
+			select {
+			case <-o.failed:
+				return nil, o.err
+			default:
+				return nil, err
+			}
+		}
 		db.Close()
 		return nil, err
 	}
@@ -328,8 +340,11 @@ func checkFormat(db *pebble.DB) error {
 }
 
 // pebbleLogger adapts hclog to Pebble's Logger. Pebble's Fatalf must not
-// return. Before Open returns it panics (a fatalPanic, which Open turns
-// into its error). After, with onFatal set, it reports the failure first;
+// return. While pebble.Open runs it reports the failure to Open (opening)
+// and panics on Open's own goroutine (a fatalPanic, which openPebble
+// turns into its error), or blocks for good on one of Pebble's, where a
+// panic would kill the process before Open returns the reason. Until Open
+// returns it panics (checkFormat's Commit recovers). After, with onFatal set, it reports the failure first;
 // then a failed commit (WAL write or fsync) panics on the committing
 // goroutine, which Commit, the raft host's guard and net/http turn into an
 // error, so a commit failure stops the raft host cleanly; any other
