@@ -23,9 +23,10 @@ import (
 //     leadership to other replicas (cluster.go, follow); as a follower it
 //     stops taking partition entries (admit drops the raft messages that
 //     carry them, so it falls behind and catches up later, as a replica
-//     that was cut off does); housekeeping only enforces retention,
-//     which frees space. The metadata group, votes and heartbeats go on:
-//     they write little.
+//     that was cut off does; so it applies a lowered retention only once
+//     space is back); housekeeping only enforces retention on what it
+//     still leads (tiered uploads and key compaction write). The metadata
+//     group, votes and heartbeats go on: they write little.
 //  2. Below 16 MiB (outBytes; a quarter of MinFreeBytes if less), or once
 //     a write met ENOSPC (diskOut): any write may fail, so the node takes
 //     no raft message at all and housekeeping proposes nothing. Its raft groups see it as cut
