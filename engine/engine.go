@@ -259,7 +259,8 @@ func (n *Node) Drain() {
 }
 
 // Failed is closed when the node's store failed (a WAL write or fsync:
-// disk full, gone or read-only); Err says why. Pebble treats such an error
+// disk gone or read-only; a full disk only when the node closes while a
+// write waits for space, docs/operations.md "Disk full"); Err says why. Pebble treats such an error
 // as fatal and so does Rewind: the node's raft groups have stopped, its
 // health checks answer NOT_SERVING, and the owner should Close it and exit
 // so that a supervisor restarts the process once the disk is healthy

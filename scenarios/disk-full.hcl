@@ -1,5 +1,5 @@
 scenario "disk-full" {
-  description = "writes fail with ENOSPC on one node for 5 s: its store fails, it exits, the others go on; space comes back and it is started again (needs a failpoints build)"
+  description = "one node's disk is full for 5 s (every write fails with ENOSPC, no free space): it refuses publishes, hands its leaders away, takes no raft traffic and must not exit; space comes back and it catches up by itself, without a restart (needs a failpoints build)"
   nodes    = 3
   duration = "35s"
   short    = "25s"

@@ -80,13 +80,19 @@ cluster secret, unless --insecure is given.`,
 			if err != nil {
 				return err
 			}
-			free := int64(-1)
-			if minFree != "0" {
+			free := int64(-1) // "0": the guard is off
+			switch minFree {
+			case "auto":
+				free = 0 // the engine's default (StorageConfig.MinFreeBytes)
+			case "0":
+			default:
 				n, err := parseBytes(minFree)
 				if err != nil {
 					return fmt.Errorf("--min-free-disk: %w", err)
 				}
-				free = int64(n)
+				if n > 0 {
+					free = int64(n)
+				}
 			}
 			target, err := parseBytes(heapTarget)
 			if err != nil {
@@ -195,7 +201,7 @@ cluster secret, unless --insecure is given.`,
 				Auth: engine.AuthConfig{Enabled: authOn, AuditLog: audit, Failures: authFailures},
 			}
 			enginehook.Of(&cfg).PeerDialer = via.dialer()
-			node, err := engine.Open(cfg)
+			node, err := openNode(cmd.Context(), log, cfg)
 			if err != nil {
 				return err
 			}
@@ -228,7 +234,7 @@ cluster secret, unless --insecure is given.`,
 	f.Int64Var(&storeCache, "store-cache-mib", 256, "memory for the storage block cache, MiB")
 	f.DurationVar(&housekeeping, "retention-interval", time.Second, "how often retention limits are enforced")
 	f.DurationVar(&compaction, "compaction-interval", 30*time.Second, "how often compacted topics with new records are compacted")
-	f.StringVar(&minFree, "min-free-disk", "64MiB", "refuse publishes (ResourceExhausted) below this much free disk space; 0 disables")
+	f.StringVar(&minFree, "min-free-disk", "auto", "below this much free disk space refuse publishes (ResourceExhausted), hand leadership away and stop replicating new records; below 16 MiB (or a quarter of it) take no raft traffic; reads go on. auto: room for Pebble's own writes, 2 × WAL file (110% of the 64 MiB memtable) + one memtable = 204.8MiB; 0 disables")
 	f.Int64Var(&filters.FuelPerCall, "filter-fuel", 0, "fuel per WebAssembly filter call (default 10000000, an endless loop stops after about 20 ms)")
 	f.IntVar(&filterMemMiB, "filter-memory-mib", 0, "linear memory per filter instance, MiB (default 64)")
 	f.IntVar(&filters.MaxConcurrentCalls, "filter-concurrency", 0, "WebAssembly filter calls at once (default GOMAXPROCS-1, at least 1); filtered replays are paced like every replay (--replay-share)")
@@ -402,4 +408,28 @@ func tierCacheBytes(mib int64) int64 {
 		return -1
 	}
 	return mib << 20
+}
+
+// openNode opens the node, or gives up when ctx ends first (SIGINT,
+// SIGTERM): opening replays the store's WAL, which on a sick disk may take
+// long, and a signal must stop the process all the same. An Open given up
+// on is left running; the process exits.
+func openNode(ctx context.Context, log hclog.Logger, cfg engine.Config) (*engine.Node, error) {
+	type result struct {
+		n   *engine.Node
+		err error
+	}
+	log.Info("opening the data directory", "dir", cfg.Dir)
+	done := make(chan result, 1)
+	go func() {
+		n, err := engine.Open(cfg)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-ctx.Done():
+		log.Error("interrupted while opening the data directory: exiting", "dir", cfg.Dir)
+		return nil, fmt.Errorf("interrupted while opening the data directory %s", cfg.Dir)
+	}
 }

@@ -349,6 +349,10 @@ func (fl *faulter) inject(ctx context.Context, f spec.Fault, targets []uint64) (
 					if err := fl.revive(ctx, t); err != nil {
 						return err
 					}
+					if f.Failpoint == "enospc" {
+						// A full disk must not stop a node (docs/operations.md, "Disk full").
+						return fmt.Errorf("node %d exited while its disk was full", t)
+					}
 					continue
 				}
 				if !c.up(t) {

@@ -101,8 +101,13 @@ type Broker struct {
 	wake chan struct{}
 	stop chan struct{}
 	wg   sync.WaitGroup
-	// diskFull is set while free space is below MinFreeBytes.
-	diskFull atomic.Bool
+	// diskFull is set while free space is below MinFreeBytes, diskOut
+	// while it is below outBytes or a write met ENOSPC
+	// (housekeeping.go, "Disk space"). Invariant: diskOut implies diskFull.
+	diskFull, diskOut atomic.Bool
+	// running is set once Open has returned: a full disk stalls writes
+	// from then on (waitForSpace) instead of failing Open.
+	running atomic.Bool
 	// reads counts reads served for and through other nodes (reads.go);
 	// fetchGate bounds the fetches reading the store at once.
 	reads     readCounters
@@ -166,7 +171,7 @@ func Open(cfg Config) (*Broker, error) {
 	b.draining, b.drain = context.WithCancel(context.Background())
 	b.mu.topics = make(map[uint64]*liveTopic)
 	db, err := store.Open(store.Config{Dir: cfg.Dir, FS: cfg.FS, CacheBytes: cfg.Storage.StoreCacheBytes, Logger: cfg.Logger,
-		OnFatal: b.storeFailed})
+		OnFatal: b.storeFailed, OnDiskFull: b.waitForSpace})
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +256,8 @@ func Open(cfg Config) (*Broker, error) {
 	go b.housekeeping()
 	go b.initMembers()
 	go b.maintain()
+	b.checkDisk()
+	b.running.Store(true)
 	b.log.Info("broker open", "dir", cfg.Dir, "topics", len(m.Topics()))
 	return b, nil
 }
@@ -303,13 +310,21 @@ func (b *Broker) Close() error {
 		}
 		hostErr := b.host.Close()
 		<-b.watched
-		b.closeErr = errors.Join(hostErr, b.sandbox.Close(context.Background()), b.db.Close())
+		b.closeErr = errors.Join(hostErr, b.sandbox.Close(context.Background()))
+		if err := b.storeFatal(); err != nil {
+			// A write that waited for space failed when Close ended the
+			// wait (waitForSpace): the store must not be closed.
+			b.closeErr = errors.Join(b.closeErr, err)
+			return
+		}
+		b.closeErr = errors.Join(b.closeErr, b.db.Close())
 	})
 	return b.closeErr
 }
 
 // watchHost closes b.failed if the raft host stops on its own: the store
-// failed (a WAL write or fsync, ENOSPC, a disk gone or read-only). Pebble
+// failed (a WAL write or fsync, a disk gone or read-only; ENOSPC waits for
+// space instead, disk.go). Pebble
 // treats such an error as fatal, and a node can neither acknowledge
 // another write nor tell which of its last writes are on disk, so it
 // stops serving (Ready) and its owner exits: the node fails, the data

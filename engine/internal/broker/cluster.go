@@ -450,8 +450,11 @@ func (b *Broker) dropReplica(t *meta.Topic, i int) {
 // HandOff hands the leadership of every group this node leads (the
 // metadata group's too) to a caught-up replica, and waits until they moved
 // or timeout passed: a graceful shutdown then costs no election timeout.
+// Not while the disk is out (disk.go): the raft loop may be waiting for
+// space in a write, and a transfer waits for the loop (Close ends that
+// wait, after the hand-off); the others elect instead.
 func (b *Broker) HandOff(timeout time.Duration) {
-	if !b.clustered() {
+	if !b.clustered() || b.diskOut.Load() {
 		return
 	}
 	deadline := time.Now().Add(timeout)

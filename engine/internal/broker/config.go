@@ -9,6 +9,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/route"
 	"github.com/rewind-io/rewind/engine/internal/sched"
+	"github.com/rewind-io/rewind/engine/internal/store"
 	"github.com/rewind-io/rewind/engine/internal/tier"
 	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/raftlog/transport"
@@ -107,9 +108,13 @@ type StorageConfig struct {
 	TailCacheBytes int64
 	// StoreCacheBytes sizes Pebble's block cache. Default 256 MiB.
 	StoreCacheBytes int64
-	// MinFreeBytes: publishes fail with ResourceExhausted while the data
-	// directory's filesystem has less free space; reads go on. Default
-	// 64 MiB; negative disables the check.
+	// MinFreeBytes: below this much free space on the data directory's
+	// filesystem publishes fail with ResourceExhausted, the node hands
+	// its partitions' leadership away and stops replicating new records;
+	// below 16 MiB (or a quarter of it) it takes no raft message at all;
+	// reads go on (disk.go, "Disk space"). Default store.ReserveBytes: 2 × the WAL
+	// file size (110 % of the memtable size, preallocated) + the memtable
+	// size, 204.8 MiB; never under 64 MiB. Negative disables the guard.
 	MinFreeBytes int64
 	// HousekeepingInterval is how often retention limits are checked.
 	// Default 1 s.
@@ -214,7 +219,7 @@ func (c Config) withDefaults() Config {
 		c.Storage.CompactionInterval = 30 * time.Second
 	}
 	if c.Storage.MinFreeBytes == 0 {
-		c.Storage.MinFreeBytes = 64 << 20
+		c.Storage.MinFreeBytes = store.ReserveBytes(0)
 	}
 	if c.MaxInlineModuleBytes == 0 {
 		c.MaxInlineModuleBytes = 4 << 20

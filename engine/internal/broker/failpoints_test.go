@@ -326,6 +326,56 @@ func TestFailpointENOSPCRefusesPublishes(t *testing.T) {
 	publishTo(t, b, "t", 0, "after")
 }
 
+// TestFailpointENOSPCWriteWaitsForSpace: a write that meets a full disk
+// before the free-space check saw it (enospc set between two checks)
+// waits for space instead of failing the store, which stopped the node
+// (issue 27). Reads go on meanwhile; the node refuses new publishes; when
+// space is back the write goes on and is acknowledged, and publishes are
+// accepted again, with no restart.
+func TestFailpointENOSPCWriteWaitsForSpace(t *testing.T) {
+	mem := vfs.NewMem()
+	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 40, TotalBytes: 2 << 40, UsedBytes: 1 << 40})
+	var clock atomic.Int64
+	b := openCfg(t, failpoint.NewFaultFS(mem), &clock, nil)
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	publishTo(t, b, "t", 0, "before")
+	setFailpoint(t, failpoint.ENOSPC, "")
+	waiting := make(chan error, 1)
+	go func() {
+		_, _, err := b.Publish(ctx, "t", pub("during"))
+		waiting <- err
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !b.diskOut.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the write that met ENOSPC did not report the disk full")
+		}
+		time.Sleep(time.Millisecond) // poll: the publish reaches the WAL
+	}
+	if err := b.Err(); err != nil {
+		t.Fatalf("the store failed on a full disk: %v", err)
+	}
+	if got := len(replayAll(t, b, "t")); got != 1 {
+		t.Fatalf("replay while a write waits for space: %d records, want 1", got)
+	}
+	if _, _, err := b.Publish(ctx, "t", pub("refused")); !errors.Is(err, partition.ErrDiskFull) {
+		t.Fatalf("publish while the disk is full: %v, want ErrDiskFull", err)
+	}
+	failpoint.Clear(failpoint.ENOSPC)
+	if err := <-waiting; err != nil {
+		t.Fatalf("the publish that waited for space: %v", err)
+	}
+	b.checkDisk() // what housekeeping does each interval
+	publishTo(t, b, "t", 0, "after")
+	if got := len(replayAll(t, b, "t")); got != 3 || b.Err() != nil {
+		t.Fatalf("after space came back: %d records (want 3), store error %v", got, b.Err())
+	}
+}
+
 // TestFailpointResetFailingMidwayMovesMembersOn: a live reset whose command
 // fails on its second partition (as when that partition's leader is lost)
 // has reset the first. Its members learn the reset's generation and seek

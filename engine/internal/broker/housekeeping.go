@@ -120,6 +120,10 @@ func (b *Broker) housekeeping() {
 		case <-tick.C:
 		}
 		b.checkDisk()
+		if b.diskOut.Load() {
+			// Every write may fail: propose nothing (disk.go).
+			continue
+		}
 		b.mu.Lock()
 		var parts []*partition.Partition
 		for _, lt := range b.mu.topics {
@@ -132,6 +136,12 @@ func (b *Broker) housekeeping() {
 			}
 			if err := b.retain(p); err != nil {
 				b.log.Warn("retention", "partition", p.Index(), "error", err)
+			}
+			if b.diskFull.Load() {
+				// Retention above frees space; what follows writes
+				// (uploads record manifest rows, compaction rewrites
+				// batches) and waits for space to return.
+				continue
 			}
 			if err := b.tierOut(p); err != nil {
 				b.log.Warn("tiered storage", "partition", p.Index(), "error", err)
@@ -387,26 +397,4 @@ func (b *Broker) compact(p *partition.Partition) (compactMark, error) {
 	}
 	b.log.Debug("compaction", "partition", p.Index(), "batches", len(plan.Cmds), "kept", plan.Kept)
 	return mark, nil
-}
-
-// DiskFull reports whether publishes are refused for lack of disk space.
-func (b *Broker) DiskFull() bool { return b.diskFull.Load() }
-
-// checkDisk sets or clears the disk-full flag.
-func (b *Broker) checkDisk() {
-	if b.cfg.Storage.MinFreeBytes < 0 {
-		return
-	}
-	free, err := b.cfg.FreeBytes()
-	if err != nil {
-		return // unknown: do not block publishes on a failed probe
-	}
-	full := free < uint64(b.cfg.Storage.MinFreeBytes)
-	if b.diskFull.Swap(full) != full {
-		if full {
-			b.log.Error("disk almost full: refusing publishes", "free-bytes", free, "min-free-bytes", b.cfg.Storage.MinFreeBytes)
-		} else {
-			b.log.Info("disk space back: accepting publishes", "free-bytes", free)
-		}
-	}
 }

@@ -84,7 +84,7 @@ func (b *Broker) newTransport() (*transport.Transport, error) {
 		}
 		return addr, ok
 	}
-	tc.Deliver = func(envs []raftlog.Envelope) { b.host.Deliver(envs) }
+	tc.Deliver = func(envs []raftlog.Envelope) { b.host.Deliver(b.admit(envs)) }
 	tc.Unreachable = func(n uint64) { b.host.ReportUnreachable(n) }
 	tc.SnapshotStatus = func(g, n uint64, failed bool) { b.host.ReportSnapshot(g, n, failed) }
 	tc.Allowed = b.IsMember

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,9 +71,22 @@ type Config struct {
 	FS vfs.FS
 	// CacheBytes sizes Pebble's block cache. Default 256 MiB.
 	CacheBytes int64
-	// MemTableBytes sizes each memtable. Default 64 MiB.
+	// MemTableBytes sizes each memtable. Default DefaultMemTableBytes. It
+	// also sizes each WAL file on disk (WALBytes) and so the free space
+	// the store needs (ReserveBytes).
 	MemTableBytes uint64
 	Logger        hclog.Logger
+	// OnDiskFull, if set, is called when a write of the store meets
+	// ENOSPC after Open returned (Pebble's vfs.OnDiskFull): every other
+	// write of the store waits while it runs, and the write that met
+	// ENOSPC is tried once more when it returns (failing again, it is
+	// the fatal failure OnFatal reports). So an OnDiskFull that returns
+	// once space is back turns a full disk into a stall of the store's
+	// writes instead of a failed store; reads go on meanwhile. It is
+	// called on the writing goroutine (the raft loop's, or Pebble's
+	// flushes and compactions), once for all the writes that met ENOSPC
+	// together. Unset, ENOSPC fails the write at once.
+	OnDiskFull func()
 	// OnFatal, if set, is called (once) with the error when Pebble meets
 	// a failure it cannot go on from after Open returned: a MANIFEST
 	// write or sync (a flush or compaction in the background), a failed
@@ -89,6 +103,47 @@ type Config struct {
 // for a fatal failure while opening.
 var ErrFatal = errors.New("store: fatal storage failure")
 
+// ErrDiskFull is returned (wrapped) by Open when a write of the opening
+// store meets ENOSPC: replaying the WAL flushes it to tables, which needs
+// about as much free space as the WAL holds. Pebble would retry that
+// flush for ever, so Open gives up at once; the caller should exit and be
+// started again once there is space.
+var ErrDiskFull = errors.New("store: disk full")
+
+// DefaultMemTableBytes is Config.MemTableBytes' default.
+const DefaultMemTableBytes = 64 << 20
+
+// WALBytes returns the disk space one WAL file takes with memtables of
+// memTableBytes (0: the default): Pebble preallocates 110 % of the
+// memtable size for each WAL file as it creates it (fallocate, so the
+// space is taken before anything is written: a WAL holding 3 MB of
+// records takes 70.4 MiB with 64 MiB memtables), and keeps up to
+// MemTableStopWritesThreshold+1 (5) used WAL files for reuse at that size.
+// A preallocation that fails for lack of space is ignored; the writes
+// then take the space as they go.
+func WALBytes(memTableBytes uint64) int64 {
+	if memTableBytes == 0 {
+		memTableBytes = DefaultMemTableBytes
+	}
+	return int64(memTableBytes + memTableBytes/10)
+}
+
+// ReserveBytes returns the free space a store with memtables of
+// memTableBytes (0: the default) should keep for its own background
+// writes once it stops taking data: 2 × WALBytes + memTableBytes, 204.8
+// MiB with the default 64 MiB memtables, and never under 64 MiB. That is
+// room for the memtable being filled to be flushed to a table (at most
+// its size) while the WAL after it is created and preallocated, and for
+// one more WAL after that (raft's hard state, the metadata group and
+// heartbeats' commits keep writing a little). The broker's free-disk
+// guard (MinFreeBytes) defaults to it.
+func ReserveBytes(memTableBytes uint64) int64 {
+	if memTableBytes == 0 {
+		memTableBytes = DefaultMemTableBytes
+	}
+	return max(64<<20, 2*WALBytes(memTableBytes)+int64(memTableBytes))
+}
+
 // Open opens (or creates) the store in cfg.Dir.
 func Open(cfg Config) (*pebble.DB, error) {
 	if cfg.Dir == "" {
@@ -101,7 +156,7 @@ func Open(cfg Config) (*pebble.DB, error) {
 		cfg.CacheBytes = 256 << 20
 	}
 	if cfg.MemTableBytes == 0 {
-		cfg.MemTableBytes = 64 << 20
+		cfg.MemTableBytes = DefaultMemTableBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -109,14 +164,27 @@ func Open(cfg Config) (*pebble.DB, error) {
 	if vfs.Root(cfg.FS) == vfs.Default {
 		fixOpenDir(cfg.Dir, cfg.Logger)
 	}
-	logger := &pebbleLogger{l: cfg.Logger.Named("pebble"), onFatal: cfg.OnFatal}
+	o := &opening{failed: make(chan struct{})}
+	logger := &pebbleLogger{l: cfg.Logger.Named("pebble"), onFatal: cfg.OnFatal, opening: o}
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
+	onDiskFull := func() {
+		// Until Open returns, the write fails (and Open with it): nothing
+		// runs yet that could wait for space.
+		if !logger.opened.Load() {
+			o.fail(fmt.Errorf("%w: no space left on the disk of %s to open the store (replaying its WAL writes about as much as the WAL holds): free space or grow the volume, then start again", ErrDiskFull, cfg.Dir))
+			return
+		}
+		if cfg.OnDiskFull != nil {
+			cfg.OnDiskFull()
+		}
+	}
 	opts := &pebble.Options{
 		// In a build with the failpoints tag the storage faults act here
 		// (internal/failpoint); otherwise this is cfg.FS, creating its
-		// files 0600 and directories 0700 (private.go).
-		FS:                          failpoint.FS(newPrivateFS(cfg.FS)),
+		// files 0600 and directories 0700 (private.go). ENOSPC goes to
+		// onDiskFull first.
+		FS:                          vfs.OnDiskFull(failpoint.FS(newPrivateFS(cfg.FS)), onDiskFull),
 		Cache:                       cache,
 		FormatMajorVersion:          FormatMajorVersion,
 		MemTableSize:                cfg.MemTableBytes,
@@ -134,7 +202,7 @@ func Open(cfg Config) (*pebble.DB, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	db, err := openPebble(cfg.Dir, opts)
+	db, err := o.open(cfg.Dir, opts)
 	if err != nil {
 		if l := lockedError(cfg, err); l != nil {
 			return nil, l
@@ -142,11 +210,65 @@ func Open(cfg Config) (*pebble.DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
 	}
 	if err := checkFormat(db); err != nil {
+		if errors.Is(err, ErrFatal) {
+			// The marker's commit failed: the store must not be used
+			// or closed again (pebbleLogger). Say why if it was space.
+			select {
+			case <-o.failed:
+				return nil, o.err
+			default:
+				return nil, err
+			}
+		}
 		db.Close()
 		return nil, err
 	}
 	logger.opened.Store(true)
 	return db, nil
+}
+
+// opening watches one Open for failures off its goroutine: ENOSPC (the
+// flush of the replayed WAL, which Pebble retries for ever while Open
+// waits for it) and fatal errors on Pebble's goroutines.
+type opening struct {
+	once   sync.Once
+	failed chan struct{} // closed with err set
+	err    error
+	// over is set once open returned: later failures take the paths of
+	// an open store.
+	over atomic.Bool
+}
+
+func (o *opening) fail(err error) {
+	o.once.Do(func() { o.err = err; close(o.failed) })
+}
+
+// open runs openPebble on a goroutine of its own and returns its result,
+// or the first failure reported meanwhile. After a failure the goroutine
+// is left to itself (it may wait for ever: the caller exits); if Pebble
+// opens after all, it closes the store.
+func (o *opening) open(dir string, opts *pebble.Options) (*pebble.DB, error) {
+	type result struct {
+		db  *pebble.DB
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		db, err := openPebble(dir, opts)
+		done <- result{db, err}
+	}()
+	defer o.over.Store(true)
+	select {
+	case r := <-done:
+		return r.db, r.err
+	case <-o.failed:
+	}
+	go func() {
+		if r := <-done; r.db != nil {
+			r.db.Close()
+		}
+	}()
+	return nil, o.err
 }
 
 // openPebble is pebble.Open, with a fatal failure while opening (the
@@ -201,7 +323,11 @@ func checkFormat(db *pebble.DB) error {
 		if nonEmpty {
 			return fmt.Errorf("%w: it has data but no Rewind format marker", ErrIncompatible)
 		}
-		return db.Set(keys.FormatKey, []byte{formatVersion}, pebble.Sync)
+		b := db.NewBatch()
+		if err := b.Set(keys.FormatKey, []byte{formatVersion}, nil); err != nil {
+			return err
+		}
+		return Commit(b, pebble.Sync)
 	}
 	if err != nil {
 		return fmt.Errorf("store: read format marker: %w", err)
@@ -214,8 +340,11 @@ func checkFormat(db *pebble.DB) error {
 }
 
 // pebbleLogger adapts hclog to Pebble's Logger. Pebble's Fatalf must not
-// return. Before Open returns it panics (a fatalPanic, which Open turns
-// into its error). After, with onFatal set, it reports the failure first;
+// return. While pebble.Open runs it reports the failure to Open (opening)
+// and panics on Open's own goroutine (a fatalPanic, which openPebble
+// turns into its error), or blocks for good on one of Pebble's, where a
+// panic would kill the process before Open returns the reason. Until Open
+// returns it panics (checkFormat's Commit recovers). After, with onFatal set, it reports the failure first;
 // then a failed commit (WAL write or fsync) panics on the committing
 // goroutine, which Commit, the raft host's guard and net/http turn into an
 // error, so a commit failure stops the raft host cleanly; any other
@@ -226,6 +355,7 @@ func checkFormat(db *pebble.DB) error {
 type pebbleLogger struct {
 	l       hclog.Logger
 	onFatal func(error)
+	opening *opening
 	opened  atomic.Bool
 	once    sync.Once
 }
@@ -250,6 +380,15 @@ func (p *pebbleLogger) Errorf(format string, args ...any) { p.l.Error(fmt.Sprint
 func (p *pebbleLogger) Fatalf(format string, args ...any) {
 	err := fmt.Errorf("%w: %s", ErrFatal, fmt.Sprintf(format, args...))
 	p.l.Error("pebble fatal error", "error", err)
+	if p.opening != nil && !p.opening.over.Load() {
+		p.opening.fail(err)
+		if !strings.Contains(string(debug.Stack()), "store.openPebble(") {
+			// One of Pebble's goroutines (a flush while opening): a
+			// panic there would kill the process with a stack trace
+			// before Open returns the reason.
+			select {}
+		}
+	}
 	if p.onFatal == nil || !p.opened.Load() {
 		panic(fatalPanic{err})
 	}
