@@ -57,6 +57,9 @@ replays, failed commits, reconnects) is said on stderr.`,
 			sub, err := g.client().Subscribe(cmd.Context(), args[0], append(rf, client.Group(group), client.ClientName(name),
 				client.From(start), client.AutoCommit(commitEvery), client.ReconnectWithin(lim.reconnect))...)
 			if err != nil {
+				if cmd.Context().Err() != nil {
+					return nil // stopped (SIGINT, SIGTERM) while it joined: nothing was read
+				}
 				return err
 			}
 			out := newRecordWriter(os.Stdout, format)
