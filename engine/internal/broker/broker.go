@@ -478,51 +478,94 @@ func (b *Broker) startTopic(t *meta.Topic) error {
 func (b *Broker) startTopics(ts []*meta.Topic) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var gcs []raftlog.GroupConfig
-	var of []*liveTopic // gcs[i]'s topic
-	var where []string  // gcs[i]'s topic and partition, for errors
+	var errs []error
 	var lts []*liveTopic
+	var pending []pendingGroup
 	for _, t := range ts {
 		if _, ok := b.mu.topics[t.ID]; ok {
 			continue
 		}
 		lt := &liveTopic{meta: t, counters: new(topicCounters), spread: newSpreader(t.Partitions)}
-		lts = append(lts, lt)
-		for i := range t.Groups {
-			voters := t.ReplicasOf(i)
-			if voters == nil {
-				voters = []uint64{b.cfg.NodeID}
-			}
-			if !slices.Contains(voters, b.cfg.NodeID) {
-				lt.parts = append(lt.parts, nil) // another node's: publishes are forwarded
-				continue
-			}
-			p, gc, err := b.openPartition(t, i, voters, false)
-			if err != nil {
-				return err
-			}
-			lt.parts = append(lt.parts, p)
-			gcs = append(gcs, gc)
-			of = append(of, lt)
-			where = append(where, fmt.Sprintf("topic %q partition %d", t.Name, i))
+		p, err := b.openReplicas(lt, 0, len(t.Groups), true)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		lts, pending = append(lts, lt), append(pending, p...)
 	}
-	// A topic runs once every group of it has started; one that failed
-	// is not registered, so that a later start tries it again.
-	var errs []error
-	failed := map[*liveTopic]bool{}
-	for i, err := range b.host.AddGroups(gcs) {
-		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
-			errs = append(errs, fmt.Errorf("broker: %s: %w", where[i], err))
-			failed[of[i]] = true
-		}
-	}
+	// A topic runs once every replica of it here has started; one that
+	// failed is not registered, so that a later start (reconcile) tries
+	// it again.
+	failed, err := b.startGroups(pending)
 	for _, lt := range lts {
 		if !failed[lt] {
 			b.mu.topics[lt.meta.ID] = lt
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, err)...)
+}
+
+// pendingGroup is the raft group of a replica opened but not started yet:
+// partition part of lt.
+type pendingGroup struct {
+	lt   *liveTopic
+	part int
+	gc   raftlog.GroupConfig
+}
+
+// openReplicas opens partitions lo up to hi of lt's topic that this node
+// keeps a replica of and appends each to lt.parts (nil: another node's, or
+// one that failed to open); it returns their raft groups, for startGroups.
+// With all, the first failure stops it.
+func (b *Broker) openReplicas(lt *liveTopic, lo, hi int, all bool) ([]pendingGroup, error) {
+	t := lt.meta
+	var errs []error
+	var pending []pendingGroup
+	for i := lo; i < hi; i++ {
+		voters := t.ReplicasOf(i)
+		if voters == nil {
+			voters = []uint64{b.cfg.NodeID}
+		}
+		if !slices.Contains(voters, b.cfg.NodeID) {
+			lt.parts = append(lt.parts, nil) // another node's: publishes are forwarded
+			continue
+		}
+		p, gc, err := b.openPartition(t, i, voters, false)
+		if err != nil {
+			if all {
+				return nil, err
+			}
+			errs = append(errs, err)
+		} else {
+			pending = append(pending, pendingGroup{lt: lt, part: i, gc: gc})
+		}
+		lt.parts = append(lt.parts, p) // nil on error: served by the other replicas
+	}
+	return pending, errors.Join(errs...)
+}
+
+// startGroups starts the raft groups together (raftlog.Host.AddGroups:
+// their first passes are shared, which is what makes a restart with many
+// partitions quick). A group that fails to start leaves its partition nil
+// in its topic; failed holds the topics that had one.
+func (b *Broker) startGroups(pending []pendingGroup) (failed map[*liveTopic]bool, err error) {
+	gcs := make([]raftlog.GroupConfig, len(pending))
+	for k, p := range pending {
+		gcs[k] = p.gc
+	}
+	var errs []error
+	for k, err := range b.host.AddGroups(gcs) {
+		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
+			p := pending[k]
+			errs = append(errs, fmt.Errorf("broker: topic %q partition %d: %w", p.lt.meta.Name, p.part, err))
+			p.lt.parts[p.part] = nil
+			if failed == nil {
+				failed = map[*liveTopic]bool{}
+			}
+			failed[p.lt] = true
+		}
+	}
+	return failed, errors.Join(errs...)
 }
 
 // openPartition opens partition i of t and returns it with the
@@ -570,8 +613,7 @@ func (b *Broker) reassign(t *meta.Topic) error {
 		lt.parts = append(lt.parts, make([]*partition.Partition, len(t.Groups)-len(old.parts))...)
 		lt.spread = old.spread.grown(t.Partitions)
 	}
-	var gcs []raftlog.GroupConfig
-	var at []int // gcs[k]'s partition
+	var pending []pendingGroup
 	for i := range old.parts {
 		if lt.parts[i] != nil || !slices.Contains(t.ReplicasOf(i), b.cfg.NodeID) {
 			continue
@@ -581,17 +623,12 @@ func (b *Broker) reassign(t *meta.Topic) error {
 			errs = append(errs, err)
 			continue
 		}
-		gcs, at = append(gcs, gc), append(at, i)
+		pending = append(pending, pendingGroup{lt: lt, part: i, gc: gc})
 		lt.parts[i] = p
 	}
-	for k, err := range b.host.AddGroups(gcs) {
-		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
-			errs = append(errs, fmt.Errorf("broker: topic %q partition %d: %w", t.Name, at[k], err))
-			lt.parts[at[k]] = nil
-		}
-	}
+	_, err := b.startGroups(pending)
 	b.mu.topics[t.ID] = lt
-	return errors.Join(errs...)
+	return errors.Join(append(errs, err)...)
 }
 
 // removeTopic stops t's partitions and deletes their data.

@@ -10,7 +10,6 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/meta"
 	"github.com/rewind-io/rewind/engine/internal/quota"
-	"github.com/rewind-io/rewind/raftlog"
 )
 
 // Growing a topic's partitions (package meta's grow.go has the command).
@@ -111,38 +110,15 @@ func (b *Broker) growTopic(t *meta.Topic) error {
 		return nil
 	}
 	lt := &liveTopic{meta: t, parts: slices.Clone(old.parts), counters: old.counters, spread: old.spread.grown(t.Partitions)}
-	var errs []error
-	var gcs []raftlog.GroupConfig
-	var at []int // gcs[k]'s partition
-	for i := len(old.parts); i < len(t.Groups); i++ {
-		voters := t.ReplicasOf(i)
-		if voters == nil {
-			voters = []uint64{b.cfg.NodeID}
-		}
-		if !slices.Contains(voters, b.cfg.NodeID) {
-			lt.parts = append(lt.parts, nil) // another node's: publishes are forwarded
-			continue
-		}
-		p, gc, err := b.openPartition(t, i, voters, false)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			gcs, at = append(gcs, gc), append(at, i)
-		}
-		lt.parts = append(lt.parts, p) // nil on error: served by the other replicas
-	}
-	for k, err := range b.host.AddGroups(gcs) {
-		if err != nil && !errors.Is(err, raftlog.ErrGroupExists) {
-			errs = append(errs, fmt.Errorf("broker: topic %q partition %d: %w", t.Name, at[k], err))
-			lt.parts[at[k]] = nil
-		}
-	}
+	pending, openErr := b.openReplicas(lt, len(old.parts), len(t.Groups), false)
+	_, startErr := b.startGroups(pending)
+	err := errors.Join(openErr, startErr)
 	b.mu.topics[t.ID] = lt
 	b.mu.Unlock()
 	if lt.hostsAll() {
 		b.groups.Grow(lt.groupTopic())
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // homeCounts returns the partition counts under which an idempotency key
