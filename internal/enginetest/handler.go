@@ -1,8 +1,12 @@
 package enginetest
 
 import (
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -45,12 +49,16 @@ func FreeAddr(tb testing.TB) string { return FreeAddrs(tb, 1)[0] }
 // FreeAddrs returns n distinct free loopback addresses: it holds every
 // listener open until all are chosen (one at a time, the kernel may hand
 // out a port just released again: two members got one address on a busy
-// machine).
+// machine). The ports are below the kernel's range of ephemeral ports
+// where it can: a port from that range, released, was taken as the local
+// port of some outgoing connection before the server bound it ("address
+// already in use" in CI, with many connections open).
 func FreeAddrs(tb testing.TB, n int) []string {
 	tb.Helper()
 	var out []string
+	low := ephemeralLow()
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listenBelow(low)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -58,4 +66,38 @@ func FreeAddrs(tb testing.TB, n int) []string {
 		out = append(out, ln.Addr().String())
 	}
 	return out
+}
+
+// listenBelow listens on a random free loopback port from 10000 up to
+// low, or on any port (the kernel's choice) when low leaves no room or
+// 100 tries found none free.
+func listenBelow(low int) (net.Listener, error) {
+	const first = 10000
+	if low > first+1000 {
+		for range 100 {
+			port := first + rand.IntN(low-first)
+			if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+				return ln, nil
+			}
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (Linux: /proc/sys/net/ipv4/ip_local_port_range), 0 if unknown.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
 }
