@@ -21,7 +21,7 @@ import (
 //
 //	go test ./cmd/rewind -run XXX -bench RestartWritable -benchtime 1x -count 3
 func BenchmarkRestartWritable(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
+	for _, n := range []int{10, 100, 1000, 10_000} {
 		for _, how := range []string{"graceful", "kill"} {
 			b.Run(fmt.Sprintf("partitions=%d/%s", n, how), func(b *testing.B) {
 				benchRestart(b, n, how == "kill")
