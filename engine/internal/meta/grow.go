@@ -2,14 +2,12 @@ package meta
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/rewind-io/rewind/engine/internal/echo"
-	"github.com/rewind-io/rewind/engine/internal/keys"
 	"github.com/rewind-io/rewind/engine/internal/quota"
 )
 
@@ -80,25 +78,12 @@ func (m *Meta) applyGrow(w *pebble.Batch, g *Grow) (*Topic, error) {
 	t.Partitions = g.Partitions
 	active := slices.DeleteFunc(slices.Clone(m.st.Nodes), func(n Node) bool { return n.Leaving })
 	placed := len(old.Replicas) > 0 && len(active) > 0
-	rf := t.ReplicationFactor
-	if placed && int(rf) > len(active) {
-		return nil, fmt.Errorf("%w: replication factor %d but the cluster has %d nodes (not leaving)", ErrNotEnoughNodes, rf, len(active))
+	if placed && int(t.ReplicationFactor) > len(active) {
+		return nil, fmt.Errorf("%w: replication factor %d but the cluster has %d nodes (not leaving)", ErrNotEnoughNodes, t.ReplicationFactor, len(active))
 	}
-	for i := old.Partitions; i < g.Partitions; i++ {
-		t.Groups = append(t.Groups, m.st.NextGroupID)
-		m.st.NextGroupID++
-		if placed {
-			t.Replicas = append(t.Replicas, place(active, t.ID, i, rf))
-		}
-	}
-	v, err := json.Marshal(&t)
-	if err != nil {
+	m.addPartitions(&t, old.Partitions, g.Partitions, active, placed)
+	if err := m.putTopic(w, &t, Change{Grown: &t}); err != nil {
 		return nil, err
 	}
-	if err := w.Set(keys.TopicKey(t.ID), v, nil); err != nil {
-		return nil, err
-	}
-	m.topics[t.Name] = &t
-	m.changes = append(m.changes, Change{Grown: &t})
 	return &t, nil
 }

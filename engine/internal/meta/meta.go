@@ -597,23 +597,40 @@ func (m *Meta) applyCreate(w *pebble.Batch, s *Spec) (*Topic, error) {
 		Creator: s.Creator, KeyIndex: s.KeyIndex,
 	}
 	m.st.NextTopicID++
-	for i := range s.Partitions {
+	m.addPartitions(t, 0, s.Partitions, active, len(active) > 0)
+	if err := m.putTopic(w, t, Change{Created: t}); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// addPartitions gives t partitions from up to n: group ids from the
+// counter and, when placed, replicas over active (place). Creating and
+// growing a topic share it, so every member computes the same.
+func (m *Meta) addPartitions(t *Topic, from, n uint32, active []Node, placed bool) {
+	for i := from; i < n; i++ {
 		t.Groups = append(t.Groups, m.st.NextGroupID)
 		m.st.NextGroupID++
-		if len(active) > 0 {
-			t.Replicas = append(t.Replicas, place(active, t.ID, i, rf))
+		if placed {
+			t.Replicas = append(t.Replicas, place(active, t.ID, i, t.ReplicationFactor))
 		}
 	}
+}
+
+// putTopic writes t, makes it the catalog's topic of its name (topics are
+// shared read-only: a change replaces one, never modifies it), and records
+// the change for the broker.
+func (m *Meta) putTopic(w *pebble.Batch, t *Topic, c Change) error {
 	v, err := json.Marshal(t)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := w.Set(keys.TopicKey(t.ID), v, nil); err != nil {
-		return nil, err
+		return err
 	}
 	m.topics[t.Name] = t
-	m.changes = append(m.changes, Change{Created: t})
-	return t, nil
+	m.changes = append(m.changes, c)
+	return nil
 }
 
 func (m *Meta) applyAlter(w *pebble.Batch, a *Alter) (*Topic, error) {
@@ -623,15 +640,9 @@ func (m *Meta) applyAlter(w *pebble.Batch, a *Alter) (*Topic, error) {
 	}
 	t := *old // topics are shared read-only: replace, never modify
 	t.Retention = a.Retention
-	v, err := json.Marshal(&t)
-	if err != nil {
+	if err := m.putTopic(w, &t, Change{Altered: &t}); err != nil {
 		return nil, err
 	}
-	if err := w.Set(keys.TopicKey(t.ID), v, nil); err != nil {
-		return nil, err
-	}
-	m.topics[t.Name] = &t
-	m.changes = append(m.changes, Change{Altered: &t})
 	return &t, nil
 }
 
@@ -720,15 +731,9 @@ func (m *Meta) applyReassign(w *pebble.Batch, rs []Reassign) error {
 		t.Replicas[r.Partition] = slices.Clone(r.Replicas)
 	}
 	for _, t := range changed {
-		v, err := json.Marshal(t)
-		if err != nil {
+		if err := m.putTopic(w, t, Change{Reassigned: t}); err != nil {
 			return err
 		}
-		if err := w.Set(keys.TopicKey(t.ID), v, nil); err != nil {
-			return err
-		}
-		m.topics[t.Name] = t
-		m.changes = append(m.changes, Change{Reassigned: t})
 	}
 	return nil
 }
