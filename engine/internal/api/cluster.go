@@ -220,7 +220,7 @@ func (s *Server) TransferLeader(ctx context.Context, req *rewindv1.TransferLeade
 		return nil, toConnect(s.log, err)
 	}
 	err = s.b.TransferLeader(topic, p, node)
-	var nl *broker.NotPartitionLeaderError
+	var nl *broker.NotLeaderError
 	if errors.As(err, &nl) && nl.Leader != 0 && s.peers != nil {
 		if fromMember {
 			// The preference is recorded: leader balancing hands the

@@ -766,8 +766,8 @@ func (b *Broker) FinishRemoveNode(ctx context.Context, id uint64) error {
 // TransferLeader asks raft to hand partition p of topic to node, a replica
 // caught up enough, and returns once asked (raft hands over when the node
 // has the whole log, or gives up after an election timeout). This node
-// must lead the partition: otherwise a *NotPartitionLeaderError names the
-// leader. Asking the leader itself is done already.
+// must lead the partition: otherwise a *NotLeaderError names the leader it
+// knows (nothing was done). Asking the leader itself is done already.
 func (b *Broker) TransferLeader(topic string, p uint32, node uint64) error {
 	part, replicas, err := b.partitionOf(topic, p)
 	if err != nil {
@@ -784,7 +784,7 @@ func (b *Broker) TransferLeader(topic string, p uint32, node uint64) error {
 	case leader == node:
 		return nil
 	case part == nil || leader != b.cfg.NodeID:
-		return &NotPartitionLeaderError{Topic: topic, Partition: p, Node: b.cfg.NodeID, Leader: leader}
+		return &NotLeaderError{Topic: topic, Partition: p, Node: b.cfg.NodeID, Leader: leader}
 	}
 	return b.host.TransferLeader(part.Group(), node)
 }
@@ -833,22 +833,6 @@ func (b *Broker) partitionOf(topic string, p uint32) (*partition.Partition, []ui
 	}
 	return lt.parts[p], lt.meta.ReplicasOf(int(p)), nil
 }
-
-// NotPartitionLeaderError is the answer of a node asked for what only a
-// partition's leader does (TransferLeader). Leader is 0 when unknown.
-type NotPartitionLeaderError struct {
-	Topic     string
-	Partition uint32
-	Node      uint64
-	Leader    uint64
-}
-
-func (e *NotPartitionLeaderError) Error() string {
-	return fmt.Sprintf("node %d does not lead partition %d of %q (leader: %d); ask the leader", e.Node, e.Partition, e.Topic, e.Leader)
-}
-
-// Is makes it a failed precondition.
-func (e *NotPartitionLeaderError) Is(target error) bool { return target == ErrFailedPrecondition }
 
 // ErrFailedPrecondition marks a request the cluster's state refuses now.
 var ErrFailedPrecondition = errors.New("failed precondition")
