@@ -23,7 +23,7 @@
 package offline
 
 import (
-	"encoding/json"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -94,32 +94,11 @@ func Read(dir string, topics ...string) (out []Partition, err error) {
 
 // readTopics reads the catalog rows, ordered by name.
 func readTopics(db *pebble.DB) ([]*meta.Topic, error) {
-	start, end := keys.TopicSpan()
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	ts, err := meta.ReadTopics(db)
 	if err != nil {
 		return nil, err
 	}
-	defer it.Close()
-	var ts []*meta.Topic
-	for valid := it.First(); valid; valid = it.Next() {
-		t := new(meta.Topic)
-		if err := json.Unmarshal(it.Value(), t); err != nil {
-			return nil, fmt.Errorf("offline: topic record %x: %w", it.Key(), err)
-		}
-		ts = append(ts, t)
-	}
-	if err := it.Error(); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(ts, func(a, b *meta.Topic) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ts, func(a, b *meta.Topic) int { return cmp.Compare(a.Name, b.Name) })
 	return ts, nil
 }
 

@@ -287,24 +287,12 @@ func Open(cfg Config) (*Meta, error) {
 			return nil, fmt.Errorf("meta: state: %w", err)
 		}
 	}
-	start, end := keys.TopicSpan()
-	it, err := cfg.DB.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	ts, err := ReadTopics(cfg.DB)
 	if err != nil {
 		return nil, err
 	}
-	defer it.Close()
-	for valid := it.First(); valid; valid = it.Next() {
-		var t Topic
-		if err := json.Unmarshal(it.Value(), &t); err != nil {
-			return nil, fmt.Errorf("meta: topic record %x: %w", it.Key(), err)
-		}
-		if int(t.Partitions) != len(t.Groups) {
-			return nil, fmt.Errorf("meta: topic %q has %d partitions but %d groups", t.Name, t.Partitions, len(t.Groups))
-		}
-		m.topics[t.Name] = &t
-	}
-	if err := it.Error(); err != nil {
-		return nil, err
+	for _, t := range ts {
+		m.topics[t.Name] = t
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -789,3 +777,26 @@ func (m *Meta) Stopped(err error) {
 }
 
 var _ raftlog.StateMachine = (*Meta)(nil)
+
+// ReadTopics reads the catalog's topic records from r, by topic id (what
+// Open loads; engine/offline reads a stopped node's with it).
+func ReadTopics(r pebble.Reader) ([]*Topic, error) {
+	start, end := keys.TopicSpan()
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var ts []*Topic
+	for valid := it.First(); valid; valid = it.Next() {
+		t := new(Topic)
+		if err := json.Unmarshal(it.Value(), t); err != nil {
+			return nil, fmt.Errorf("meta: topic record %x: %w", it.Key(), err)
+		}
+		if int(t.Partitions) != len(t.Groups) {
+			return nil, fmt.Errorf("meta: topic %q has %d partitions but %d groups", t.Name, t.Partitions, len(t.Groups))
+		}
+		ts = append(ts, t)
+	}
+	return ts, it.Error()
+}
