@@ -29,8 +29,12 @@ const Module = "github.com/rewind-io/rewind"
 // key tells trees apart).
 const binaryCacheDir = "rewind-enginetest-bin"
 
-// binaryTTL is how long a build nobody asked for stays in the cache.
-const binaryTTL = 24 * time.Hour
+// binaryTTL is how long a build nobody asked for stays in the cache, and
+// binaryKept how many builds it holds at most.
+const (
+	binaryTTL  = 24 * time.Hour
+	binaryKept = 8
+)
 
 // built memoizes Binary within one test binary, by tags.
 var built sync.Map // string -> func() (string, error)
@@ -51,8 +55,9 @@ var built sync.Map // string -> func() (string, error)
 //     ever runs a half-written binary; a second test binary waits on the
 //     lock, then finds the build done.
 //
-// Builds live in os.TempDir()/rewind-enginetest-bin; one unused for a day
-// is removed when a new one is made.
+// Builds live in os.TempDir()/rewind-enginetest-bin; when a new one is
+// made, those unused for a day are removed, and all but the 8 most
+// recently used.
 func Binary(tb testing.TB, tags ...string) string {
 	tb.Helper()
 	tags = slices.Sorted(slices.Values(tags))
@@ -126,16 +131,30 @@ func fileExists(path string) bool {
 }
 
 // prune removes the builds other than keep that were not used for
-// binaryTTL; a build in use by a running test has been used since.
+// binaryTTL, and all but the binaryKept-1 most recently used of the rest:
+// every commit of a busy day makes new builds (about 50 MB each, one per
+// set of tags), and a day of them filled a CI machine's disk. A build in
+// use by a running test was marked used when that test binary started.
 func prune(dir, keep string) {
+	type build struct {
+		name string
+		used time.Time
+	}
+	var builds []build
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if !e.IsDir() || e.Name() == keep {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > binaryTTL {
-			os.RemoveAll(filepath.Join(dir, e.Name()))
-			os.Remove(filepath.Join(dir, e.Name()+".lock"))
+		if fi, err := e.Info(); err == nil {
+			builds = append(builds, build{e.Name(), fi.ModTime()})
+		}
+	}
+	slices.SortFunc(builds, func(a, b build) int { return b.used.Compare(a.used) })
+	for i, b := range builds {
+		if i >= binaryKept-1 || time.Since(b.used) > binaryTTL {
+			os.RemoveAll(filepath.Join(dir, b.name))
+			os.Remove(filepath.Join(dir, b.name+".lock"))
 		}
 	}
 }

@@ -11,7 +11,7 @@ import { Server } from "./server.js";
 
 test("a token opens a server with --auth", async (t) => {
   const srv = await Server.start({ extra: ["--auth"] });
-  t.after(() => srv.stop());
+  t.after(() => srv.close());
   const token = readFileSync(join(srv.dataDir, "bootstrap-token"), "utf8").trim();
   for (const transport of ["connect", "grpc", "grpc-web"] as const) {
     const c = createClient({ baseUrl: srv.url, transport, token });

@@ -57,6 +57,17 @@ export function freePort(): Promise<number> {
   });
 }
 
+// The servers still running and the temporary directories Server.start
+// made: killed and removed when the test process exits, so a test that
+// forgets close (or fails before it) leaves no process behind, and nothing
+// in the system's temporary directory.
+const running = new Set<ChildProcess>();
+const madeRoots = new Set<string>();
+process.on("exit", () => {
+  for (const p of running) p.kill("SIGKILL");
+  for (const root of madeRoots) rmSync(root, { recursive: true, force: true });
+});
+
 /** A `rewind serve` child process. */
 export class Server {
   readonly url: string;
@@ -73,7 +84,9 @@ export class Server {
 
   /** start starts a server on a free port (or port), with its data in a new temporary directory (or dataDir), and waits until it answers. */
   static async start(opts: { port?: number; dataDir?: string; extra?: string[] } = {}): Promise<Server> {
-    const root = opts.dataDir ? dirname(opts.dataDir) : mkdtempSync(join(tmpdir(), "rewind-ts-"));
+    let root: string;
+    if (opts.dataDir) root = dirname(opts.dataDir);
+    else madeRoots.add((root = mkdtempSync(join(tmpdir(), "rewind-ts-"))));
     const s = new Server(opts.port ?? (await freePort()), opts.dataDir ?? join(root, "data"), opts.extra ?? []);
     await s.restart();
     return s;
@@ -88,6 +101,8 @@ export class Server {
     });
     closeSync(log);
     this.#proc = p;
+    running.add(p);
+    p.on("exit", () => running.delete(p));
     this.#exited = new Promise((res) => p.on("exit", (code) => res(code)));
     let exited = false;
     void this.#exited.then(() => (exited = true));

@@ -124,11 +124,14 @@ func Start(t testing.TB, bucket string) (tierURL string, stop func()) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s3Port := freePortPair(t)
-	args := []string{"server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + dir,
-		fmt.Sprintf("-master.port=%d", freePortPair(t)), fmt.Sprintf("-volume.port=%d", freePortPair(t)),
+	// Each port p picked has p+10000 free too: weed serves gRPC there.
+	s3Port, masterPort, volumePort, filerPort := freePortPair(t), freePortPair(t), freePortPair(t), freePortPair(t)
+	// -logdir keeps weed's log files (by default in the system's temporary
+	// directory, never removed) in the test's.
+	args := []string{"-logdir=" + dir, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + dir,
+		fmt.Sprintf("-master.port=%d", masterPort), fmt.Sprintf("-volume.port=%d", volumePort),
 		"-master.volumeSizeLimitMB=64", "-volume.max=8",
-		"-filer", fmt.Sprintf("-filer.port=%d", freePortPair(t)),
+		"-filer", fmt.Sprintf("-filer.port=%d", filerPort),
 		"-s3", fmt.Sprintf("-s3.port=%d", s3Port), "-s3.config=" + cfgPath}
 	cmd := exec.Command(bin, args...)
 	var logs bytes.Buffer
@@ -141,6 +144,16 @@ func Start(t testing.TB, bucket string) (tierURL string, stop func()) {
 		once.Do(func() {
 			cmd.Process.Kill()
 			cmd.Wait()
+			// weed makes a unix socket per service and port in /tmp (a
+			// path of its own, not TMPDIR) and removes none when killed.
+			for _, p := range []int{s3Port, masterPort, volumePort, filerPort} {
+				for _, port := range []int{p, p + 10000} {
+					socks, _ := filepath.Glob(fmt.Sprintf("/tmp/seaweedfs-*-%d.sock", port))
+					for _, sock := range socks {
+						os.Remove(sock)
+					}
+				}
+			}
 		})
 	}
 	t.Cleanup(stop)
