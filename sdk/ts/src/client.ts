@@ -47,8 +47,6 @@ import {
   type Topic,
 } from "./gen/rewind/v1/topic_pb.js";
 import { durationProto, type DurationLike } from "./duration.js";
-
-export { durationProto, type DurationLike };
 import {
   TAG_HEADER,
   TYPE_HEADER,
@@ -76,6 +74,9 @@ import {
 import { resetTargetProto, startProto, toPosition, type PositionLike } from "./position.js";
 import { Subscription, type SubscribeOptions } from "./subscription.js";
 import { bytes, filterProto, normalize, type Bytes, type CallOptions, type Clients, type FilterSpec } from "./wire.js";
+
+// Moved to duration.ts (auth.ts needs them too); still exported from here.
+export { durationProto, type DurationLike };
 
 /** Wire protocols: Connect (the default), gRPC-web, and in Node gRPC. */
 export type Protocol = "connect" | "grpc-web" | "grpc";
@@ -176,7 +177,6 @@ export interface AppendOptions extends CallOptions {
   idempotencyKey?: string;
 }
 
-
 /** Retention and cleanup of a topic. */
 export interface RetentionOptions {
   /** Records older than this are deleted (0: no age limit). */
@@ -234,7 +234,6 @@ export interface TestRecord {
   offset?: number | bigint;
   idempotencyKey?: string;
 }
-
 
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {

@@ -484,10 +484,8 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
   }
 
   async #commitDue(): Promise<void> {
-    const ctrl = new AbortController();
-    const t = setTimeout(() => ctrl.abort(), COMMIT_TIMEOUT_MS);
     try {
-      await this.#client.commit(this.#opts.group!, this.#topic, this.#generation, this.#due, { signal: ctrl.signal });
+      await this.#client.commit(this.#opts.group!, this.#topic, this.#generation, this.#due, { timeoutMs: COMMIT_TIMEOUT_MS });
       this.#commitErr = undefined;
       this.#due.clear();
     } catch (e) {
@@ -496,7 +494,6 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
       // happened): drop it; the other partitions of the request committed.
       if (this.#commitErr.code === Code.FailedPrecondition) this.#due.clear();
     } finally {
-      clearTimeout(t);
       this.#lastCommit = Date.now();
     }
   }
