@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,39 @@ func TestTextHeaderOnlyOnATerminal(t *testing.T) {
 		w.flush()
 		if got := strings.Count(buf.String(), "PARTITION\tOFFSET"); got != map[bool]int{true: 1}[tc.header] || (tc.header && !strings.HasPrefix(buf.String(), recordHeader+"\n")) {
 			t.Errorf("format %s, terminal %v: %q; want a header line: %v", tc.format, tc.tty, buf.String(), tc.header)
+		}
+	}
+}
+
+// TestJSONOutputKeepsZeroPositions: a record at partition 0, offset 0,
+// key version 0 prints those zeros in --format json (a reader of the JSON
+// must not find the position missing, as protojson's default would leave
+// it); a record without a key has no key_version at all.
+func TestJSONOutputKeepsZeroPositions(t *testing.T) {
+	var buf bytes.Buffer
+	w := newRecordWriterTTY(&buf, "json", false)
+	w.write(&client.Record{Key: []byte("k"), Value: []byte("v"), HasKeyVersion: true, AppendTime: time.Unix(0, 0)})
+	w.write(&client.Record{Value: []byte("v"), AppendTime: time.Unix(0, 0)})
+	w.flush()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("output %q: want 2 lines", buf.String())
+	}
+	for i, want := range []map[string]any{
+		{"partition": 0.0, "offset": 0.0, "key_version": 0.0, "key": "k", "idempotency_key": ""},
+		{"partition": 0.0, "offset": 0.0, "key": "", "idempotency_key": ""},
+	} {
+		var got map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+			t.Fatalf("line %d %q: %v", i, lines[i], err)
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Errorf("line %d %s: %q is %v (present %v), want %v", i, lines[i], k, g, ok, v)
+			}
+		}
+		if _, ok := got["key_version"]; ok != (i == 0) {
+			t.Errorf("line %d %s: key_version present %v, want %v", i, lines[i], ok, i == 0)
 		}
 	}
 }

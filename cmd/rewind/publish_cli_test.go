@@ -157,7 +157,7 @@ func TestPublishJSONKeepsHeaderOrder(t *testing.T) {
 	s.ok(t, nil, "topic", "create", "h", "--partitions", "1")
 	line := []byte(`{"key":"k","value":"v","headers":{"h1":"1","h2":"2","h3":"3","h4":"4","h5":"5","h6":"6"},"idempotency_key":"ik-h"}` + "\n")
 	first := parseResults(t, s.ok(t, line, "publish", "h", "--input", "json"), 1)[0]
-	for i := range 10 {
+	for i := range 20 {
 		again := parseResults(t, s.ok(t, line, "publish", "h", "--input", "json"), 1)[0]
 		if !again.duplicate || again.offset != first.offset {
 			t.Fatalf("republish %d: duplicate %v at offset %d, want a duplicate of offset %d", i+1, again.duplicate, again.offset, first.offset)

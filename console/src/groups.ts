@@ -219,7 +219,7 @@ export function groupsPage(root: HTMLElement, query: URLSearchParams): () => voi
     const req = planned;
     planned = undefined;
     execBtn.disabled = true;
-    client.resetGroup(group, req.topic, req.target, { partitions: req.partitions }).then(
+    client.resetGroup(group, req.topic, req.target, { execute: true, partitions: req.partitions }).then(
       (r) => {
         showPlan(r);
         void load();

@@ -2,7 +2,7 @@
 // createClient.
 
 export { Client } from "./client.js";
-export { bytes, text, normalize } from "./wire.js";
+export { bytes, text, headerText, headerTexts, normalize } from "./wire.js";
 export type {
   AppendOptions,
   ClientOptions,
@@ -18,7 +18,9 @@ export type {
   TopicOptions,
   TransportFactory,
 } from "./client.js";
-export type { Bytes, CallOptions, FilterSpec, Header, Record } from "./wire.js";
+export type { Bytes, CallOptions, FilterSpec, Header, RewindRecord, Record } from "./wire.js";
+export { Auth } from "./auth.js";
+export type { AclRuleSpec, QuotaLimits } from "./auth.js";
 export { Subscription } from "./subscription.js";
 export type { PartitionPosition, ReplayEvent, SubscribeOptions } from "./subscription.js";
 export { Code, ConditionError, ConnectError, PartialError, ReconnectError, RewindError } from "./errors.js";
@@ -56,4 +58,5 @@ export type { PartitionInfo, Retention, Topic, TopicConfig } from "./gen/rewind/
 export type { GroupMember, GroupPartition, GroupSummary, GroupTopic, ResetGroupResponse, ResetPlanRow } from "./gen/rewind/v1/group_pb.js";
 export { CompileState } from "./gen/rewind/v1/plugin_pb.js";
 export type { Plugin, TestPluginResponse, TestResult } from "./gen/rewind/v1/plugin_pb.js";
+export type { AclRule, CheckAclResponse, ListQuotasResponse, Quota, QuotaUsage, UserToken } from "./gen/rewind/v1/auth_pb.js";
 export type { GetClusterStatusResponse, NodeStatus, PartitionStatus, ReplicaMove } from "./gen/rewind/v1/cluster_pb.js";

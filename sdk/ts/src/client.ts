@@ -18,7 +18,8 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient as createConnectClient, type Interceptor, type Transport } from "@connectrpc/connect";
-import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
+import { Auth } from "./auth.js";
+import { AuthService } from "./gen/rewind/v1/auth_pb.js";
 import { ClusterService, type GetClusterStatusResponse, type ReplicaMove } from "./gen/rewind/v1/cluster_pb.js";
 import { EventStoreService } from "./gen/rewind/v1/eventstore_pb.js";
 import {
@@ -45,7 +46,7 @@ import {
   type Retention,
   type Topic,
 } from "./gen/rewind/v1/topic_pb.js";
-import { parseDuration } from "./duration.js";
+import { durationProto, type DurationLike } from "./duration.js";
 import {
   TAG_HEADER,
   TYPE_HEADER,
@@ -62,7 +63,9 @@ import {
   ConnectError,
   PartialError,
   RewindError,
+  aborted,
   badNode,
+  callSignal,
   noAnswer,
   notDone,
   retryable,
@@ -71,6 +74,9 @@ import {
 import { resetTargetProto, startProto, toPosition, type PositionLike } from "./position.js";
 import { Subscription, type SubscribeOptions } from "./subscription.js";
 import { bytes, filterProto, normalize, type Bytes, type CallOptions, type Clients, type FilterSpec } from "./wire.js";
+
+// Moved to duration.ts (auth.ts needs them too); still exported from here.
+export { durationProto, type DurationLike };
 
 /** Wire protocols: Connect (the default), gRPC-web, and in Node gRPC. */
 export type Protocol = "connect" | "grpc-web" | "grpc";
@@ -171,9 +177,6 @@ export interface AppendOptions extends CallOptions {
   idempotencyKey?: string;
 }
 
-/** A duration: milliseconds, or a Go duration string with days ("15m", "7d"). */
-export type DurationLike = number | string;
-
 /** Retention and cleanup of a topic. */
 export interface RetentionOptions {
   /** Records older than this are deleted (0: no age limit). */
@@ -202,7 +205,16 @@ export interface TopicOptions extends RetentionOptions, CallOptions {
 export interface ResetOptions extends CallOptions {
   /** Partitions to reset (default all). */
   partitions?: number[];
-  /** Only compute the plan (default false: execute). */
+  /**
+   * Carry the reset out. Without it resetGroup is a dry run: it returns
+   * the plan and changes nothing, as `rewind group reset` without
+   * --execute and the Go client's ResetGroup with dryRun do.
+   */
+  execute?: boolean;
+  /**
+   * @deprecated Use execute. dryRun: false executes (as execute: true);
+   * true is the default. Giving both, contradicting, is InvalidArgument.
+   */
   dryRun?: boolean;
   /** Reset even a group that does not exist yet, creating it. */
   create?: boolean;
@@ -221,12 +233,6 @@ export interface TestRecord {
   partition?: number;
   offset?: number | bigint;
   idempotencyKey?: string;
-}
-
-/** durationProto turns a DurationLike into a protobuf Duration. */
-export function durationProto(d: DurationLike): Duration {
-  const ns = typeof d === "string" ? parseDuration(d) : BigInt(Math.round(d * 1e6));
-  return create(DurationSchema, { seconds: ns / 1_000_000_000n, nanos: Number(ns % 1_000_000_000n) });
 }
 
 const sleep = (ms: number, signal?: AbortSignal) =>
@@ -262,6 +268,11 @@ export class Client {
   readonly #conns = new Map<string, Clients>();
   readonly #penalty = new Map<string, number>(); // url -> skipped until (ms)
   #current = 0;
+  /**
+   * Users, ACL rules and quotas (a server started with --auth; every call
+   * needs the cluster admin right): client.auth.createUser("etl"), ...
+   */
+  readonly auth: Auth;
   /** The options the client was made with, defaults filled in. */
   readonly options: Required<Omit<ClientOptions, "baseUrl" | "nodes" | "transport" | "token">>;
 
@@ -278,6 +289,7 @@ export class Client {
       streamOpenTimeoutMs: opts.streamOpenTimeoutMs ?? 10000,
       generateIdempotencyKeys: opts.generateIdempotencyKeys ?? false,
     };
+    this.auth = new Auth((kind, o, call) => this.unary(kind, o, call));
   }
 
   /** The nodes the client uses, as base URLs. */
@@ -301,6 +313,7 @@ export class Client {
         plugins: createConnectClient(PluginService, t),
         cluster: createConnectClient(ClusterService, t),
         store: createConnectClient(EventStoreService, t),
+        auth: createConnectClient(AuthService, t),
       };
       this.#conns.set(url, c);
     }
@@ -344,7 +357,15 @@ export class Client {
    * kind and the retry policy allow (see the file comment).
    */
   async unary<T>(kind: CallKind, opts: CallOptions | undefined, call: (c: Clients, signal: AbortSignal) => Promise<T>): Promise<T> {
-    const signal = opts?.signal;
+    const { signal, release } = callSignal(opts);
+    try {
+      return await this.#unary(kind, signal, call);
+    } finally {
+      release();
+    }
+  }
+
+  async #unary<T>(kind: CallKind, signal: AbortSignal | undefined, call: (c: Clients, signal: AbortSignal) => Promise<T>): Promise<T> {
     const start = Date.now();
     let wait = 50;
     let to: Clients | undefined; // where a refusal sent the next attempt
@@ -360,7 +381,7 @@ export class Client {
       } catch (e) {
         err = toRewindError(e);
       }
-      if (signal?.aborted) throw err;
+      if (signal?.aborted) throw aborted(signal);
       const coord = err.coordinator;
       if (coord && redirects < 2) {
         redirects++;
@@ -380,6 +401,7 @@ export class Client {
       if (!again && bad && !kind.again) throw toRewindError(err, true);
       if (!again || !(attempt < this.options.attempts || Date.now() - start < this.options.retryWindowMs)) throw err;
       await sleep(wait, signal);
+      if (signal?.aborted) throw aborted(signal);
       wait = Math.min(2 * wait, 1000);
     }
   }
@@ -625,21 +647,30 @@ export class Client {
   }
 
   /**
-   * resetGroup moves a group's offsets on topic to target (earliest,
-   * latest, N, @time, -duration, -N, +N, id:...), or with dryRun only
-   * returns the plan. Live members seek at once. An executed reset is not
-   * sent twice by the client (a relative target would move twice).
+   * resetGroup plans moving a group's offsets on topic to target
+   * (earliest, latest, N, @time, -duration, -N, +N, id:...) and returns
+   * the plan; with { execute: true } it also carries it out (executed is
+   * then true), and live members seek at once. Without execute it is a dry
+   * run that changes nothing, as in the CLI and the Go client. An executed
+   * reset is not sent twice by the client (a relative target would move
+   * twice).
    */
   async resetGroup(group: string, topic: string, target: PositionLike, opts: ResetOptions = {}): Promise<ResetGroupResponse> {
+    if (opts.execute !== undefined && opts.dryRun !== undefined && opts.execute === opts.dryRun) {
+      throw new RewindError(
+        new ConnectError(`resetGroup: execute ${opts.execute} and dryRun ${opts.dryRun} contradict each other (give execute alone)`, Code.InvalidArgument),
+      );
+    }
+    const execute = opts.execute ?? opts.dryRun === false;
     const req = {
       group,
       topic,
       target: resetTargetProto(toPosition(target)),
       partitions: opts.partitions ?? [],
-      dryRun: opts.dryRun ?? false,
+      dryRun: !execute,
       create: opts.create ?? false,
     };
-    return this.unary(opts.dryRun ? REPEATABLE : ONCE, opts, (c, signal) => c.groups.resetGroup(req, { signal }));
+    return this.unary(execute ? ONCE : REPEATABLE, opts, (c, signal) => c.groups.resetGroup(req, { signal }));
   }
 
   // ---- plugins
@@ -722,9 +753,14 @@ export class Client {
    * meant for that one node: it is neither moved nor repeated.
    */
   async transferLeader(topic: string, partition: number, node: bigint | number, opts?: CallOptions): Promise<void> {
-    await this.conn(this.#nodes[0]).cluster.transferLeader({ topic, partition, node: BigInt(node) }, { signal: opts?.signal }).catch((e) => {
-      throw toRewindError(e);
-    });
+    const { signal, release } = callSignal(opts);
+    try {
+      await this.conn(this.#nodes[0]).cluster.transferLeader({ topic, partition, node: BigInt(node) }, { signal });
+    } catch (e) {
+      throw signal?.aborted ? aborted(signal) : toRewindError(e);
+    } finally {
+      release();
+    }
   }
 
   /** removeNode moves every replica off node and removes it from the cluster; it resolves once nothing depends on the node. */

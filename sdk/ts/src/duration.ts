@@ -1,7 +1,19 @@
 // Go's duration grammar (time.ParseDuration and Duration.String), plus the
 // "d" (24 h) unit of the CLI, so that a position or retention written for
 // the CLI means the same here. Durations are bigint nanoseconds, bounded
-// like Go's int64.
+// like Go's int64. durationProto turns one into a protobuf Duration.
+
+import { create } from "@bufbuild/protobuf";
+import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
+
+/** A duration: milliseconds, or a Go duration string with days ("15m", "7d"). */
+export type DurationLike = number | string;
+
+/** durationProto turns a DurationLike into a protobuf Duration. */
+export function durationProto(d: DurationLike): Duration {
+  const ns = typeof d === "string" ? parseDuration(d) : BigInt(Math.round(d * 1e6));
+  return create(DurationSchema, { seconds: ns / 1_000_000_000n, nanos: Number(ns % 1_000_000_000n) });
+}
 
 /** The largest duration Go (and so the server) represents, in nanoseconds. */
 export const MAX_DURATION_NS = (1n << 63n) - 1n;

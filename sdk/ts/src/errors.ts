@@ -175,6 +175,44 @@ export function toRewindError(err: unknown, outcomeUnknown = false): RewindError
 }
 
 /**
+ * aborted is the error of a call or stream whose caller's signal aborted
+ * it: DeadlineExceeded when the reason is a TimeoutError (as
+ * AbortSignal.timeout and the timeoutMs option give), Canceled otherwise.
+ * Its cause is signal.reason, whatever the caller aborted with, so
+ * `controller.abort(myReason)` can be told apart from other failures.
+ */
+export function aborted(signal: AbortSignal): RewindError {
+  const reason: unknown = signal.reason;
+  const timeout = (reason as { name?: unknown } | undefined)?.name === "TimeoutError";
+  const why = reason instanceof Error ? reason.message : reason === undefined ? "" : String(reason);
+  const msg = (timeout ? "the call's deadline passed" : "the call was aborted") + (why ? `: ${why}` : "");
+  return new RewindError(new ConnectError(msg, timeout ? Code.DeadlineExceeded : Code.Canceled, undefined, undefined, reason));
+}
+
+/**
+ * callSignal is the signal a call runs under: opts.signal, and with
+ * opts.timeoutMs a deadline that aborts it with a TimeoutError. release
+ * clears the deadline's timer; call it when the call ends.
+ */
+export function callSignal(opts: { signal?: AbortSignal; timeoutMs?: number } | undefined): { signal?: AbortSignal; release(): void } {
+  const ms = opts?.timeoutMs ?? 0;
+  const parent = opts?.signal;
+  if (!(ms > 0)) return { signal: parent, release() {} };
+  const ctrl = new AbortController();
+  const onAbort = () => ctrl.abort(parent?.reason);
+  if (parent?.aborted) ctrl.abort(parent.reason);
+  else parent?.addEventListener("abort", onAbort, { once: true });
+  const timer = setTimeout(() => ctrl.abort(new DOMException(`no answer within timeoutMs (${ms} ms)`, "TimeoutError")), ms);
+  return {
+    signal: ctrl.signal,
+    release() {
+      clearTimeout(timer);
+      parent?.removeEventListener("abort", onAbort);
+    },
+  };
+}
+
+/**
  * PartialError is thrown by a publish when some partitions stored their
  * records and others failed: results holds every record's result (those
  * in failed are not acknowledged).

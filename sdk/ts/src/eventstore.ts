@@ -16,7 +16,7 @@ import { type ReadRequestSchema, type ReadResponse } from "./gen/rewind/v1/event
 import { Expect, type AppendConditionSchema, type KeyExpectationSchema } from "./gen/rewind/v1/publish_pb.js";
 import { type QuerySchema } from "./gen/rewind/v1/query_pb.js";
 import { Code, ConnectError, RewindError } from "./errors.js";
-import { bytes, recordOf, text, type Bytes, type CallOptions, type Record } from "./wire.js";
+import { bytes, recordOf, text, type Bytes, type CallOptions, type RewindRecord } from "./wire.js";
 
 /** The header the server indexes as a record's type (Message.type). */
 export const TYPE_HEADER = "rewind-type";
@@ -173,7 +173,7 @@ export interface ReadOptions extends CallOptions {
 export interface ReadResult {
   partition: number;
   /** In offset order, or newest first with backward; each with its keyVersion when it has a key. */
-  records: Record[];
+  records: RewindRecord[];
   /** Key reads: the key's last version (undefined: the key has no record). */
   head?: bigint;
   /** Key reads: the earliest version still held (retention removes the oldest; versions keep their numbers). */
@@ -234,12 +234,12 @@ export function readResultOf(r: ReadResponse): ReadResult {
 }
 
 /** recordType is a record's type (its rewind-type header), or undefined. */
-export function recordType(r: Pick<Record, "headers">): string | undefined {
+export function recordType(r: Pick<RewindRecord, "headers">): string | undefined {
   const h = r.headers.find((h) => h.key === TYPE_HEADER);
   return h ? text(h.value) : undefined;
 }
 
 /** recordTags is a record's tags (its rewind-tag headers), in order. */
-export function recordTags(r: Pick<Record, "headers">): string[] {
+export function recordTags(r: Pick<RewindRecord, "headers">): string[] {
   return r.headers.filter((h) => h.key === TAG_HEADER).map((h) => text(h.value));
 }

@@ -22,9 +22,9 @@ import {
   type SubscribeRequest,
   type SubscribeResponse,
 } from "./gen/rewind/v1/subscribe_pb.js";
-import { Code, ConnectError, ReconnectError, RewindError, badNode, noAnswer, toRewindError } from "./errors.js";
+import { Code, ConnectError, ReconnectError, RewindError, aborted, badNode, noAnswer, toRewindError } from "./errors.js";
 import { startProto, stopProto, toPosition, type PositionLike } from "./position.js";
-import { bytes, filterProto, normalize, recordOf, type Bytes, type CallOptions, type Clients, type FilterSpec, type Record } from "./wire.js";
+import { bytes, filterProto, normalize, recordOf, type Bytes, type CallOptions, type Clients, type FilterSpec, type RewindRecord } from "./wire.js";
 
 /**
  * @internal What a Subscription uses of the Client that opened it (Client
@@ -93,7 +93,11 @@ export interface SubscribeOptions {
   progressIntervalMs?: number;
   /** How long a broken stream tries to go on, in ms (default 60000; 0: the iteration throws at once). */
   reconnectWindowMs?: number;
-  /** Ends the stream: the iteration throws a Canceled RewindError. */
+  /**
+   * Ends the stream: the iteration throws a Canceled RewindError whose
+   * cause is signal.reason (DeadlineExceeded for a TimeoutError reason,
+   * as AbortSignal.timeout(ms) gives).
+   */
   signal?: AbortSignal;
 }
 
@@ -112,7 +116,7 @@ export interface PartitionPosition {
 /** An event of a stream, told apart by kind. */
 export type ReplayEvent =
   | { kind: "started"; topicId: bigint; partitions: PartitionPosition[]; resumeToken: string; filterModule: string }
-  | { kind: "records"; partition: number; records: Record[]; resumeToken: string; filterModule: string }
+  | { kind: "records"; partition: number; records: RewindRecord[]; resumeToken: string; filterModule: string }
   | { kind: "progress"; partitions: PartitionPosition[]; resumeToken: string; filterModule: string }
   | { kind: "caughtUp"; partition: number; nextOffset: bigint; laggingPartitions: number }
   | { kind: "end"; partitions: PartitionPosition[]; resumeToken: string; filterModule: string }
@@ -203,7 +207,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
   }
 
   /** commitRecords commits the offsets after records (the last of each partition). */
-  async commitRecords(...records: Record[]): Promise<void> {
+  async commitRecords(...records: RewindRecord[]): Promise<void> {
     const offsets = new Map<number, bigint>();
     for (const r of records) {
       if (r.offset + 1n > (offsets.get(r.partition) ?? 0n)) offsets.set(r.partition, r.offset + 1n);
@@ -212,7 +216,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
   }
 
   /** records iterates the stream's records alone (breaking out ends the stream). */
-  async *records(): AsyncGenerator<Record, void, undefined> {
+  async *records(): AsyncGenerator<RewindRecord, void, undefined> {
     for await (const ev of this) {
       if (ev.kind !== "records") continue;
       for (let i = 0; i < ev.records.length; i++) {
@@ -285,7 +289,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
     let node = this.#client.pick();
     try {
       for (;;) {
-        if (signal?.aborted) throw toRewindError(new ConnectError("the stream's signal was aborted", Code.Canceled));
+        if (signal?.aborted) throw aborted(signal);
         if (this.#closed) return;
         try {
           let first = true;
@@ -319,7 +323,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
         } catch (e) {
           if (this.#closed) return;
           const err = toRewindError(e);
-          if (signal?.aborted) throw err;
+          if (signal?.aborted) throw aborted(signal);
           if (!this.#started) {
             // Not started yet: any node serves any stream; move on.
             if (badNode(err) && ++tries < this.#client.count) {
@@ -480,10 +484,8 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
   }
 
   async #commitDue(): Promise<void> {
-    const ctrl = new AbortController();
-    const t = setTimeout(() => ctrl.abort(), COMMIT_TIMEOUT_MS);
     try {
-      await this.#client.commit(this.#opts.group!, this.#topic, this.#generation, this.#due, { signal: ctrl.signal });
+      await this.#client.commit(this.#opts.group!, this.#topic, this.#generation, this.#due, { timeoutMs: COMMIT_TIMEOUT_MS });
       this.#commitErr = undefined;
       this.#due.clear();
     } catch (e) {
@@ -492,7 +494,6 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
       // happened): drop it; the other partitions of the request committed.
       if (this.#commitErr.code === Code.FailedPrecondition) this.#due.clear();
     } finally {
-      clearTimeout(t);
       this.#lastCommit = Date.now();
     }
   }

@@ -6,6 +6,7 @@
 
 import { type MessageInitShape } from "@bufbuild/protobuf";
 import { type Client as ConnectClient } from "@connectrpc/connect";
+import { type AuthService } from "./gen/rewind/v1/auth_pb.js";
 import { type ClusterService } from "./gen/rewind/v1/cluster_pb.js";
 import { type EventStoreService } from "./gen/rewind/v1/eventstore_pb.js";
 import { type GroupService } from "./gen/rewind/v1/group_pb.js";
@@ -18,8 +19,17 @@ import { Code, ConnectError, RewindError } from "./errors.js";
 
 /** Options every call takes. */
 export interface CallOptions {
-  /** Aborts the call. */
+  /**
+   * Aborts the call: it fails with a Canceled RewindError whose cause is
+   * signal.reason, or DeadlineExceeded when the reason is a TimeoutError
+   * (AbortSignal.timeout(ms)).
+   */
   signal?: AbortSignal;
+  /**
+   * A deadline for the whole call, retries included, in ms (default: none
+   * beyond each attempt's). Past it the call fails with DeadlineExceeded.
+   */
+  timeoutMs?: number;
 }
 
 /** A header of a record. */
@@ -31,8 +41,11 @@ export interface Header {
 /** Bytes, or a string (sent as UTF-8). */
 export type Bytes = Uint8Array | string;
 
-/** A delivered record. */
-export interface Record {
+/**
+ * A delivered record. (Named so as not to shadow TypeScript's own
+ * Record<K, V>; the old name Record is a deprecated alias.)
+ */
+export interface RewindRecord {
   partition: number;
   offset: bigint;
   messageId: string;
@@ -48,6 +61,9 @@ export interface Record {
   /** The record's place in its key's history (0, 1, 2, ... within its partition); undefined for a record without a key. */
   keyVersion?: bigint;
 }
+
+/** @deprecated Use RewindRecord: this name shadows TypeScript's Record<K, V> where it is imported. */
+export type Record = RewindRecord;
 
 /** A filter a stream or a plugin test runs: a registered plugin ("NAME", "NAME@VERSION", "sha256:HEX") or a module sent inline. */
 export interface FilterSpec {
@@ -67,7 +83,18 @@ export type Clients = {
   plugins: ConnectClient<typeof PluginService>;
   cluster: ConnectClient<typeof ClusterService>;
   store: ConnectClient<typeof EventStoreService>;
+  auth: ConnectClient<typeof AuthService>;
 };
+
+/**
+ * @internal Unary is Client.unary: it runs call on a node, and again as
+ * kind and the retry policy allow (again: the call may run twice).
+ */
+export type Unary = <T>(
+  kind: { again: boolean; bytes?: number },
+  opts: CallOptions | undefined,
+  call: (c: Clients, signal: AbortSignal) => Promise<T>,
+) => Promise<T>;
 
 const utf8 = new TextEncoder();
 
@@ -80,6 +107,23 @@ export function bytes(b: Bytes | undefined): Uint8Array {
 /** text decodes UTF-8 bytes (a record's key or value) into a string. */
 export function text(b: Uint8Array): string {
   return new TextDecoder().decode(b);
+}
+
+/**
+ * headerText is the value of record's first header named name, decoded
+ * from UTF-8, or undefined when it has none. Header names are compared
+ * exactly (case matters). headerTexts returns every such value.
+ *
+ *     const source = headerText(r, "source") ?? "unknown";
+ */
+export function headerText(record: { headers: readonly Header[] }, name: string): string | undefined {
+  const h = record.headers.find((h) => h.key === name);
+  return h ? text(h.value) : undefined;
+}
+
+/** headerTexts is the values of every header of record named name, in order, decoded from UTF-8. */
+export function headerTexts(record: { headers: readonly Header[] }, name: string): string[] {
+  return record.headers.filter((h) => h.key === name).map((h) => text(h.value));
 }
 
 /** normalize turns a node address into the base URL calls use. */
@@ -100,7 +144,7 @@ export function filterProto(f: FilterSpec): MessageInitShape<typeof ReplayFilter
 }
 
 /** @internal recordOf converts a delivered record. */
-export function recordOf(r: RecordProto): Record {
+export function recordOf(r: RecordProto): RewindRecord {
   return {
     partition: r.partition,
     offset: r.offset,

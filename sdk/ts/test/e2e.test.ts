@@ -27,7 +27,7 @@ import {
   text,
   type PublishResult,
   type Query,
-  type Record,
+  type RewindRecord,
   type ReplayEvent,
   type SubscribeOptions,
 } from "../src/index.js";
@@ -61,7 +61,7 @@ async function collect(c: Client, topic: string, o: SubscribeOptions): Promise<R
   return evs;
 }
 
-function recordsOf(evs: ReplayEvent[]): Record[] {
+function recordsOf(evs: ReplayEvent[]): RewindRecord[] {
   return evs.flatMap((e) => (e.kind === "records" ? e.records : []));
 }
 
@@ -369,16 +369,22 @@ describe("groups", () => {
     assert.deepEqual(gt.partitions.map((p) => [p.partition, p.committed, p.committedOffset]), [[0, true, 3n], [1, true, 3n]]);
     assert.ok((await client.listGroups()).some((g) => g.group === group && g.topic === topic));
 
-    // A dry run plans re-reading 2 records per partition and changes nothing.
-    const plan = await client.resetGroup(group, topic, "-2", { dryRun: true });
-    assert.equal(plan.executed, false);
-    assert.deepEqual(plan.plan.map((r) => [r.partition, r.currentOffset, r.newOffset, r.recordsToReread]), [[0, 3n, 1n, 2n], [1, 3n, 1n, 2n]]);
-    assert.deepEqual((await client.describeGroup(group))[0].partitions.map((p) => p.committedOffset), [3n, 3n]);
-    const done = await client.resetGroup(group, topic, "-2");
+    // A reset is a dry run unless told to execute, as in the CLI and the Go
+    // client: it plans re-reading 2 records per partition and changes
+    // nothing (the deprecated dryRun: true says the same).
+    for (const opts of [undefined, { dryRun: true }, { execute: false }]) {
+      const plan = await client.resetGroup(group, topic, "-2", opts);
+      assert.equal(plan.executed, false, JSON.stringify(opts));
+      assert.deepEqual(plan.plan.map((r) => [r.partition, r.currentOffset, r.newOffset, r.recordsToReread]), [[0, 3n, 1n, 2n], [1, 3n, 1n, 2n]]);
+      assert.deepEqual((await client.describeGroup(group))[0].partitions.map((p) => p.committedOffset), [3n, 3n]);
+    }
+    await assert.rejects(client.resetGroup(group, topic, "-2", { execute: true, dryRun: true }), (e: RewindError) => e.code === Code.InvalidArgument);
+    const done = await client.resetGroup(group, topic, "-2", { execute: true });
     assert.equal(done.executed, true);
+    assert.deepEqual((await client.describeGroup(group))[0].partitions.map((p) => p.committedOffset), [1n, 1n]);
 
     // The next member re-reads from the reset, and commits by hand.
-    const again: Record[] = [];
+    const again: RewindRecord[] = [];
     const sub2 = client.subscribe(topic, { group });
     for await (const ev of sub2) {
       if (ev.kind === "records") again.push(...ev.records);
@@ -394,8 +400,13 @@ describe("groups", () => {
     await assert.rejects(client.commit(group, topic, generation, { 0: 1n }), (e: RewindError) => e.code === Code.FailedPrecondition);
 
     await assert.rejects(client.resetGroup("no-such-group", topic, "earliest"), (e: RewindError) => e.code === Code.NotFound);
-    const created = await client.resetGroup("new-group", topic, "latest", { create: true });
+    const planned = await client.resetGroup("new-group", topic, "latest", { create: true });
+    assert.equal(planned.executed, false);
+    assert.ok(!(await client.listGroups()).some((g) => g.group === "new-group"), "a dry run created the group");
+    const created = await client.resetGroup("new-group", topic, "latest", { create: true, execute: true });
+    assert.equal(created.executed, true);
     assert.deepEqual(created.plan.map((r) => r.newOffset), [3n, 3n]);
+    assert.ok((await client.listGroups()).some((g) => g.group === "new-group"));
     await client.deleteGroup("new-group");
     assert.ok(!(await client.listGroups()).some((g) => g.group === "new-group"));
   });
@@ -486,7 +497,7 @@ describe("event store", () => {
     const key = "order-1";
     for (let i = 0; i < 6; i++) await client.append(topic, key, `step ${i}`, i === 0 ? expectNone() : expectVersion(i - 1));
     await client.publish(topic, { key: "order-2", value: "other" });
-    const vals = (r: { records: Record[] }) => r.records.map((x) => `${x.keyVersion}:${text(x.value)}`);
+    const vals = (r: { records: RewindRecord[] }) => r.records.map((x) => `${x.keyVersion}:${text(x.value)}`);
     const all = await client.readKey(topic, key);
     assert.deepEqual(vals(all), ["0:step 0", "1:step 1", "2:step 2", "3:step 3", "4:step 4", "5:step 5"]);
     assert.equal(all.head, 5n);

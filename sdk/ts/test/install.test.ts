@@ -1,6 +1,9 @@
 // A new user's path: pack the package as the README says, install the
 // tarball in an empty project, and run the README's five-line example,
-// unchanged but for the server's address, against a real server.
+// unchanged but for the server's address, against a real server. Then
+// what other tools ask of an installed package: its package.json through
+// the exports, and its types for TypeScript projects whose module
+// resolution ignores exports (node10, through typesVersions).
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -37,7 +40,7 @@ test("the README's example runs after npm install of the packed package", async 
   const example = readmeExample();
   assert.equal(example.trim().split("\n").length, 5, "five lines");
   const env = { ...process.env, npm_config_update_notifier: "false", npm_config_fund: "false", npm_config_audit: "false" };
-  // npm pack runs prepare (tsc into dist/) and packs what "files" names.
+  // npm pack runs prepack (tsc into dist/) and packs what "files" names.
   const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", work], { cwd: pkg, env, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }));
   const tarball = join(work, packed[0].filename);
   const app = join(work, "app");
@@ -54,4 +57,35 @@ test("the README's example runs after npm install of the packed package", async 
 console.log(typeof web.createClient, gen.SubscribeService.typeName);`;
   writeFileSync(join(app, "probe.mjs"), probe);
   assert.equal(execFileSync("node", ["probe.mjs"], { cwd: app, env, encoding: "utf8" }), "function rewind.v1.SubscribeService\n");
+
+  // Tools read the package's package.json by its name (exports allow it).
+  const meta = `import { createRequire } from "node:module";
+const require = createRequire(import.meta.url);
+console.log(require("@rewind-io/client/package.json").name);
+const { default: pkg } = await import("@rewind-io/client/package.json", { with: { type: "json" } });
+console.log(pkg.version);`;
+  writeFileSync(join(app, "meta.mjs"), meta);
+  const version = JSON.parse(readFileSync(join(pkg, "package.json"), "utf8")).version;
+  assert.equal(execFileSync("node", ["meta.mjs"], { cwd: app, env, encoding: "utf8" }), `@rewind-io/client\n${version}\n`);
+
+  // Every entry point type-checks under the old "node" (node10) resolution,
+  // which reads typesVersions instead of exports, and under NodeNext.
+  const check = `import { createClient, headerText, type RewindRecord } from "@rewind-io/client";
+import { createClient as createNodeClient, type Auth } from "@rewind-io/client/node";
+import { SubscribeService } from "@rewind-io/client/gen/subscribe_pb";
+const auth: Auth = createNodeClient({ baseUrl: "http://127.0.0.1:1" }).auth;
+const show = (r: RewindRecord): string => headerText(r, "source") ?? SubscribeService.typeName;
+export const used = [createClient, auth, show];
+`;
+  writeFileSync(join(app, "check.ts"), check);
+  const tsc = join(pkg, "node_modules", "typescript", "bin", "tsc");
+  for (const [module, moduleResolution] of [["commonjs", "node10"], ["nodenext", "nodenext"]]) {
+    const compilerOptions = { noEmit: true, strict: true, skipLibCheck: true, target: "es2022", lib: ["es2022", "dom"], types: [], module, moduleResolution };
+    writeFileSync(join(app, "tsconfig.json"), JSON.stringify({ compilerOptions, files: ["check.ts"] }));
+    try {
+      execFileSync("node", [tsc, "-p", "tsconfig.json"], { cwd: app, env, encoding: "utf8", stdio: "pipe" });
+    } catch (e) {
+      assert.fail(`tsc --moduleResolution ${moduleResolution} of an app importing every entry point:\n${(e as { stdout?: string }).stdout}`);
+    }
+  }
 });
