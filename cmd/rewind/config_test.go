@@ -246,3 +246,25 @@ func TestServeHelpListsOnlyServeFlags(t *testing.T) {
 		}
 	}
 }
+
+// The example file of docs/operations.md ("Configuration") is valid.
+func TestOperationsConfigExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, ok := strings.Cut(string(doc), "```hcl\n#")
+	example, _, ok2 := strings.Cut(example, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/operations.md has no ```hcl block")
+	}
+	cmd := serveWith(t, "--config", writeConfig(t, "#"+example))
+	if err := applyConfig(cmd, envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"initial-cluster": "1=10.0.0.1:7070,2=10.0.0.2:7070,3=10.0.0.3:7070", "follower-reads": "true", "tail-cache-mib": "512"} {
+		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s %q, want %q", flag, got, want)
+		}
+	}
+}
