@@ -315,6 +315,9 @@ func scalarOf(v cty.Value, typ string) (string, error) {
 		if !bf.IsInt() {
 			return "", fmt.Errorf("want a whole number, got %s", bf.Text('g', -1))
 		}
+		if bf.MantExp(nil) > 64 { // 1e999999999 would take gigabytes as a big.Int
+			return "", fmt.Errorf("%s is out of range", bf.Text('g', 6))
+		}
 		i, _ := bf.Int(new(big.Int))
 		return i.String(), nil
 	}

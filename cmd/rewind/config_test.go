@@ -160,7 +160,9 @@ func TestConfigWrongType(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{`tail_cache_mib = "512"`, `:1: tail_cache_mib: want a number`},
 		{`tail_cache_mib = 1.5`, `:1: tail_cache_mib: want a whole number, got 1.5`},
-		{`tail_cache_mib = 1e30`, `:1: tail_cache_mib = "1000000000000000000000000000000": strconv.ParseInt`},
+		{`tail_cache_mib = 1e19`, `:1: tail_cache_mib = "10000000000000000000": strconv.ParseInt: parsing "10000000000000000000": value out of range`},
+		{`tail_cache_mib = 1e30`, `:1: tail_cache_mib: 1e+30 is out of range`},
+		{`tail_cache_mib = 1e999999999`, `:1: tail_cache_mib: want a whole number, got +Inf`},
 		{`node_id = -1`, `:1: node_id = "-1": strconv.ParseUint`},
 		{`follower_reads = "yes"`, `:1: follower_reads: want a bool such as true, got a string`},
 		{`raft_tick = 5`, `:1: raft_tick: want a string such as "5s", got a number`},
@@ -267,4 +269,28 @@ func TestOperationsConfigExample(t *testing.T) {
 			t.Errorf("--%s %q, want %q", flag, got, want)
 		}
 	}
+}
+
+// FuzzConfigFile: whatever a configuration file holds, applying it gives
+// an error or settings, never a panic or a hang.
+func FuzzConfigFile(f *testing.F) {
+	for _, seed := range []string{
+		"listen = \"127.0.0.1:1\"\ntail_cache_mib = 5\n",
+		"initial_cluster = [\"1=a:1\", 2]\nfollower_reads = true\n",
+		"raft_tick = \"5s\"\nreplay_share = 0.5\n",
+		"tail_cache_mib = 1/0\n",
+		"node_id = 1e400\n",
+		"block { x = 1 }\n",
+		"allow_origin = [for o in [\"a\", \"b\"] : o]\n",
+	} {
+		f.Add(seed)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, content string) {
+		p := filepath.Join(dir, "fuzz.hcl")
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_ = applyConfig(serveWith(t, "--config", p), envOf(nil))
+	})
 }
