@@ -71,11 +71,11 @@ func planMemory(fs *pflag.FlagSet, lim memlimit.Limit, userSet bool, userGoLimit
 	return p
 }
 
-// apply sets the Go memory limit and the capped flags, and logs the
-// decision.
-func (p memoryPlan) apply(fs *pflag.FlagSet, log hclog.Logger) {
+// apply sets the Go memory limit with setLimit (debug.SetMemoryLimit)
+// and the capped flags, and logs the decision.
+func (p memoryPlan) apply(fs *pflag.FlagSet, log hclog.Logger, setLimit func(int64) int64) {
 	if p.goLimit > 0 {
-		debug.SetMemoryLimit(p.goLimit)
+		setLimit(p.goLimit)
 	}
 	for name, mib := range p.caps {
 		// Not fs.Set: the user did not set the flag.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,7 +104,7 @@ it.`,
 				log.Warn("cannot read the container's memory limit: running as without one", "error", err)
 			}
 			userSet, userLimit := userGoMemLimit()
-			planMemory(cmd.Flags(), lim, userSet, userLimit).apply(cmd.Flags(), log)
+			planMemory(cmd.Flags(), lim, userSet, userLimit).apply(cmd.Flags(), log, debug.SetMemoryLimit)
 			free := int64(-1) // "0": the guard is off
 			switch minFree {
 			case "auto":
@@ -287,6 +288,7 @@ it.`,
 	// Not os.Getenv as the default: help and usage print defaults.
 	f.StringVar(&joinToken, "join-token", "", "with --join to a cluster with --auth: a token with the cluster admin right (default: env REWIND_TOKEN)")
 	f.StringVar(&configFile, configFlag, "", "read settings from this HCL file, an attribute per flag with '_' for '-' (tail_cache_mib = 512); flags and REWIND_<FLAG> environment variables win over it (env REWIND_CONFIG)")
+	_ = cmd.MarkFlagFilename(configFlag, "hcl")
 	markCommaList(f, "allow-origin", "initial-cluster", "join", "peer-via", "allowed-hosts")
 	cmd.SetUsageFunc(serveUsage)
 	return cmd
