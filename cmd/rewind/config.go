@@ -77,8 +77,8 @@ func attrName(flag string) string { return strings.ReplaceAll(flag, "-", "_") }
 // from the environment (lookupEnv; an empty value counts as unset) and
 // then from the file --config (or REWIND_CONFIG) names. A setting taken
 // from either counts as set by the user (Flag.Changed), like one on the
-// command line. Nothing is applied unless the whole file is valid; every
-// problem of the file is reported at once.
+// command line. Nothing of the file is applied unless all of it parses
+// and has the right types; every problem found is reported at once.
 func applyConfig(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
 	fs := cmd.Flags()
 	getenv := func(name string) (string, bool) {
