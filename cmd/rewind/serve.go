@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,11 +16,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rewind-io/rewind/cmd/rewind/internal/gctune"
 	"github.com/rewind-io/rewind/console"
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/internal/enginehook"
+	"github.com/rewind-io/rewind/internal/memlimit"
 	"github.com/rewind-io/rewind/sandbox"
 )
 
@@ -47,6 +50,7 @@ func newServe() *cobra.Command {
 		auditLog, joinToken                  string
 		withConsole                          bool
 		edge                                 edgeFlags // edgeflags.go
+		configFile                           string    // config.go
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -73,13 +77,34 @@ Security (docs/security.md): --tls-cert/--tls-key serve TLS only,
 speak mutual TLS, --cluster-secret-file authenticates members with a shared
 secret. Without client authentication the node refuses a non-loopback
 --listen, and a cluster on non-loopback addresses needs peer TLS or a
-cluster secret, unless --insecure is given.`,
+cluster secret, unless --insecure is given.
+
+Every flag can also be set by the environment variable REWIND_<FLAG>
+(REWIND_TAIL_CACHE_MIB=512; REWIND_SERVE_TLS_CERT and REWIND_SERVE_TLS_KEY
+for the server's pair) and by the HCL file --config names, one attribute
+per flag with '_' for '-' (tail_cache_mib = 512). The command line wins
+over the environment, the environment over the file, the file over the
+defaults (docs/operations.md, "Configuration"). In a container with a
+memory limit, the Go memory limit and the caches not set otherwise follow
+it.`,
 		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseClientFlags(cmd); err != nil {
+				return err
+			}
+			return applyConfig(cmd, os.LookupEnv)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(level, format)
 			if err != nil {
 				return err
 			}
+			lim, err := memlimit.Default().Read()
+			if err != nil {
+				log.Warn("cannot read the container's memory limit: running as without one", "error", err)
+			}
+			userSet, userLimit := userGoMemLimit()
+			planMemory(cmd.Flags(), lim, userSet, userLimit).apply(cmd.Flags(), log, debug.SetMemoryLimit)
 			free := int64(-1) // "0": the guard is off
 			switch minFree {
 			case "auto":
@@ -262,7 +287,35 @@ cluster secret, unless --insecure is given.`,
 	f.StringVar(&auditLog, "audit-log", "", "with --auth: append the audit log (JSON lines: denials and admin operations) to this file; default: the server log")
 	// Not os.Getenv as the default: help and usage print defaults.
 	f.StringVar(&joinToken, "join-token", "", "with --join to a cluster with --auth: a token with the cluster admin right (default: env REWIND_TOKEN)")
+	f.StringVar(&configFile, configFlag, "", "read settings from this HCL file, an attribute per flag with '_' for '-' (tail_cache_mib = 512); flags and REWIND_<FLAG> environment variables win over it (env REWIND_CONFIG)")
+	_ = cmd.MarkFlagFilename(configFlag, "hcl")
+	markCommaList(f, "allow-origin", "initial-cluster", "join", "peer-via", "allowed-hosts")
+	cmd.SetUsageFunc(serveUsage)
 	return cmd
+}
+
+// serveUsage is serve's usage: its own flags only. The client commands'
+// global flags (--server, --token, ...) mean nothing to a server, and its
+// --tls-cert and --tls-key are the server's pair.
+func serveUsage(cmd *cobra.Command) error {
+	fmt.Fprintf(cmd.OutOrStderr(), "Usage:\n  %s\n\nFlags:\n%s", cmd.UseLine(), cmd.LocalFlags().FlagUsages())
+	return nil
+}
+
+// refuseClientFlags refuses the client commands' global flags (--server,
+// --tls-ca, --token) given to serve, which would otherwise be accepted
+// and ignored.
+func refuseClientFlags(cmd *cobra.Command) error {
+	var given []string
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			given = append(given, "--"+f.Name)
+		}
+	})
+	if len(given) > 0 {
+		return fmt.Errorf("%s: a flag of the client commands, not of rewind serve (rewind serve --help lists its flags)", strings.Join(given, ", "))
+	}
+	return nil
 }
 
 // parseInitialCluster parses ID=HOST:PORT,...; "" is nil (run alone).
