@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/engine/internal/tier"
 	"github.com/rewind-io/rewind/engine/internal/tier/s3test"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
@@ -286,6 +289,40 @@ func TestTieredStorageOnS3(t *testing.T) {
 	first, got := replayAll(t, c, "s3h", client.Earliest())
 	if first != 0 || len(got) != total || got[123] != fmt.Sprintf("s3-%04d-padding-padding-padding-padding-padding", 123) {
 		t.Fatalf("replay from earliest over S3: %d records from %d", len(got), first)
+	}
+	// A second cluster (another lone node) given the same prefix refuses
+	// to start, naming the prefix and both ids, and the first cluster's
+	// objects stay.
+	st, err := tier.Open(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		objs, err := st.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.Name)
+		}
+		return out
+	}
+	before := names()
+	if len(before) < 2 || before[0] != tier.MarkerName {
+		t.Fatalf("the store holds %v, want the cluster marker and segments", before)
+	}
+	second, err := engine.Open(engine.Config{Dir: t.TempDir(), Tier: engine.TierConfig{URL: u}, Logger: hclog.NewNullLogger()})
+	var other *tier.OtherClusterError
+	if !errors.As(err, &other) || !strings.Contains(err.Error(), "s3://rewind/history/") || !strings.HasPrefix(other.Found, "node ") ||
+		!strings.HasPrefix(other.Owner, "node ") || other.Found == other.Owner {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("a second cluster on the prefix: %v, want a refusal naming the prefix and both ids", err)
+	}
+	if diff := cmp.Diff(before, names()); diff != "" {
+		t.Fatalf("the first cluster's objects changed (-before +after):\n%s", diff)
 	}
 	stopS3()
 	// Nothing moves any more; read where the local copy starts now.

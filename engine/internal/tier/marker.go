@@ -47,8 +47,9 @@ type absentPutter interface {
 
 // ClaimedStore is a Store that belongs to one cluster: its writes and
 // deletions go through only once the store's marker (MarkerName) is
-// found to name owner, or was written by it. Reads go through regardless
-// (they change nothing). It is safe for concurrent use.
+// found to name owner, or was written by it; each deletion checks the
+// marker again. Reads go through regardless (they change nothing). It is
+// safe for concurrent use.
 type ClaimedStore struct {
 	Store
 	owner string
@@ -120,9 +121,22 @@ func (s *ClaimedStore) Put(ctx context.Context, name string, data []byte) error 
 	return s.Store.Put(ctx, name, data)
 }
 
-// Delete deletes once the store is claimed.
+// Delete deletes once the store is claimed, and checks the marker again
+// first, every time: a deletion cannot be undone, and on a store that
+// ignores If-None-Match another cluster starting at the same moment may
+// have overwritten the marker since Claim (two more requests per deletion,
+// which are rare: whole segments, by the hour).
 func (s *ClaimedStore) Delete(ctx context.Context, name string) error {
 	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	if err := claim(ctx, s.Store, s.owner); err != nil {
+		var oe *OtherClusterError
+		if errors.As(err, &oe) {
+			s.mu.Lock()
+			s.mu.other = oe
+			s.mu.Unlock()
+		}
 		return err
 	}
 	return s.Store.Delete(ctx, name)

@@ -207,7 +207,7 @@ func TestFileStoreNamesStayInsideItsDirectory(t *testing.T) {
 }
 
 func TestOpenURL(t *testing.T) {
-	for _, bad := range []string{"file://relative/path", "file://host/path", "s3:///no-bucket", "s3://b/p?endpoint=ftp://x", "ftp://x", "::"} {
+	for _, bad := range []string{"file://relative/path", "file://host/path", "s3:///no-bucket", "s3://b/p?endpoint=ftp://x", "s3://b/p?path_style=maybe", "s3://b/p?bogus=1", "s3://b/p?credentials=/no/such/file", "ftp://x", "::"} {
 		if _, err := Open(bad); err == nil {
 			t.Errorf("Open(%q) was accepted", bad)
 		}
