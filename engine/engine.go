@@ -204,8 +204,12 @@ func Open(cfg Config) (*Node, error) {
 // be asked now is no reason to stay down: its uploads and deletions wait
 // until the marker is checked.
 func claimTier(st tier.Store, cfg Config, log hclog.Logger) (tier.Store, error) {
-	owner := "cluster " + identity.FormatCluster(cfg.Cluster.ID)
-	if cfg.Cluster.ID == 0 { // alone: every lone node's cluster id is 0
+	id := cfg.Cluster.ID
+	if id == 0 {
+		id = ClusterIDOf(cfg.Cluster.InitialMembers)
+	}
+	owner := "cluster " + identity.FormatCluster(id)
+	if id == 0 { // alone: every lone node's cluster id is 0
 		var err error
 		if owner, err = tier.LocalOwner(cfg.Dir); err != nil {
 			return nil, err

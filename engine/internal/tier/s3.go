@@ -45,7 +45,7 @@ type S3Store struct {
 	client   *s3.Client
 	bucket   string
 	prefix   string // ends with "/" unless empty
-	endpoint string // the custom endpoint, "" for AWS's own
+	endpoint string // the custom endpoint (URL, else environment), "" for AWS's own
 	region   string
 }
 
@@ -89,14 +89,18 @@ func NewS3Store(u *url.URL) (*S3Store, error) {
 	if s.prefix != "" {
 		s.prefix += "/"
 	}
+	for _, env := range []string{"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
+		if s.endpoint == "" {
+			s.endpoint = os.Getenv(env)
+		}
+	}
 	if s.endpoint != "" {
 		e, err := url.Parse(s.endpoint)
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
 			return nil, fmt.Errorf("tier: endpoint %q: want http(s)://host[:port]", s.endpoint)
 		}
 	}
-	custom := s.endpoint != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
-	pathStyle := custom
+	pathStyle := s.endpoint != ""
 	if v := q.Get("path_style"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

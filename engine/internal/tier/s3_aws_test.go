@@ -110,6 +110,22 @@ func TestS3StoreOnAWSTerms(t *testing.T) {
 		roundTrip(t, "s3://rewind/history?endpoint="+url.QueryEscape(endpoint), "profile/config")
 	})
 
+	t.Run("EndpointAndRegionFromEnvironment", func(t *testing.T) {
+		// No endpoint= nor region=: AWS_ENDPOINT_URL_S3 names the store
+		// (path style by default, as for endpoint=), AWS_DEFAULT_REGION
+		// the region its signatures are scoped to.
+		t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
+		t.Setenv("AWS_DEFAULT_REGION", "eu-west-1")
+		st, err := tier.Open("s3://rewind/history")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(st.String(), endpoint) {
+			t.Errorf("the store is %s, want it to name %s", st, endpoint)
+		}
+		roundTrip(t, "s3://rewind/history", "env/a")
+	})
+
 	t.Run("WebIdentity", func(t *testing.T) {
 		noEnvKeys(t)
 		dir := t.TempDir()
@@ -292,4 +308,29 @@ func TestS3StoreOnAWSTerms(t *testing.T) {
 			t.Fatalf("the first cluster again: %v", err)
 		}
 	})
+}
+
+// TestS3Addressing: path_style decides whether the bucket goes in the path
+// or in the host name. The endpoint is under .invalid, a name that never
+// resolves (RFC 6761), so the error names the host each request went to,
+// and nothing leaves the machine.
+func TestS3Addressing(t *testing.T) {
+	s3test.Isolate(t, t.TempDir())
+	t.Setenv("AWS_ACCESS_KEY_ID", "id")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	for _, c := range []struct{ query, host string }{
+		{"", "s3.invalid"}, // a custom endpoint: path style
+		{"&path_style=true", "s3.invalid"},
+		{"&path_style=false", "rewind.s3.invalid"},
+	} {
+		st, err := tier.Open("s3://rewind/history?endpoint=http://s3.invalid:9" + c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.Put(context.Background(), "x", []byte("x"))
+		if err == nil || !strings.Contains(err.Error(), "lookup "+c.host+":") && !strings.Contains(err.Error(), "lookup "+c.host+" ") {
+			t.Errorf("%q: %v, want a failed lookup of %s", c.query, err, c.host)
+		}
+	}
 }
