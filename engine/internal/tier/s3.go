@@ -35,6 +35,9 @@ const (
 	s3MaxBackoff     = 10 * time.Second
 	s3AttemptTimeout = 2 * time.Minute // one attempt, a 16 MiB upload included
 	defaultS3Region  = "us-east-1"
+	// s3CredentialsWindow is how long before temporary credentials expire
+	// they are fetched again.
+	s3CredentialsWindow = 5 * time.Minute
 )
 
 // S3Store keeps objects in a bucket of S3 or an S3-compatible store, under
@@ -116,6 +119,10 @@ func NewS3Store(u *url.URL) (*S3Store, error) {
 		}),
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(s3AttemptTimeout)),
 		config.WithDefaultRegion(defaultS3Region),
+		// Temporary credentials are fetched again once they have less
+		// than this left, so no call starts with credentials about to
+		// expire.
+		config.WithCredentialsCacheOptions(func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = s3CredentialsWindow }),
 	}
 	if r := q.Get("region"); r != "" {
 		opts = append(opts, config.WithRegion(r))
@@ -192,7 +199,7 @@ func apiCode(err error) string {
 // conditional put of the same key).
 func isPreconditionFailed(err error) bool {
 	var re *awshttp.ResponseError
-	if errors.As(err, &re) && (re.HTTPStatusCode() == http.StatusPreconditionFailed) {
+	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusPreconditionFailed {
 		return true
 	}
 	var ae smithy.APIError
@@ -336,11 +343,10 @@ func (s *S3Store) Delete(ctx context.Context, name string) error {
 	}
 	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
-		if err := s3Error("delete", name, err); errors.Is(err, ErrNotFound) {
+		if err = s3Error("delete", name, err); errors.Is(err, ErrNotFound) {
 			return nil
-		} else {
-			return err
 		}
+		return err
 	}
 	return nil
 }

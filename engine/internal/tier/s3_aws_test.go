@@ -135,6 +135,8 @@ func TestS3StoreOnAWSTerms(t *testing.T) {
 		}
 		const role = "arn:aws:iam::123456789012:role/rewind-tier"
 		var calls atomic.Int32
+		var lifetime atomic.Int64 // of the credentials STS hands out
+		lifetime.Store(int64(time.Hour))
 		var bad atomic.Value // a refusal to report, from the stub's goroutine
 		sts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if err := r.ParseForm(); err != nil {
@@ -153,7 +155,7 @@ func TestS3StoreOnAWSTerms(t *testing.T) {
 <Expiration>%s</Expiration></Credentials>
 <AssumedRoleUser><Arn>%s/s</Arn><AssumedRoleId>AROA:s</AssumedRoleId></AssumedRoleUser></AssumeRoleWithWebIdentityResult>
 <ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></AssumeRoleWithWebIdentityResponse>`,
-				s3test.AccessKey, s3test.SecretKey, time.Now().Add(time.Hour).UTC().Format(time.RFC3339), role)
+				s3test.AccessKey, s3test.SecretKey, time.Now().Add(time.Duration(lifetime.Load())).UTC().Format(time.RFC3339), role)
 		}))
 		defer sts.Close()
 		t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", token)
@@ -165,6 +167,13 @@ func TestS3StoreOnAWSTerms(t *testing.T) {
 		}
 		if calls.Load() != 1 {
 			t.Fatalf("STS was asked %d times for one store's calls, want once (credentials are cached until they expire)", calls.Load())
+		}
+		// Credentials with less than the refresh window left are fetched
+		// again before each call (a put and a read here).
+		lifetime.Store(int64(2 * time.Minute))
+		roundTrip(t, u, "webidentity/b")
+		if got := calls.Load(); got < 3 {
+			t.Fatalf("STS was asked %d times in all; credentials about to expire were not fetched again", got)
 		}
 	})
 
