@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -348,5 +349,28 @@ func TestTieredStorageOnS3(t *testing.T) {
 	}
 	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "tiered storage unavailable") {
 		t.Fatalf("a replay of tiered history with the store down: %v, want Unavailable naming the tier", err)
+	}
+}
+
+// TestTierUnreachableAtStart: a node whose S3 store does not answer at
+// start (nothing listens at the endpoint) starts anyway and serves its
+// local history; uploads and deletions wait for the cluster marker.
+func TestTierUnreachableAtStart(t *testing.T) {
+	s3test.Isolate(t, t.TempDir())
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	t.Setenv("AWS_MAX_ATTEMPTS", "1") // a refused connection, once per call
+	u := "s3://rewind/history?endpoint=" + url.QueryEscape("http://"+enginetest.FreeAddr(t))
+	addr := enginetest.StartNode(t, engine.Config{Dir: t.TempDir(), Tier: engine.TierConfig{URL: u}, Logger: hclog.NewNullLogger()}).URL
+	c := client.New(addr)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "t", client.WithLocalRetention(0, 2<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, "t", client.Message{Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if first, got := replayAll(t, c, "t", client.Earliest()); first != 0 || len(got) != 1 {
+		t.Fatalf("local history with the store down: %d records from %d", len(got), first)
 	}
 }
