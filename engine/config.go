@@ -93,8 +93,11 @@ type TierCacheConfig = tier.CacheConfig
 // TierConfig configures tiered storage.
 type TierConfig struct {
 	// URL is the object store: file:///path or
-	// s3://bucket/prefix?endpoint=URL&region=R. Empty: no tiering; topics
-	// cannot set local retention limits.
+	// s3://bucket/prefix?endpoint=URL&region=R&path_style=B&profile=P
+	// (credentials from the AWS default chain; tier.NewS3Store). Open
+	// claims it for the cluster (tier.ClaimedStore) and refuses to start
+	// when another cluster has. Empty: no tiering; topics cannot set local
+	// retention limits.
 	URL string
 	// Cache keeps recently read parts of tiered history (windows of
 	// batches, segment indexes), shared by the node's partitions.

@@ -126,12 +126,13 @@ func Open(cfg Config) (*Node, error) {
 		Storage: cfg.Storage, Cluster: cfg.Cluster, Sandbox: cfg.Sandbox, MaxInlineModuleBytes: cfg.MaxInlineModuleBytes, Replay: cfg.Replay,
 		FS: cfg.hooks.FS, Clock: cfg.hooks.Clock, NewLeaderWait: cfg.hooks.NewLeaderWait,
 	}
+	var tierStore tier.Store
 	if cfg.Tier.URL != "" {
 		st, err := tier.Open(cfg.Tier.URL)
 		if err != nil {
 			return nil, err
 		}
-		bc.Tier = st
+		tierStore = st
 		bc.TierCache = tier.NewCache(cfg.Tier.Cache)
 		log.Info("tiered storage", "store", st.String())
 	}
@@ -151,6 +152,11 @@ func Open(cfg Config) (*Node, error) {
 		cfg.Cluster.InitialMembers, cfg.Cluster.ID = members, id
 		sec.cluster = id // before any peer client signs with it
 		bc.Cluster, bc.Joined = cfg.Cluster, true
+	}
+	if tierStore != nil { // once the cluster's id is known (a joining node learns it above)
+		if bc.Tier, err = claimTier(tierStore, cfg, log); err != nil {
+			return nil, err
+		}
 	}
 	var peers *route.Peers
 	if len(cfg.Cluster.InitialMembers) > 0 {
@@ -191,6 +197,34 @@ func Open(cfg Config) (*Node, error) {
 		n.startAuth(cfg, log)
 	}
 	return n, nil
+}
+
+// claimTier checks that the tier belongs to this cluster (tier.ClaimedStore),
+// and refuses to start when its marker names another. A store that cannot
+// be asked now is no reason to stay down: its uploads and deletions wait
+// until the marker is checked.
+func claimTier(st tier.Store, cfg Config, log hclog.Logger) (tier.Store, error) {
+	id := cfg.Cluster.ID
+	if id == 0 {
+		id = ClusterIDOf(cfg.Cluster.InitialMembers)
+	}
+	owner := "cluster " + identity.FormatCluster(id)
+	if id == 0 { // alone: every lone node's cluster id is 0
+		var err error
+		if owner, err = tier.LocalOwner(cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
+	cs := tier.NewClaimedStore(st, owner)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var other *tier.OtherClusterError
+	if err := cs.Claim(ctx); errors.As(err, &other) {
+		return nil, err
+	} else if err != nil {
+		log.Warn("tiered storage: the store's cluster marker is not checked yet; uploads and deletions wait for it", "error", err)
+	}
+	return cs, nil
 }
 
 // Handler serves the public API (Connect, gRPC and gRPC-web), gRPC health

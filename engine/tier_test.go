@@ -2,16 +2,20 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rewind-io/rewind/engine"
+	"github.com/rewind-io/rewind/engine/internal/tier"
 	"github.com/rewind-io/rewind/engine/internal/tier/s3test"
 	"github.com/rewind-io/rewind/internal/enginetest"
 	"github.com/rewind-io/rewind/sdk/client"
@@ -287,6 +291,40 @@ func TestTieredStorageOnS3(t *testing.T) {
 	if first != 0 || len(got) != total || got[123] != fmt.Sprintf("s3-%04d-padding-padding-padding-padding-padding", 123) {
 		t.Fatalf("replay from earliest over S3: %d records from %d", len(got), first)
 	}
+	// A second cluster (another lone node) given the same prefix refuses
+	// to start, naming the prefix and both ids, and the first cluster's
+	// objects stay.
+	st, err := tier.Open(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		objs, err := st.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.Name)
+		}
+		return out
+	}
+	before := names()
+	if len(before) < 2 || before[0] != tier.MarkerName {
+		t.Fatalf("the store holds %v, want the cluster marker and segments", before)
+	}
+	second, err := engine.Open(engine.Config{Dir: t.TempDir(), Tier: engine.TierConfig{URL: u}, Logger: hclog.NewNullLogger()})
+	var other *tier.OtherClusterError
+	if !errors.As(err, &other) || !strings.Contains(err.Error(), "s3://rewind/history/") || !strings.HasPrefix(other.Found, "node ") ||
+		!strings.HasPrefix(other.Owner, "node ") || other.Found == other.Owner {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("a second cluster on the prefix: %v, want a refusal naming the prefix and both ids", err)
+	}
+	if diff := cmp.Diff(before, names()); diff != "" {
+		t.Fatalf("the first cluster's objects changed (-before +after):\n%s", diff)
+	}
 	stopS3()
 	// Nothing moves any more; read where the local copy starts now.
 	_, parts, err := c.DescribeTopic(ctx, "s3h")
@@ -311,5 +349,28 @@ func TestTieredStorageOnS3(t *testing.T) {
 	}
 	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "tiered storage unavailable") {
 		t.Fatalf("a replay of tiered history with the store down: %v, want Unavailable naming the tier", err)
+	}
+}
+
+// TestTierUnreachableAtStart: a node whose S3 store does not answer at
+// start (nothing listens at the endpoint) starts anyway and serves its
+// local history; uploads and deletions wait for the cluster marker.
+func TestTierUnreachableAtStart(t *testing.T) {
+	s3test.Isolate(t, t.TempDir())
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	t.Setenv("AWS_MAX_ATTEMPTS", "1") // a refused connection, once per call
+	u := "s3://rewind/history?endpoint=" + url.QueryEscape("http://"+enginetest.FreeAddr(t))
+	addr := enginetest.StartNode(t, engine.Config{Dir: t.TempDir(), Tier: engine.TierConfig{URL: u}, Logger: hclog.NewNullLogger()}).URL
+	c := client.New(addr)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "t", client.WithLocalRetention(0, 2<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, "t", client.Message{Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if first, got := replayAll(t, c, "t", client.Earliest()); first != 0 || len(got) != 1 {
+		t.Fatalf("local history with the store down: %d records from %d", len(got), first)
 	}
 }

@@ -277,7 +277,7 @@ it.`,
 	f.StringVar(&heapTarget, "gc-heap-target", "512MiB", "let the heap grow to this before the garbage collector runs (fewer collections while replays allocate; never less often than Go's default of twice the live heap); 0: Go's default. Ignored when GOGC is set")
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")
 	_ = f.MarkHidden("peer-via")
-	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); every member needs the same")
+	f.StringVar(&tierURL, "tier", "", "tiered storage: keep history older than each topic's local retention in this object store, file:///path or s3://bucket/prefix[?endpoint=URL&region=R&path_style=B&profile=P] (credentials, region and endpoint also as the aws CLI reads them: AWS_* variables, ~/.aws, web identity, the instance role); every member needs the same")
 	f.Int64Var(&tierCacheMiB, "tier-cache-mib", 64, "with --tier: memory for recently read parts of tiered history (windows of batches and segment indexes), shared by every partition, MiB (0: keep none; concurrent reads of the same part are still shared)")
 	sec.register(f)
 	edge.register(f)

@@ -46,13 +46,32 @@
 // file, syncs it in steps of 1 MiB (internal/atomicfile.WriteInSteps, so a
 // raft log sync on the same disk waits behind one step at most), renames
 // it and syncs the directory: a crash leaves no object or the whole one.
-// s3://bucket/prefix?endpoint=URL&region=R speaks path-style PUT, ranged
-// GET, HEAD, DELETE and ListObjectsV2, signed with Signature Version 4 by
-// a signer of our own, the payload's SHA-256 signed too (credentials from
-// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or a file
-// named by credentials=). A missing object is ErrNotFound; the edge maps a
-// corrupt or missing object to DataLoss and an unreachable store to
+// s3://bucket/prefix?endpoint=&region=&path_style=&profile=&credentials=
+// goes through the AWS SDK for Go v2: its default credential chain
+// (environment, shared profile, web identity as EKS sets it up, container,
+// instance role over IMDSv2), refreshed before it expires; the region and
+// endpoint from the URL or AWS_REGION, AWS_DEFAULT_REGION and
+// AWS_ENDPOINT_URL_S3; path-style requests to a custom endpoint and
+// virtual-hosted ones to AWS unless path_style= says otherwise; retries
+// with backoff on SlowDown, 5xx answers, timeouts and refused connections
+// (6 attempts, AWS_MAX_ATTEMPTS overrides); each upload carries its
+// Content-MD5 (NewS3Store). A missing object is ErrNotFound; the edge maps
+// a corrupt or missing object to DataLoss and an unreachable store to
 // Unavailable, and local reads go on either way.
+//
+// # The cluster marker (marker.go)
+//
+// A store belongs to one cluster. ClaimedStore reads the object CLUSTER
+// at the top of the store (MarkerName, beside topics/) and writes it if it
+// is absent, only if absent (If-None-Match: * on S3, a hard link on a file
+// store); it holds the owner: "cluster <id>" for a cluster (the id derived
+// from the initial members, which a joining node is told), or "node
+// <random>" for a node running alone (LocalOwner, kept in its data
+// directory). When it names another owner, Claim returns an
+// *OtherClusterError naming the store and both owners, and the engine
+// refuses to start; writes and deletions through the ClaimedStore go
+// through only once the marker is checked, so a store unreachable at start
+// delays uploads and deletions instead of keeping the node down.
 //
 // # Reading through the cache (cache.go)
 //
@@ -66,7 +85,8 @@
 //
 // # Goroutines
 //
-// Stores and Segment readers start none. A Cache owns its prefetches:
+// Stores and Segment readers start none of their own (the S3 store's
+// HTTP client keeps idle connections, as any does). A Cache owns its prefetches:
 // it starts them, Close cancels them and waits for them.
 //
 // # Caller's duties
@@ -80,4 +100,8 @@
 //     an orphan may be a former leader's upload, or one racing a topic's
 //     deletion.
 //  4. Never share a store (or prefix) between clusters: topic ids collide.
+//     Wrap the store in a ClaimedStore and Claim it at start: a second
+//     cluster is then refused instead of deleting the first one's objects
+//     (two clusters whose initial members are the same list have the same
+//     id, and are not told apart).
 package tier

@@ -3,10 +3,8 @@ package tier
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/xml"
+	"crypto/md5"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -17,98 +15,155 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 )
 
-// S3Store keeps objects in a bucket of an S3-compatible store, under a
-// prefix, with path-style requests signed with AWS Signature Version 4.
-// It needs five calls: PUT, GET with a range, HEAD, DELETE and
-// ListObjectsV2.
+// S3 request defaults. The attempts and the backoff bound how long one
+// call may retry a store that throttles (SlowDown) or fails (5xx,
+// timeouts, refused connections): with full jitter, 6 attempts wait about
+// 8 s in all on average and 15 s at most. AWS_MAX_ATTEMPTS overrides the
+// attempts.
+const (
+	s3MaxAttempts    = 6
+	s3MaxBackoff     = 10 * time.Second
+	s3AttemptTimeout = 2 * time.Minute // one attempt, a 16 MiB upload included
+	defaultS3Region  = "us-east-1"
+	// s3CredentialsWindow is how long before temporary credentials expire
+	// they are fetched again.
+	s3CredentialsWindow = 5 * time.Minute
+)
+
+// S3Store keeps objects in a bucket of S3 or an S3-compatible store, under
+// a prefix. Requests go through the AWS SDK for Go v2: its credential
+// chain (refreshed before they expire), its SigV4 signing and its retries
+// with backoff.
 type S3Store struct {
-	endpoint *url.URL // scheme and host, e.g. http://127.0.0.1:8333
+	client   *s3.Client
 	bucket   string
 	prefix   string // ends with "/" unless empty
+	endpoint string // the custom endpoint (URL, else environment), "" for AWS's own
 	region   string
-	creds    Credentials
-	client   *http.Client
-	now      func() time.Time
 }
 
-// Credentials sign requests.
-type Credentials struct {
-	AccessKey, SecretKey, SessionToken string
-}
-
-// NewS3Store returns a store for s3://bucket/prefix?endpoint=URL&region=R.
-// The endpoint defaults to https://s3.<region>.amazonaws.com and the region
-// to us-east-1; credentials come from AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or from the file named by
-// the URL's credentials parameter (lines access_key=, secret_key=,
-// session_token=, as in an AWS credentials file's section).
+// NewS3Store returns a store for
+// s3://bucket/prefix?endpoint=URL&region=R&path_style=BOOL&profile=P&credentials=FILE.
+//
+//   - Credentials come from the AWS SDK's default chain, each source
+//     refreshed before it expires: the environment (AWS_ACCESS_KEY_ID,
+//     AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); the shared files
+//     (AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, ~/.aws; profile
+//     AWS_PROFILE or profile=); web identity (AWS_WEB_IDENTITY_TOKEN_FILE
+//     and AWS_ROLE_ARN, as EKS's IRSA sets them: STS
+//     AssumeRoleWithWebIdentity, at AWS_ENDPOINT_URL_STS if set); the
+//     container endpoint (ECS); the instance's role (IMDSv2).
+//     credentials=FILE names a shared credentials file to read instead of
+//     AWS_SHARED_CREDENTIALS_FILE.
+//   - The region is region=, else AWS_REGION, AWS_DEFAULT_REGION or the
+//     profile's, else us-east-1.
+//   - The endpoint is endpoint=, else AWS_ENDPOINT_URL_S3 or
+//     AWS_ENDPOINT_URL, else AWS's for the region.
+//   - path_style=true sends path-style requests (https://host/bucket/key),
+//     false virtual-hosted ones (https://bucket.host/key). The default is
+//     path style with a custom endpoint (most S3-compatible stores want
+//     it) and virtual-hosted on AWS.
+//
+// Nothing is sent until the first call: a missing credential or an
+// unreachable store shows there (the engine's first call is Claim).
 func NewS3Store(u *url.URL) (*S3Store, error) {
 	q := u.Query()
 	if u.Host == "" {
 		return nil, fmt.Errorf("tier: %s: no bucket (s3://bucket/prefix)", u.Redacted())
 	}
-	s := &S3Store{bucket: u.Host, prefix: strings.Trim(u.Path, "/"), region: q.Get("region"), now: time.Now}
+	for k := range q {
+		switch k {
+		case "endpoint", "region", "path_style", "profile", "credentials":
+		default:
+			return nil, fmt.Errorf("tier: %s: unknown parameter %q (want endpoint, region, path_style, profile or credentials)", u.Redacted(), k)
+		}
+	}
+	s := &S3Store{bucket: u.Host, prefix: strings.Trim(u.Path, "/"), endpoint: q.Get("endpoint")}
 	if s.prefix != "" {
 		s.prefix += "/"
 	}
-	if s.region == "" {
-		s.region = "us-east-1"
-	}
-	ep := q.Get("endpoint")
-	if ep == "" {
-		ep = "https://s3." + s.region + ".amazonaws.com"
-	}
-	e, err := url.Parse(ep)
-	if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-		return nil, fmt.Errorf("tier: endpoint %q: want http(s)://host[:port]", ep)
-	}
-	s.endpoint = &url.URL{Scheme: e.Scheme, Host: e.Host}
-	if f := q.Get("credentials"); f != "" {
-		c, err := readCredentials(f)
-		if err != nil {
-			return nil, err
+	for _, env := range []string{"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
+		if s.endpoint == "" {
+			s.endpoint = os.Getenv(env)
 		}
-		s.creds = c
-	} else {
-		s.creds = Credentials{AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
-			SessionToken: os.Getenv("AWS_SESSION_TOKEN")}
 	}
-	if s.creds.AccessKey == "" || s.creds.SecretKey == "" {
-		return nil, errors.New("tier: s3: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or credentials=FILE in the URL")
+	if s.endpoint != "" {
+		e, err := url.Parse(s.endpoint)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			return nil, fmt.Errorf("tier: endpoint %q: want http(s)://host[:port]", s.endpoint)
+		}
 	}
-	s.client = &http.Client{Timeout: 2 * time.Minute}
+	pathStyle := s.endpoint != ""
+	if v := q.Get("path_style"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("tier: path_style=%q: want true or false", v)
+		}
+		pathStyle = b
+	}
+	opts := []func(*config.LoadOptions) error{
+		config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts, o.MaxBackoff = s3MaxAttempts, s3MaxBackoff
+			})
+		}),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(s3AttemptTimeout)),
+		config.WithDefaultRegion(defaultS3Region),
+		// Temporary credentials are fetched again once they have less
+		// than this left, so no call starts with credentials about to
+		// expire.
+		config.WithCredentialsCacheOptions(func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = s3CredentialsWindow }),
+	}
+	if r := q.Get("region"); r != "" {
+		opts = append(opts, config.WithRegion(r))
+	}
+	if p := q.Get("profile"); p != "" {
+		opts = append(opts, config.WithSharedConfigProfile(p))
+	}
+	if f := q.Get("credentials"); f != "" {
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("tier: s3 credentials: %w", err)
+		}
+		opts = append(opts, config.WithSharedCredentialsFiles([]string{f}))
+	}
+	// LoadDefaultConfig reads the environment and the shared files; it
+	// sends nothing (credentials are fetched on the first request).
+	cfg, err := config.LoadDefaultConfig(context.Background(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("tier: s3 configuration: %w", err)
+	}
+	s.region = cfg.Region
+	s.client = s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if s.endpoint != "" {
+			o.BaseEndpoint = aws.String(s.endpoint)
+		}
+		o.UsePathStyle = pathStyle
+		// Checksums only where S3 requires them: S3-compatible stores
+		// differ in which trailing checksums they take, and every one
+		// checks Content-MD5, which Put sends. Reads are checked by the
+		// segment format's own CRCs.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
 	return s, nil
 }
 
-// readCredentials reads key=value lines (AWS credentials file style: the
-// aws_ prefix is optional; sections and comments are ignored).
-func readCredentials(path string) (Credentials, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Credentials{}, fmt.Errorf("tier: s3 credentials: %w", err)
-	}
-	var c Credentials
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok {
-			continue
-		}
-		switch strings.TrimPrefix(strings.TrimSpace(strings.ToLower(k)), "aws_") {
-		case "access_key_id", "access_key":
-			c.AccessKey = strings.TrimSpace(v)
-		case "secret_access_key", "secret_key":
-			c.SecretKey = strings.TrimSpace(v)
-		case "session_token":
-			c.SessionToken = strings.TrimSpace(v)
-		}
-	}
-	return c, nil
-}
-
 func (s *S3Store) String() string {
-	return fmt.Sprintf("s3://%s/%s (%s)", s.bucket, s.prefix, s.endpoint)
+	ep := s.endpoint
+	if ep == "" {
+		ep = s.region
+	}
+	return fmt.Sprintf("s3://%s/%s (%s)", s.bucket, s.prefix, ep)
 }
 
 func (s *S3Store) key(name string) (string, error) {
@@ -118,78 +173,88 @@ func (s *S3Store) key(name string) (string, error) {
 	return s.prefix + name, nil
 }
 
-// do sends a signed request for key (empty: the bucket) and returns the
-// response; a status outside ok is an error carrying the body's message.
-func (s *S3Store) do(ctx context.Context, method, key string, query url.Values, hdr http.Header, body []byte, ok ...int) (*http.Response, error) {
-	u := *s.endpoint
-	u.Path = "/" + s.bucket
-	if key != "" {
-		u.Path += "/" + key
+// s3Error maps a missing object (or bucket: S3 answers 404 for both) to
+// ErrNotFound and adds the call to any other error, whose text names the
+// store's status and reason (the SDK's "StatusCode: 403, ... api error
+// SignatureDoesNotMatch: ...").
+func s3Error(op, name string, err error) error {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
+		return fmt.Errorf("%w: %s (%v)", ErrNotFound, name, apiCode(err))
 	}
-	u.RawPath = uriEncode(u.Path, false)
-	u.RawQuery = canonicalQuery(query)
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	for k, vs := range hdr {
-		req.Header[k] = vs
-	}
-	req.ContentLength = int64(len(body))
-	s.sign(req, body, s.now())
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("tier: %s %s: %w", method, key, err)
-	}
-	for _, c := range ok {
-		if resp.StatusCode == c {
-			return resp, nil
-		}
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode == http.StatusNotFound {
-		return nil, fmt.Errorf("%w: %s (%s)", ErrNotFound, key, s3Message(msg))
-	}
-	return nil, fmt.Errorf("tier: %s %s: %s: %s", method, key, resp.Status, s3Message(msg))
+	return fmt.Errorf("tier: %s %s: %w", op, name, err)
 }
 
-// s3Message extracts <Code> and <Message> from an S3 error body.
-func s3Message(body []byte) string {
-	var e struct {
-		Code    string `xml:"Code"`
-		Message string `xml:"Message"`
+// apiCode returns the store's error code, or the error's text.
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
 	}
-	if xml.Unmarshal(body, &e) == nil && e.Code != "" {
-		return e.Code + ": " + e.Message
-	}
-	return strings.TrimSpace(string(body))
+	return err.Error()
 }
 
-// CreateBucket creates the store's bucket; one that exists already is no
-// error.
+// isPreconditionFailed reports a refused conditional write: 412, or 409
+// ConditionalRequestConflict (S3 answers that to a put racing another
+// conditional put of the same key).
+func isPreconditionFailed(err error) bool {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusPreconditionFailed {
+		return true
+	}
+	var ae smithy.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict")
+}
+
+// CreateBucket creates the store's bucket; one that exists already (and
+// is this identity's) is no error.
 func (s *S3Store) CreateBucket(ctx context.Context) error {
-	resp, err := s.do(ctx, http.MethodPut, "", nil, nil, nil, http.StatusOK, http.StatusConflict)
-	if err != nil {
-		return err
+	_, err := s.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.bucket)})
+	var owned *types.BucketAlreadyOwnedByYou
+	if err != nil && !errors.As(err, &owned) {
+		return fmt.Errorf("tier: create bucket %s: %w", s.bucket, err)
 	}
-	resp.Body.Close()
 	return nil
 }
 
-// Put uploads data with its SHA-256 signed, so the store refuses bytes
-// that changed on the way.
+// Put uploads data with its Content-MD5, so the store refuses bytes that
+// changed on the way.
 func (s *S3Store) Put(ctx context.Context, name string, data []byte) error {
+	_, err := s.put(ctx, name, data, false)
+	return err
+}
+
+// put uploads data; ifAbsent makes it conditional (If-None-Match: *), and
+// created reports whether this call wrote it.
+func (s *S3Store) put(ctx context.Context, name string, data []byte, ifAbsent bool) (created bool, err error) {
 	key, err := s.key(name)
 	if err != nil {
-		return err
+		return false, err
 	}
-	resp, err := s.do(ctx, http.MethodPut, key, nil, nil, data, http.StatusOK)
-	if err != nil {
-		return err
+	sum := md5.Sum(data)
+	in := &s3.PutObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(key),
+		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
+		ContentMD5: aws.String(base64.StdEncoding.EncodeToString(sum[:])),
 	}
-	resp.Body.Close()
-	return nil
+	if ifAbsent {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if _, err := s.client.PutObject(ctx, in); err != nil {
+		if ifAbsent && isPreconditionFailed(err) {
+			return false, nil
+		}
+		return false, s3Error("put", name, err)
+	}
+	return true, nil
+}
+
+// PutIfAbsent writes data under name unless an object is there already:
+// a conditional put (If-None-Match: *), which S3 and most S3-compatible
+// stores honour; created is false when the object existed. A store that
+// ignores the condition overwrites (Claim says what that means).
+func (s *S3Store) PutIfAbsent(ctx context.Context, name string, data []byte) (created bool, err error) {
+	return s.put(ctx, name, data, true)
 }
 
 // ReadRange reads n bytes at off with a ranged GET.
@@ -201,15 +266,21 @@ func (s *S3Store) ReadRange(ctx context.Context, name string, off, n int64) ([]b
 	if off < 0 || n <= 0 {
 		return nil, fmt.Errorf("tier: read %s: bad range %d+%d", name, off, n)
 	}
-	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+n-1)}}
-	resp, err := s.do(ctx, http.MethodGet, key, nil, hdr, nil, http.StatusPartialContent, http.StatusOK)
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(key),
+		Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)),
+	})
 	if err != nil {
-		return nil, err
+		var re *awshttp.ResponseError
+		if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable {
+			return nil, fmt.Errorf("%w: %s: %d bytes at %d run past its end", ErrCorrupt, name, n, off)
+		}
+		return nil, s3Error("read", name, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
+	defer out.Body.Close()
+	if out.ContentRange == nil {
 		// A store that ignores ranges sends the whole object.
-		all, err := io.ReadAll(resp.Body)
+		all, err := io.ReadAll(out.Body)
 		if err != nil {
 			return nil, fmt.Errorf("tier: read %s: %w", name, err)
 		}
@@ -219,7 +290,7 @@ func (s *S3Store) ReadRange(ctx context.Context, name string, off, n int64) ([]b
 		return all[off : off+n], nil
 	}
 	buf := make([]byte, n)
-	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+	if _, err := io.ReadFull(out.Body, buf); err != nil {
 		return nil, fmt.Errorf("%w: %s: %d bytes at %d: %v", ErrCorrupt, name, n, off, err)
 	}
 	return buf, nil
@@ -231,52 +302,34 @@ func (s *S3Store) Size(ctx context.Context, name string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := s.do(ctx, http.MethodHead, key, nil, nil, nil, http.StatusOK)
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
-		return 0, err
+		return 0, s3Error("head", name, err)
 	}
-	resp.Body.Close()
-	n, err := strconv.ParseInt(resp.Header.Get("Content-Length"), 10, 64)
-	if err != nil {
+	if out.ContentLength == nil {
 		return 0, fmt.Errorf("tier: head %s: no Content-Length", name)
 	}
-	return n, nil
+	return *out.ContentLength, nil
 }
 
 // List pages through ListObjectsV2.
 func (s *S3Store) List(ctx context.Context, prefix string) ([]Object, error) {
 	var out []Object
-	token := ""
-	for {
-		q := url.Values{"list-type": {"2"}, "prefix": {s.prefix + prefix}}
-		if token != "" {
-			q.Set("continuation-token", token)
-		}
-		resp, err := s.do(ctx, http.MethodGet, "", q, nil, nil, http.StatusOK)
-		if err != nil {
-			return nil, err
-		}
-		var page struct {
-			Contents []struct {
-				Key          string    `xml:"Key"`
-				Size         int64     `xml:"Size"`
-				LastModified time.Time `xml:"LastModified"`
-			} `xml:"Contents"`
-			IsTruncated           bool   `xml:"IsTruncated"`
-			NextContinuationToken string `xml:"NextContinuationToken"`
-		}
-		err = xml.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&page)
-		resp.Body.Close()
+	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+		Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix + prefix),
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("tier: list %s: %w", prefix, err)
 		}
 		for _, c := range page.Contents {
-			out = append(out, Object{Name: strings.TrimPrefix(c.Key, s.prefix), Size: c.Size, Modified: c.LastModified})
+			o := Object{Name: strings.TrimPrefix(aws.ToString(c.Key), s.prefix), Size: aws.ToInt64(c.Size)}
+			if c.LastModified != nil {
+				o.Modified = *c.LastModified
+			}
+			out = append(out, o)
 		}
-		if !page.IsTruncated || page.NextContinuationToken == "" {
-			break
-		}
-		token = page.NextContinuationToken
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -288,106 +341,12 @@ func (s *S3Store) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.do(ctx, http.MethodDelete, key, nil, nil, nil, http.StatusNoContent, http.StatusOK)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
+	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
+		if err = s3Error("delete", name, err); errors.Is(err, ErrNotFound) {
+			return nil
+		}
 		return err
 	}
-	resp.Body.Close()
 	return nil
-}
-
-// sign adds the AWS Signature Version 4 headers to req.
-func (s *S3Store) sign(req *http.Request, body []byte, now time.Time) {
-	signV4(req, body, now, s.region, s.creds)
-}
-
-func signV4(req *http.Request, body []byte, now time.Time, region string, c Credentials) {
-	now = now.UTC()
-	amzDate := now.Format("20060102T150405Z")
-	day := now.Format("20060102")
-	sum := sha256.Sum256(body)
-	payload := hex.EncodeToString(sum[:])
-	req.Header.Set("X-Amz-Date", amzDate)
-	req.Header.Set("X-Amz-Content-Sha256", payload)
-	if c.SessionToken != "" {
-		req.Header.Set("X-Amz-Security-Token", c.SessionToken)
-	}
-	headers := map[string]string{"host": req.URL.Host}
-	for k, vs := range req.Header {
-		lk := strings.ToLower(k)
-		if strings.HasPrefix(lk, "x-amz-") || lk == "range" || lk == "content-type" || lk == "content-md5" {
-			headers[lk] = strings.TrimSpace(strings.Join(vs, ","))
-		}
-	}
-	names := make([]string, 0, len(headers))
-	for k := range headers {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var canonHeaders strings.Builder
-	for _, k := range names {
-		canonHeaders.WriteString(k + ":" + headers[k] + "\n")
-	}
-	signed := strings.Join(names, ";")
-	canonical := strings.Join([]string{req.Method, uriEncode(req.URL.Path, false), req.URL.RawQuery,
-		canonHeaders.String(), signed, payload}, "\n")
-	scope := day + "/" + region + "/s3/aws4_request"
-	crHash := sha256.Sum256([]byte(canonical))
-	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hex.EncodeToString(crHash[:])
-	key := hmacSHA256([]byte("AWS4"+c.SecretKey), day)
-	key = hmacSHA256(key, region)
-	key = hmacSHA256(key, "s3")
-	key = hmacSHA256(key, "aws4_request")
-	sig := hex.EncodeToString(hmacSHA256(key, toSign))
-	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+c.AccessKey+"/"+scope+
-		",SignedHeaders="+signed+",Signature="+sig)
-}
-
-func hmacSHA256(key []byte, data string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(data))
-	return m.Sum(nil)
-}
-
-// uriEncode percent-encodes s as SigV4 wants: every byte but the unreserved
-// characters, and '/' too unless it separates path segments.
-func uriEncode(s string, encodeSlash bool) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~':
-			b.WriteByte(c)
-		case c == '/' && !encodeSlash:
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// canonicalQuery encodes q sorted by key, as both the request and the
-// signature use it.
-func canonicalQuery(q url.Values) string {
-	if len(q) == 0 {
-		return ""
-	}
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var parts []string
-	for _, k := range keys {
-		vs := append([]string(nil), q[k]...)
-		sort.Strings(vs)
-		for _, v := range vs {
-			parts = append(parts, uriEncode(k, true)+"="+uriEncode(v, true))
-		}
-	}
-	return strings.Join(parts, "&")
 }

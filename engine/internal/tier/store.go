@@ -47,7 +47,8 @@ type Store interface {
 
 // Open returns the store a --tier URL names: file:///path is a directory
 // on this machine (or a shared mount); s3://bucket/prefix?endpoint=&region=
-// a bucket of an S3-compatible store (NewS3Store).
+// &path_style=&profile=&credentials= a bucket of S3 or an S3-compatible
+// store (NewS3Store).
 func Open(rawURL string) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -118,6 +119,62 @@ func (s *FileStore) Put(ctx context.Context, name string, data []byte) error {
 		return fmt.Errorf("tier: put %s: %w", name, err)
 	}
 	return nil
+}
+
+// PutIfAbsent writes data under name unless a file is there already:
+// a synced temporary file, hard-linked into place (a link never replaces
+// a file), then the directory synced. created is false when the file
+// existed.
+func (s *FileStore) PutIfAbsent(ctx context.Context, name string, data []byte) (created bool, err error) {
+	p, err := s.path(name)
+	if err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, fmt.Errorf("tier: put %s: %w", name, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp-*")
+	if err != nil {
+		return false, fmt.Errorf("tier: put %s: %w", name, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(tmp, p)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return false, fmt.Errorf("tier: put %s: %w", name, err)
+	}
+	return true, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // ReadRange reads n bytes at off; fewer bytes than asked is an error.

@@ -158,6 +158,7 @@ func Start(t testing.TB, bucket string) (tierURL string, stop func()) {
 	}
 	t.Cleanup(stop)
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", s3Port)
+	Isolate(t, dir)
 	t.Setenv("AWS_ACCESS_KEY_ID", AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", SecretKey)
 	tierURL = fmt.Sprintf("s3://%s/history?endpoint=%s&region=us-east-1", bucket, url.QueryEscape(endpoint))
@@ -175,6 +176,23 @@ func Start(t testing.TB, bucket string) (tierURL string, stop func()) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return tierURL, stop
+}
+
+// Isolate keeps the AWS SDK's configuration to what the test sets: no
+// credentials, profile, region or endpoint from the environment or from
+// ~/.aws (the shared files are named in dir, where there are none), and
+// no instance metadata lookups.
+func Isolate(t testing.TB, dir string) {
+	t.Helper()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_ROLE_SESSION_NAME", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_STS", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_EC2_METADATA_SERVICE_ENDPOINT"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "no-aws-config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "no-aws-credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }
 
 func createBucket(tierURL string) error {
