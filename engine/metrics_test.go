@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/internal/enginehook"
@@ -45,7 +46,7 @@ func scrapeMetrics(t *testing.T, url string) scrape {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("/metrics: %d %v\n%s", resp.StatusCode, err, text)
 	}
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
 		t.Fatalf("/metrics does not parse: %v\n%s", err, text)

@@ -17,6 +17,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/quota"
 	"github.com/rewind-io/rewind/engine/internal/route"
+	"github.com/rewind-io/rewind/internal/telemetry"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
@@ -47,6 +48,8 @@ type Server struct {
 	// quotas charges principals (quota.go), made on first use.
 	quotaOnce sync.Once
 	quotas    *quota.Limiter
+	// obs traces and times the RPCs (otel.go, rpcmetrics.go).
+	obs observability
 }
 
 // Config configures a Server; the zero value serves a node alone.
@@ -62,6 +65,8 @@ type Config struct {
 	// public service: each call needs a bearer token or a verified client
 	// certificate, and the rights the ACLs give it (authn.go).
 	Auth *AuthConfig
+	// Telemetry turns tracing on (otel.go); its zero value leaves it off.
+	Telemetry telemetry.Config
 }
 
 // New returns the handlers for b.
@@ -71,6 +76,7 @@ func New(b *broker.Broker, cfg Config) *Server {
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{b: b, log: log, maxRequest: MaxRequestBytes, peers: cfg.Peers, peerStats: cfg.PeerStats}
+	s.obs = newObservability(cfg.Telemetry, log)
 	if cfg.Auth != nil {
 		s.enableAuth(*cfg.Auth)
 	}
@@ -88,6 +94,7 @@ func (s *Server) Handler() http.Handler {
 		connect.WithSendMaxBytes(MaxResponseBytes),
 	}
 	opts = append(opts, jsonCodecs()...)
+	opts = append(opts, connect.WithInterceptors(s.obs.interceptors()...))
 	mux := http.NewServeMux()
 	handle := func(path string, h http.Handler) { mux.Handle(path, limitBody(h, s.maxRequest)) }
 	if s.guard != nil {
