@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,4 +235,79 @@ func header(r client.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// TestRecordTraceWithTracingOff: a node that does not trace still stores
+// the caller's trace context in the records of a publish that asks for it
+// (the traceparent of the client's span), leaves alone a record that has a
+// traceparent of its own and a publish that does not ask, and refuses a
+// request header it cannot read with InvalidArgument.
+func TestRecordTraceWithTracingOff(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	node := enginetest.StartNode(t, engine.Config{})
+	ic, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tp), otelconnect.WithPropagator(propagation.TraceContext{}), otelconnect.WithoutMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced := client.New(node.URL, client.WithConnectOptions(connect.WithInterceptors(ic)), client.WithRecordTraceContext())
+	plain := client.New(node.URL, client.WithConnectOptions(connect.WithInterceptors(ic)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := traced.CreateTopic(ctx, "orders", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	const own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	if _, err := traced.Publish(ctx, "orders", client.Message{Value: []byte("a")},
+		client.Message{Value: []byte("b"), Headers: []client.Header{{Key: "traceparent", Value: []byte(own)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Publish(ctx, "orders", client.Message{Value: []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	pubs := named(exp.GetSpans(), "rewind.v1.PublishService/Publish")
+	if len(pubs) != 2 {
+		t.Fatalf("%d client publish spans, want 2", len(pubs))
+	}
+	sc := pubs[0].SpanContext
+	want := map[string]string{
+		"a": "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01", // the client's span
+		"b": own, // its own
+		"c": "",  // not asked
+	}
+	sub, err := plain.Subscribe(ctx, "orders", client.From(client.Earliest()), client.Until(client.End()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	n := 0
+	for sub.Next() {
+		if r, ok := sub.Event().(*client.Records); ok {
+			for _, rec := range r.Records {
+				n++
+				if got := header(rec, "traceparent"); got != want[string(rec.Value)] {
+					t.Errorf("record %s: traceparent %q, want %q", rec.Value, got, want[string(rec.Value)])
+				}
+			}
+		}
+	}
+	if sub.Err() != nil || n != 3 {
+		t.Fatalf("read %d records, %v", n, sub.Err())
+	}
+
+	// The Connect protocol's JSON form, with the header a client may not
+	// get right.
+	req, _ := http.NewRequest(http.MethodPost, node.URL+"/rewind.v1.PublishService/Publish", strings.NewReader(`{"topic":"orders","records":[{"value":"ZA=="}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Rewind-Record-Trace", "yes please")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"invalid_argument"`) || !strings.Contains(string(body), "Rewind-Record-Trace") {
+		t.Errorf("a publish with Rewind-Record-Trace: yes please: %d %s, want InvalidArgument naming the header", resp.StatusCode, body)
+	}
 }
