@@ -3,8 +3,8 @@ package engine_test
 import (
 	"context"
 	"io"
-	"net/http"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"

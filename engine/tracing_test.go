@@ -273,8 +273,8 @@ func TestRecordTraceWithTracingOff(t *testing.T) {
 	sc := pubs[0].SpanContext
 	want := map[string]string{
 		"a": "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01", // the client's span
-		"b": own, // its own
-		"c": "",  // not asked
+		"b": own,                                                                // its own
+		"c": "",                                                                 // not asked
 	}
 	sub, err := plain.Subscribe(ctx, "orders", client.From(client.Earliest()), client.Until(client.End()))
 	if err != nil {
