@@ -101,7 +101,7 @@ func TestDashboardMetricsAreDescribed(t *testing.T) {
 				if !fams[name] {
 					t.Errorf("panel %q queries %s, which no node exposes", p.Title, name)
 				}
-				sel := regexp.MustCompile(`\b` + name + `(_bucket|_sum|_count)?\{([^}]*)\}`).FindAllStringSubmatch(tg.Expr, -1)
+				sel := regexp.MustCompile(`\b`+name+`(_bucket|_sum|_count)?\{([^}]*)\}`).FindAllStringSubmatch(tg.Expr, -1)
 				if len(sel) == 0 {
 					t.Errorf("panel %q: %s has no selector: not scoped by $instance", p.Title, name)
 				}
