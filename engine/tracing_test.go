@@ -222,7 +222,7 @@ func linksTo(s tracetest.SpanStub, sc trace.SpanContext) bool {
 func attr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
