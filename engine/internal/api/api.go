@@ -1,7 +1,9 @@
 // Package api is the Connect edge of a node: the handlers of the public
 // services, the conversion between protobuf messages and the broker's Go
 // types, and the one table that maps errors to Connect codes (errors.go).
-// Every handler serves Connect, gRPC and gRPC-web alike.
+// Every handler serves Connect, gRPC and gRPC-web alike, behind the same
+// interceptors: the RPC's span when tracing is on (otel.go), its duration
+// and code (rpcmetrics.go), then authorization when auth is on.
 package api
 
 import (
