@@ -13,10 +13,10 @@ import (
 // by procedure and Connect code: rewind_rpc_duration_seconds and
 // rewind_rpc_errors_total (docs/operations.md, "RPCs"). It is a Connect
 // interceptor on every public handler, so calls forwarded by other
-// members are counted where they are served too, and a call refused by
-// authorization is counted with its code. A call refused before Connect
-// sees it (no credentials at the HTTP layer, a body over the limits, an
-// unknown path) is not an RPC and is not counted here.
+// members are counted where they are served too, and a call the ACLs
+// refuse is counted with its code. A request refused before Connect sees
+// it (no valid credential under auth, a body over the limits, an unknown
+// path) is not an RPC and is not counted here.
 //
 // Cardinality: procedure is one of the fixed procedures of the services
 // (Connect routes nothing else to a handler), code one of 17 values.
