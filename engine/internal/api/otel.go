@@ -58,11 +58,12 @@ const instrumentation = "github.com/rewind-io/rewind/engine"
 // observability is a Server's tracing and per-RPC metrics.
 type observability struct {
 	cfg telemetry.Config
-	// tracer is nil when tracing is off; spans then the RPCs' span
-	// interceptor (otelconnect).
+	// tracer makes the node's own spans, spans is the RPCs' span
+	// interceptor (otelconnect); both are nil when tracing is off.
 	tracer trace.Tracer
 	spans  connect.Interceptor
-	rpc    *rpcMetrics
+	// rpc times and counts every RPC, tracing on or off.
+	rpc *rpcMetrics
 }
 
 func newObservability(cfg telemetry.Config, log hclog.Logger) observability {
