@@ -62,6 +62,9 @@ type Config struct {
 	// Auth turns authentication and authorization on (auth.go,
 	// docs/security.md).
 	Auth AuthConfig
+	// Telemetry turns OpenTelemetry tracing on (telemetry.go); its zero
+	// value leaves it off.
+	Telemetry TelemetryConfig
 
 	// hooks are the test hooks (filesystem, clock, peer dialer, new
 	// leader wait), set through internal/enginehook only.

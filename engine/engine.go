@@ -182,7 +182,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	tr := b.Transport()
-	acfg := api.Config{Logger: log.Named("api"), Peers: peers, Auth: apiAuth(cfg, log)}
+	acfg := api.Config{Logger: log.Named("api"), Peers: peers, Auth: apiAuth(cfg, log), Telemetry: cfg.Telemetry}
 	if tr != nil {
 		acfg.PeerStats = func() map[uint64]api.PeerStat {
 			out := map[uint64]api.PeerStat{}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/engine/internal/tier/s3test"
@@ -229,7 +230,7 @@ func scrapeCounters(b *testing.B, addr string) map[string]float64 {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		b.Fatal(err)

@@ -52,6 +52,7 @@ func newServe() *cobra.Command {
 		edge                                 edgeFlags // edgeflags.go
 		configFile                           string    // config.go
 	)
+	var tel telemetryFlags // serve_telemetry.go
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Rewind node",
@@ -226,10 +227,16 @@ it.`,
 				Auth: engine.AuthConfig{Enabled: authOn, AuditLog: audit, Failures: authFailures},
 			}
 			enginehook.Of(&cfg).PeerDialer = via.dialer()
+			stopTelemetry, err := tel.start(cmd.Context(), log, &cfg, httpCfg)
+			if err != nil {
+				return err
+			}
+			defer stopTelemetry()
 			node, err := openNode(cmd.Context(), log, cfg)
 			if err != nil {
 				return err
 			}
+			defer tel.serveMetrics(log, node)()
 			if os.Getenv("GOGC") == "" {
 				// GOGC set by hand wins over the tuner.
 				ctx, cancel := context.WithCancel(cmd.Context())
@@ -281,6 +288,7 @@ it.`,
 	f.Int64Var(&tierCacheMiB, "tier-cache-mib", 64, "with --tier: memory for recently read parts of tiered history (windows of batches and segment indexes), shared by every partition, MiB (0: keep none; concurrent reads of the same part are still shared)")
 	sec.register(f)
 	edge.register(f)
+	tel.register(f)
 	f.BoolVar(&withConsole, "console", true, "serve the web console at /console/ (on the same origin as the API)")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	f.BoolVar(&authOn, "auth", false, "require a bearer token or client certificate on every call, and check its rights (ACLs); the first start writes a superuser token to DATA/bootstrap-token (docs/security.md)")

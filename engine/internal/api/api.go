@@ -1,7 +1,9 @@
 // Package api is the Connect edge of a node: the handlers of the public
 // services, the conversion between protobuf messages and the broker's Go
 // types, and the one table that maps errors to Connect codes (errors.go).
-// Every handler serves Connect, gRPC and gRPC-web alike.
+// Every handler serves Connect, gRPC and gRPC-web alike, behind the same
+// interceptors: the RPC's span when tracing is on (otel.go), its duration
+// and code (rpcmetrics.go), then authorization when auth is on.
 package api
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/broker"
 	"github.com/rewind-io/rewind/engine/internal/quota"
 	"github.com/rewind-io/rewind/engine/internal/route"
+	"github.com/rewind-io/rewind/internal/telemetry"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
@@ -47,6 +50,8 @@ type Server struct {
 	// quotas charges principals (quota.go), made on first use.
 	quotaOnce sync.Once
 	quotas    *quota.Limiter
+	// obs traces and times the RPCs (otel.go, rpcmetrics.go).
+	obs observability
 }
 
 // Config configures a Server; the zero value serves a node alone.
@@ -62,6 +67,8 @@ type Config struct {
 	// public service: each call needs a bearer token or a verified client
 	// certificate, and the rights the ACLs give it (authn.go).
 	Auth *AuthConfig
+	// Telemetry turns tracing on (otel.go); its zero value leaves it off.
+	Telemetry telemetry.Config
 }
 
 // New returns the handlers for b.
@@ -71,6 +78,7 @@ func New(b *broker.Broker, cfg Config) *Server {
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{b: b, log: log, maxRequest: MaxRequestBytes, peers: cfg.Peers, peerStats: cfg.PeerStats}
+	s.obs = newObservability(cfg.Telemetry, log)
 	if cfg.Auth != nil {
 		s.enableAuth(*cfg.Auth)
 	}
@@ -88,6 +96,7 @@ func (s *Server) Handler() http.Handler {
 		connect.WithSendMaxBytes(MaxResponseBytes),
 	}
 	opts = append(opts, jsonCodecs()...)
+	opts = append(opts, connect.WithInterceptors(s.obs.interceptors()...))
 	mux := http.NewServeMux()
 	handle := func(path string, h http.Handler) { mux.Handle(path, limitBody(h, s.maxRequest)) }
 	if s.guard != nil {

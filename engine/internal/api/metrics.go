@@ -91,7 +91,8 @@ func (s *Server) metricsHandler() http.Handler {
 		&collector{s: s},
 		edgeCollector{}, // edgemetrics.go
 	)
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	reg.MustRegister(s.obs.rpc.collectors()...) // rpcmetrics.go
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {

@@ -42,6 +42,10 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 			pr.Partition, pr.HasPartition = r.GetPartition(), true
 		}
 	}
+	if err := s.obs.stampTrace(ctx, recs); err != nil {
+		s.countPublishFailure(ctx, err)
+		return nil, err
+	}
 	ctx = hopContext(ctx)
 	publish := s.b.Publish
 	if req.GetPartial() {
@@ -57,7 +61,9 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 			return s.b.PublishIf(ctx, topic, recs, conds)
 		}
 	}
-	topicID, res, err := publish(ctx, req.GetTopic(), recs)
+	cctx, end := s.obs.startCommit(ctx, req.GetTopic(), len(recs))
+	topicID, res, err := publish(cctx, req.GetTopic(), recs)
+	end(err)
 	if err != nil {
 		err = toConnect(s.log, err)
 		s.countPublishFailure(ctx, err)

@@ -94,16 +94,21 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 	default:
 		return invalidf("unknown read_from %d", req.GetReadFrom())
 	}
+	sink, end := s.obs.startStream(ctx, req, s.signing(ctx, out))
 	err = s.b.Subscribe(ctx, broker.SubscribeParams{
 		Topic: req.GetTopic(), Partitions: parts, Key: key, Start: start, Stop: stop, Options: opts,
 		Group: req.GetGroup(), ClientName: req.GetClientName(), Filter: filter, ReadFrom: from,
 		RecordStart: s.guard != nil,
-	}, s.signing(ctx, out))
+	}, sink)
 	if err != nil && ctx.Err() != nil {
 		// The client went away: nothing to tell it.
-		return connect.NewError(connect.CodeCanceled, ctx.Err())
+		err = connect.NewError(connect.CodeCanceled, ctx.Err())
+		end(err)
+		return err
 	}
-	return toConnect(s.log, err)
+	err = toConnect(s.log, err)
+	end(err)
+	return err
 }
 
 func startOf(p *rewindv1.StartPosition) (cursor.Start, error) {
