@@ -11,7 +11,7 @@ import (
 // TestCORSLetsBrowsersReadRewindsHints: a page on an allowed origin can
 // read the headers Rewind's clients follow (the leader to go to, the
 // coordinator, whether a refused request was stored), or a browser client
-// could only guess at the next node; another origin gets no CORS headers.
+// could only guess at the next node, and may send trace context; another origin gets no CORS headers.
 func TestCORSLetsBrowsersReadRewindsHints(t *testing.T) {
 	addr := enginetest.FreeAddr(t)
 	s := startServer(t, t.TempDir(), addr, "--allow-origin", "https://app.example")
@@ -40,6 +40,14 @@ func TestCORSLetsBrowsersReadRewindsHints(t *testing.T) {
 		for _, h := range []string{"Rewind-Leader", "Rewind-Leader-Address", "Rewind-Coordinator", "Rewind-Not-Stored", "Grpc-Status"} {
 			if !strings.Contains(expose, h) {
 				t.Errorf("Access-Control-Expose-Headers %q lacks %s", expose, h)
+			}
+		}
+		// A browser may send trace context, and ask for it to be kept in
+		// the records it publishes.
+		allow := resp.Header.Get("Access-Control-Allow-Headers")
+		for _, h := range []string{"Authorization", "Traceparent", "Tracestate", "Rewind-Record-Trace"} {
+			if !strings.Contains(allow, h) {
+				t.Errorf("Access-Control-Allow-Headers %q lacks %s", allow, h)
 			}
 		}
 	}

@@ -451,7 +451,7 @@ func withCORS(h http.Handler, origins string) http.Handler {
 			hd.Set("Access-Control-Expose-Headers", "Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Content-Encoding, Connect-Content-Encoding, Rewind-Leader, Rewind-Leader-Address, Rewind-Coordinator, Rewind-Not-Stored")
 			if r.Method == http.MethodOptions {
 				hd.Set("Access-Control-Allow-Methods", "GET, POST")
-				hd.Set("Access-Control-Allow-Headers", "Content-Type, Connect-Protocol-Version, Connect-Timeout-Ms, Connect-Accept-Encoding, Connect-Content-Encoding, Grpc-Timeout, X-Grpc-Web, X-User-Agent, Authorization")
+				hd.Set("Access-Control-Allow-Headers", "Content-Type, Connect-Protocol-Version, Connect-Timeout-Ms, Connect-Accept-Encoding, Connect-Content-Encoding, Grpc-Timeout, X-Grpc-Web, X-User-Agent, Authorization, Traceparent, Tracestate, Rewind-Record-Trace")
 				hd.Set("Access-Control-Max-Age", "7200")
 				w.WriteHeader(http.StatusNoContent)
 				return
