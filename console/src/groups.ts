@@ -81,7 +81,7 @@ export function groupsPage(root: HTMLElement, query: URLSearchParams): () => voi
     // are connected: their streams end).
     const load = async (): Promise<void> => {
       try {
-        const gs = await client.listGroups();
+        const gs = (await client.listGroups()).sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : a.topic < b.topic ? -1 : 1));
         const described = await Promise.all(gs.map((g) => client.describeGroup(g.group).catch(() => undefined)));
         if (stopped) return;
         showError(error, undefined);

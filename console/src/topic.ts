@@ -128,6 +128,9 @@ export function topicPage(root: HTMLElement, query: URLSearchParams): () => void
   const fillAlter = (t: Topic): void => {
     const r = t.config?.retention;
     alterParts.value = String(t.config?.partitions ?? 1);
+    // A topic with the key index cannot grow (key versions count per partition).
+    alterParts.disabled = t.config?.keyIndex !== false;
+    alterParts.title = alterParts.disabled ? "this topic keeps the key index: its partitions cannot grow" : "";
     alterAge.value = r?.maxAge ? formatDuration(r.maxAge) : "";
     alterBytes.value = r?.maxBytes ? String(r.maxBytes) : "";
     alterRecords.value = r?.maxRecords ? String(r.maxRecords) : "";

@@ -4,8 +4,11 @@
 // time, leader and replicas (the replicas from the cluster status). A
 // topic's name opens its own page (topic.ts).
 
+import { create } from "@bufbuild/protobuf";
+import { durationProto } from "../../sdk/ts/src/client.js";
+import { RetentionSchema, TopicConfigSchema } from "../../sdk/ts/src/gen/rewind/v1/topic_pb.js";
 import { CleanupPolicy, type GetClusterStatusResponse, type Topic } from "../../sdk/ts/src/index.js";
-import { client, dur, errorText, field, fmtBytes, h, plural, showError, table, ts } from "./ui.js";
+import { admin, client, dur, errorText, field, fmtBytes, h, plural, showError, table, ts } from "./ui.js";
 
 /** PAGE_SIZE is how many topics a page describes. */
 export const PAGE_SIZE = 25;
@@ -20,7 +23,7 @@ export function configLine(topic: Topic): string {
     r?.maxRecords ? `max ${plural(r.maxRecords, "record")}` : "",
   ].filter((x) => x !== "");
   const cleanup = r?.cleanup === CleanupPolicy.COMPACT ? "compact" : r?.cleanup === CleanupPolicy.COMPACT_DELETE ? "compact,delete" : "delete";
-  return `${plural(c?.partitions ?? 0, "partition")} · replication ${c?.replicationFactor ?? 0} · retention: ${limits.length ? limits.join(", ") : "unlimited"} · cleanup: ${cleanup} · dedupe window ${
+  return `${plural(c?.partitions ?? 0, "partition")}${c?.keyIndex === false ? " (no key index)" : ""} · replication ${c?.replicationFactor ?? 0} · retention: ${limits.length ? limits.join(", ") : "unlimited"} · cleanup: ${cleanup} · dedupe window ${
     c?.dedupeWindow ? dur(c.dedupeWindow) || "off" : "24h"
   } · created ${ts(topic.createTime)}`;
 }
@@ -40,6 +43,7 @@ export function topicsPage(root: HTMLElement, query: URLSearchParams): () => voi
   const partitions = h("input", { id: "create-partitions", type: "number", min: 1, max: 1024, value: 1 });
   const replication = h("input", { id: "create-replication", type: "number", min: 0, value: 0, title: "0: the server's default" });
   const maxAge = h("input", { id: "create-max-age", placeholder: "none, or 7d, 36h" });
+  const keyIndex = h("input", { id: "create-key-index", type: "checkbox", checked: true });
   const cleanup = h("select", { id: "create-cleanup" }, ...["delete", "compact", "compact,delete"].map((c) => h("option", { value: c }, c)));
   const createBtn = h("button", { id: "create", type: "submit" }, "Create topic");
   const createResult = h("p", { id: "create-result", class: "status" });
@@ -52,6 +56,7 @@ export function topicsPage(root: HTMLElement, query: URLSearchParams): () => voi
     field("Replication (0: default)", replication),
     field("Max age", maxAge),
     field("Cleanup", cleanup),
+    h("label", { class: "check", title: "key versions, conditional appends and key reads; fixed at creation, and a topic with it cannot grow its partitions" }, keyIndex, "key index"),
     h("div", { class: "buttons" }, createBtn),
   );
   root.replaceChildren(
@@ -132,20 +137,26 @@ export function topicsPage(root: HTMLElement, query: URLSearchParams): () => voi
     ev.preventDefault();
     showError(createError, undefined);
     createResult.textContent = "";
-    const n = name.value.trim();
-    let opts;
+    let config;
     try {
-      opts = {
+      const age = maxAge.value.trim();
+      config = create(TopicConfigSchema, {
         partitions: Number(partitions.value) || 1,
         replicationFactor: Number(replication.value) || 0,
-        maxAge: maxAge.value.trim() || undefined,
-        cleanup: cleanup.value as "delete" | "compact" | "compact,delete",
-      };
+        retention: create(RetentionSchema, {
+          maxAge: age ? durationProto(age) : undefined,
+          cleanup: { delete: CleanupPolicy.DELETE, compact: CleanupPolicy.COMPACT, "compact,delete": CleanupPolicy.COMPACT_DELETE }[cleanup.value] ?? CleanupPolicy.DELETE,
+        }),
+        keyIndex: keyIndex.checked,
+      });
     } catch (e) {
       showError(createError, e);
       return;
     }
-    client.createTopic(n, opts).then(
+    admin()
+      .topics.createTopic({ name: name.value.trim(), config })
+      .then((r) => r.topic!)
+      .then(
       (t) => {
         createResult.textContent = `Created ${t.name}: ${configLine(t)}.`;
         createResult.dataset.topic = t.name;
