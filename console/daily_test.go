@@ -62,10 +62,20 @@ func TestConsoleDailyTasks(t *testing.T) {
 		b.eval(fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel), &s)
 		return s
 	}
-	confirm := func(b *browser, id string) {
+	// confirm clicks the button id, checks that only then its
+	// confirmation shows, runs asked (if any), and confirms.
+	confirm := func(b *browser, id string, asked ...func()) {
 		b.t.Helper()
+		var shown bool
+		b.eval(fmt.Sprintf(`document.querySelector("#%s-confirm").checkVisibility()`, id), &shown)
+		if shown {
+			b.t.Fatalf("the confirmation of %s shows before it is asked for", id)
+		}
 		b.run("ask "+id, chromedp.Click(chromedp.CSS("#"+id)))
-		b.waitFor("the confirmation", fmt.Sprintf(`!document.querySelector("#%s-confirm").closest(".confirm").hidden`, id))
+		b.waitFor("the confirmation", fmt.Sprintf(`document.querySelector("#%s-confirm").checkVisibility()`, id))
+		for _, f := range asked {
+			f()
+		}
 		b.run("confirm "+id, chromedp.Click(chromedp.CSS("#"+id+"-confirm")))
 	}
 
@@ -211,12 +221,11 @@ func TestConsoleDailyTasks(t *testing.T) {
 		}
 		b.open(base, "topic?name=doomed")
 		b.waitFor("the page", `document.querySelector("#topic-config").textContent.startsWith("1 partition ")`)
-		b.run("ask", chromedp.Click(chromedp.CSS("#delete-topic")))
-		b.waitFor("the question", `!document.querySelector("#delete-topic-confirm").closest(".confirm").hidden`)
-		if _, _, err := c.DescribeTopic(ctx, "doomed"); err != nil {
-			t.Fatalf("before the confirmation the topic is gone: %v", err)
-		}
-		b.run("confirm", chromedp.Click(chromedp.CSS("#delete-topic-confirm")))
+		confirm(b, "delete-topic", func() {
+			if _, _, err := c.DescribeTopic(ctx, "doomed"); err != nil {
+				t.Fatalf("before the confirmation the topic is gone: %v", err)
+			}
+		})
 		b.waitFor("the topic list", `document.body.dataset.page === "topics"`)
 		if _, _, err := c.DescribeTopic(ctx, "doomed"); connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("after the confirmation DescribeTopic says %v, want NotFound", err)
@@ -431,9 +440,9 @@ func TestConsoleDailyTasks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The picker's value as Chromium writes it: seconds and milliseconds only when not zero.
-		local := from.In(paris).Format("2006-01-02T15:04:05.000")
-		local = strings.TrimSuffix(local, ".000")
+		// The picker's value as Chromium writes it (HTML's shortest form):
+		// no trailing zeros in the fraction, seconds only when not zero.
+		local := strings.TrimRight(strings.TrimRight(from.In(paris).Format("2006-01-02T15:04:05.000"), "0"), ".")
 		if from.Second() == 0 && from.Nanosecond() == 0 {
 			local = strings.TrimSuffix(local, ":00")
 		}
@@ -497,6 +506,8 @@ func TestConsoleDailyTasks(t *testing.T) {
 		if got := colors("dark"); got != [2]string{"rgb(13, 17, 23)", "rgb(230, 237, 243)"} {
 			t.Errorf("dark: the body is %q on %q, want rgb(230, 237, 243) on rgb(13, 17, 23)", got[1], got[0])
 		}
+		b.open(base, "topic?name=payments")
+		b.waitFor("the records read", `document.querySelector("#records-status").dataset.state === "done"`)
 		b.screenshot("dark")
 		if got := colors("light"); got != [2]string{"rgb(255, 255, 255)", "rgb(29, 35, 41)"} {
 			t.Errorf("light: the body is %q on %q, want rgb(29, 35, 41) on rgb(255, 255, 255)", got[1], got[0])
