@@ -157,13 +157,13 @@ export function topicsPage(root: HTMLElement, query: URLSearchParams): () => voi
       .topics.createTopic({ name: name.value.trim(), config })
       .then((r) => r.topic!)
       .then(
-      (t) => {
-        createResult.textContent = `Created ${t.name}: ${configLine(t)}.`;
-        createResult.dataset.topic = t.name;
-        void load();
-      },
-      (e: unknown) => showError(createError, errorText(e)),
-    );
+        (t) => {
+          createResult.textContent = `Created ${t.name}: ${configLine(t)}.`;
+          createResult.dataset.topic = t.name;
+          void load();
+        },
+        (e: unknown) => showError(createError, errorText(e)),
+      );
   });
   void load();
   return () => {
