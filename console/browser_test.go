@@ -892,7 +892,8 @@ func TestConsoleCluster(t *testing.T) {
 }
 
 // TestConsoleOff: `rewind serve --console=false` serves no console, and
-// the API as before; with the default, /console redirects to /console/.
+// the API as before; with the default, /console and / redirect to
+// /console/.
 func TestConsoleOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a real server")
@@ -923,6 +924,17 @@ func TestConsoleOff(t *testing.T) {
 		res.Body.Close()
 		if on && (res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != "/console/") {
 			t.Errorf("GET /console is %s to %q, want a redirect to /console/", res.Status, res.Header.Get("Location"))
+		}
+		res, err = hc.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if on && (res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/console/") {
+			t.Errorf("GET / is %s to %q, want a redirect to /console/", res.Status, res.Header.Get("Location"))
+		}
+		if !on && res.StatusCode/100 == 3 {
+			t.Errorf("--console=false: GET / redirects (%s to %q)", res.Status, res.Header.Get("Location"))
 		}
 		if _, err := client.New(base).ListTopics(t.Context()); err != nil {
 			t.Errorf("--console=%t: the API fails: %v", on, err)

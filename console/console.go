@@ -65,10 +65,15 @@ func Handler() http.Handler {
 }
 
 // Mount returns a handler that serves the console at /console and
-// /console/..., and everything else with api.
+// /console/..., redirects a GET or HEAD of / there (302: the root may
+// serve something else one day), and serves everything else with api.
 func Mount(api http.Handler) http.Handler {
 	console := Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			http.Redirect(w, r, Prefix, http.StatusFound)
+			return
+		}
 		if r.URL.Path == strings.TrimSuffix(Prefix, "/") || strings.HasPrefix(r.URL.Path, Prefix) {
 			console.ServeHTTP(w, r)
 			return

@@ -9,9 +9,9 @@ import (
 )
 
 // TestHandler checks what the console's handler answers: the page, its
-// script and style sheet with the CSP, the redirect of /console, 404 for
-// other files, 405 for writes, and that Mount leaves every other path to
-// the API.
+// script and style sheet with the CSP, the redirects of /console and of /
+// (GET and HEAD), 404 for other files, 405 for writes, and that Mount
+// leaves every other path (a POST to / included) to the API.
 func TestHandler(t *testing.T) {
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "api "+r.URL.Path) })
 	h := Mount(api)
@@ -55,6 +55,11 @@ func TestHandler(t *testing.T) {
 	res := get("GET", "/console")
 	if res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != "/console/" {
 		t.Errorf("GET /console: %s to %q, want a redirect to /console/", res.Status, res.Header.Get("Location"))
+	}
+	for _, m := range []string{"GET", "HEAD"} {
+		if res := get(m, "/"); res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/console/" {
+			t.Errorf("%s /: %s to %q, want a redirect to /console/", m, res.Status, res.Header.Get("Location"))
+		}
 	}
 	if res := get("GET", "/console/nothing.js"); res.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /console/nothing.js: %s, want 404", res.Status)

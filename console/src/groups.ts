@@ -4,7 +4,7 @@
 // resets: a dry-run plan first, then an explicit execute.
 
 import type { GroupTopic, ResetGroupResponse } from "../../sdk/ts/src/index.js";
-import { client, durSeconds, errorText, field, fmtMs, h, parsePartitions, plural, showError, table, ts } from "./ui.js";
+import { client, confirmButton, durSeconds, errorText, field, fmtMs, h, parsePartitions, plural, showError, table, ts } from "./ui.js";
 
 /** POLL_MS is how often a group is described again. */
 const POLL_MS = 3000;
@@ -76,21 +76,59 @@ export function groupsPage(root: HTMLElement, query: URLSearchParams): () => voi
   let timer = 0;
 
   if (group === "") {
-    client.listGroups().then(
-      (gs) => {
+    // The list: each group's state (its members now) and total lag, from
+    // DescribeGroup per group; Delete asks first (with Force when members
+    // are connected: their streams end).
+    const load = async (): Promise<void> => {
+      try {
+        const gs = (await client.listGroups()).sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : a.topic < b.topic ? -1 : 1));
+        const described = await Promise.all(gs.map((g) => client.describeGroup(g.group).catch(() => undefined)));
         if (stopped) return;
+        showError(error, undefined);
+        if (gs.length === 0) {
+          list.replaceChildren(h("p", {}, "No groups yet."));
+          return;
+        }
         list.replaceChildren(
-          gs.length === 0
-            ? h("p", {}, "No groups yet.")
-            : table(
-                "groups",
-                ["Group", "Topic", "Members", "Generation"],
-                gs.map((g) => [h("a", { href: `#/groups?group=${encodeURIComponent(g.group)}` }, g.group), g.topic, String(g.members), String(g.generation)]),
-              ),
+          table(
+            "groups",
+            ["Group", "Topic", "State", "Lag (records)", "Members", "Generation", ""],
+            gs.map((g, i) => {
+              const t = described[i]?.find((x) => x.topic === g.topic);
+              const lag = t ? t.partitions.reduce((a, p) => a + p.lag, 0n) : undefined;
+              const force = h("input", { type: "checkbox", class: "force" });
+              return [
+                h("a", { href: `#/groups?group=${encodeURIComponent(g.group)}` }, g.group),
+                g.topic,
+                h("span", { class: "state" }, g.members > 0 ? "active" : "empty"),
+                h("span", { class: "lag" }, lag === undefined ? "unknown" : String(lag)),
+                String(g.members),
+                String(g.generation),
+                h(
+                  "span",
+                  { class: "row-actions" },
+                  confirmButton(
+                    `delete-group-${i}`,
+                    "Delete",
+                    `Delete group ${g.group} and its commits?`,
+                    async () => {
+                      await client.deleteGroup(g.group, { force: force.checked });
+                      await load();
+                    },
+                    (e) => showError(error, errorText(e)),
+                  ),
+                  g.members > 0 ? h("label", { class: "check" }, force, "force (ends its members' streams)") : null,
+                ),
+              ];
+            }),
+          ),
         );
-      },
-      (e) => showError(error, e),
-    );
+        for (const [i, tr] of [...list.querySelectorAll("table.groups tbody tr")].entries()) (tr as HTMLElement).dataset.group = gs[i].group;
+      } catch (e) {
+        if (!stopped) showError(error, e);
+      }
+    };
+    void load();
     return () => {
       stopped = true;
     };

@@ -1,13 +1,16 @@
 // Rewind's web console: a page per hash route (#/replay, #/search,
-// #/topics, #/groups, #/plugins, #/cluster), each built on the TypeScript client
+// #/topics, #/topic, #/groups, #/plugins, #/cluster, #/users, #/acls,
+// #/quotas), each built on the TypeScript client
 // (../sdk/ts/src) and speaking only the public API of the server that
 // served it.
 
+import { aclsPage, quotasPage, usersPage } from "./access.js";
 import { clusterPage } from "./cluster.js";
 import { groupsPage } from "./groups.js";
 import { pluginsPage } from "./plugins.js";
 import { replayPage } from "./replay.js";
 import { searchPage } from "./search.js";
+import { topicPage } from "./topic.js";
 import { topicsPage } from "./topics.js";
 import { setToken, token } from "./ui.js";
 
@@ -17,9 +20,13 @@ const pages: { [name: string]: Page } = {
   replay: replayPage,
   search: searchPage,
   topics: topicsPage,
+  topic: topicPage,
   groups: groupsPage,
   plugins: pluginsPage,
   cluster: clusterPage,
+  users: usersPage,
+  acls: aclsPage,
+  quotas: quotasPage,
 };
 
 let leave: (() => void) | undefined;
@@ -36,7 +43,8 @@ function route(): void {
   leave?.();
   const root = document.getElementById("page")!;
   document.body.dataset.page = name;
-  for (const a of document.querySelectorAll<HTMLAnchorElement>("nav a")) a.classList.toggle("active", a.dataset.page === name);
+  const navPage = name === "topic" ? "topics" : name;
+  for (const a of document.querySelectorAll<HTMLAnchorElement>("nav a")) a.classList.toggle("active", a.dataset.page === navPage);
   leave = pages[name](root, new URLSearchParams(q));
 }
 

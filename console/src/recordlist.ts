@@ -4,8 +4,8 @@
 // A click on a row shows the record in full below the list: its value
 // pretty-printed when it is JSON, and its headers.
 
-import { text, type Record } from "../../sdk/ts/src/index.js";
-import { h } from "./ui.js";
+import type { Record } from "../../sdk/ts/src/index.js";
+import { base64, h, hex, shown, utf8 } from "./ui.js";
 
 /** ROW_HEIGHT is a row's height in pixels; console.css says the same (.rec). */
 const ROW_HEIGHT = 26;
@@ -16,7 +16,8 @@ const COLUMNS = ["Partition", "Offset", "Key", "Value", "Headers", "Message ID",
 
 /** pretty is a value as text, indented when it is JSON. */
 export function pretty(v: Uint8Array): string {
-  const s = text(v);
+  const s = utf8(v);
+  if (s === undefined) return hex(v);
   const t = s.trim();
   if (t.startsWith("{") || t.startsWith("[")) {
     try {
@@ -29,7 +30,7 @@ export function pretty(v: Uint8Array): string {
 }
 
 function headersText(r: Record): string {
-  return r.headers.map((hd) => `${hd.key}=${text(hd.value)}`).join(" ");
+  return r.headers.map((hd) => `${hd.key}=${shown(hd.value)}`).join(" ");
 }
 
 export class RecordList {
@@ -130,13 +131,14 @@ export class RecordList {
 
   #row(i: number): HTMLElement {
     const r = this.#rows[i];
-    const value = text(r.value);
+    const value = shown(r.value);
+    const key = shown(r.key);
     return h(
       "div",
       { class: r === this.#selected ? "rec selected" : "rec", "data-index": i, "data-partition": r.partition, "data-offset": String(r.offset) },
       h("span", { class: "num" }, String(r.partition)),
       h("span", { class: "num" }, String(r.offset)),
-      h("span", { class: "key", title: text(r.key) }, text(r.key)),
+      h("span", { class: "key", title: key }, key),
       h("span", { class: "value", title: value.length > 2000 ? value.slice(0, 2000) + "…" : value }, value),
       h("span", { class: "headers" }, headersText(r)),
       h("span", { class: "id" }, r.messageId),
@@ -154,7 +156,7 @@ export class RecordList {
         "dl",
         {},
         h("dt", {}, "Key"),
-        h("dd", { id: "detail-key" }, text(r.key)),
+        h("dd", { id: "detail-key" }, shown(r.key)),
         h("dt", {}, "Message ID"),
         h("dd", {}, r.messageId),
         h("dt", {}, "Append time"),
@@ -164,9 +166,28 @@ export class RecordList {
         r.idempotencyKey ? h("dt", {}, "Idempotency key") : null,
         r.idempotencyKey ? h("dd", {}, r.idempotencyKey) : null,
         h("dt", {}, "Headers"),
-        h("dd", { id: "detail-headers" }, ...r.headers.map((hd) => h("div", {}, `${hd.key}: ${text(hd.value)}`))),
+        h("dd", { id: "detail-headers" }, ...r.headers.map((hd) => h("div", {}, `${hd.key}: ${shown(hd.value)}`))),
       ),
-      h("pre", { id: "detail-value" }, pretty(r.value)),
+      ...valueViews(r.value),
     );
   }
+}
+
+/**
+ * valueViews shows a value: as text (indented JSON) when it is UTF-8, with
+ * its hex and base64 a click away; a value that is not UTF-8 (protobuf,
+ * compressed, encrypted bytes) as hex and base64 at once.
+ */
+export function valueViews(v: Uint8Array): HTMLElement[] {
+  const hexView = h("pre", { id: "detail-value-hex", class: "bytes" }, hex(v));
+  const b64View = h("pre", { id: "detail-value-base64", class: "bytes" }, base64(v));
+  if (utf8(v) === undefined) {
+    return [
+      h("p", { id: "detail-binary", class: "note" }, `The value is not UTF-8 (${v.length} bytes): hex, then base64.`),
+      h("pre", { id: "detail-value", hidden: true }, pretty(v)),
+      hexView,
+      b64View,
+    ];
+  }
+  return [h("pre", { id: "detail-value" }, pretty(v)), h("details", { class: "bytes" }, h("summary", {}, "Hex and base64"), hexView, b64View)];
 }

@@ -5,7 +5,7 @@
 
 import type { Subscription } from "../../sdk/ts/src/index.js";
 import { RecordList } from "./recordlist.js";
-import { client, copy, errorText, field, h, parsePartitions, plural, shellQuote } from "./ui.js";
+import { client, copy, errorText, field, h, localTime, parsePartitions, plural, shellQuote, timeZone } from "./ui.js";
 
 /** MAX_ROWS bounds the records the page keeps in memory; the DOM holds only the rows in view. */
 export const MAX_ROWS = 5000;
@@ -39,6 +39,22 @@ export function cliCommand(p: Params): string {
 export function replayPage(root: HTMLElement, query: URLSearchParams): () => void {
   const topic = h("input", { id: "topic", required: true, list: "topics", value: query.get("topic") ?? "", placeholder: "orders" });
   const from = h("input", { id: "from", value: query.get("from") ?? "earliest", placeholder: "earliest, -15m, @2026-12-01T10:00:00Z, 42, token:..." });
+  // The date-time picker: a local time, which sets From to "@" and the UTC instant.
+  const fromTime = h("input", { id: "from-time", type: "datetime-local", step: "0.001" });
+  const fromTimeShown = h("span", { id: "from-time-shown", class: "note" });
+  const showFromTime = (): void => {
+    const m = /^@(.+)$/.exec(from.value.trim());
+    const d = m ? new Date(/^\d+$/.test(m[1]) ? Number(m[1]) : m[1]) : undefined;
+    fromTimeShown.textContent = d && !isNaN(d.getTime()) ? `local ${localTime(d)} (${timeZone()}) = ${d.toISOString()}` : "";
+  };
+  fromTime.addEventListener("input", () => {
+    if (fromTime.value === "") return;
+    const d = new Date(fromTime.value); // a datetime-local value is local time
+    if (isNaN(d.getTime())) return;
+    from.value = `@${d.toISOString()}`;
+    showFromTime();
+  });
+  from.addEventListener("input", showFromTime);
   const to = h("input", { id: "to", value: query.get("to") ?? "end", placeholder: "empty: follow live" });
   const parts = h("input", { id: "partitions", value: query.get("partitions") ?? "", placeholder: "all, or 0,2" });
   const plugin = h("input", { id: "plugin", list: "plugins", value: query.get("plugin") ?? "", placeholder: "none, or NAME[@VERSION]" });
@@ -61,6 +77,7 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
     { class: "controls" },
     field("Topic", topic),
     field("From", from),
+    h("label", {}, h("span", {}, "or from a local time"), fromTime, fromTimeShown),
     field("To", to),
     field("Partitions", parts),
     field("Filter plugin", plugin),
@@ -79,6 +96,8 @@ export function replayPage(root: HTMLElement, query: URLSearchParams): () => voi
     error,
     list.el,
   );
+
+  showFromTime();
 
   // Suggestions: the topics and plugins there are.
   client.listTopics().then(

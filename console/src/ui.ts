@@ -1,6 +1,9 @@
 // Small DOM helpers shared by the pages, and the console's one client.
 
-import { createClient, RewindError, type Client } from "../../sdk/ts/src/index.js";
+import { createClient as createConnectClient, type Client as ConnectClient, type Interceptor } from "@connectrpc/connect";
+import { createClient, formatGoDuration, RewindError, webTransport, type Client } from "../../sdk/ts/src/index.js";
+import { AuthService } from "../../sdk/ts/src/gen/rewind/v1/auth_pb.js";
+import { TopicService } from "../../sdk/ts/src/gen/rewind/v1/topic_pb.js";
 import type { Timestamp, Duration } from "@bufbuild/protobuf/wkt";
 
 const tokenKey = "rewind-token";
@@ -22,6 +25,84 @@ export function setToken(t: string): void {
   if (t) sessionStorage.setItem(tokenKey, t);
   else sessionStorage.removeItem(tokenKey);
   client = createClient({ baseUrl: location.origin, token: t || undefined });
+  adminClients = undefined;
+}
+
+/**
+ * The services the client does not wrap (the principals, ACLs and quotas
+ * of AuthService, and AlterTopic's partition growth), called directly on
+ * the same origin with the same token.
+ */
+export interface AdminClients {
+  auth: ConnectClient<typeof AuthService>;
+  topics: ConnectClient<typeof TopicService>;
+}
+
+let adminClients: AdminClients | undefined;
+
+/** admin returns the direct service clients for the current token. */
+export function admin(): AdminClients {
+  if (!adminClients) {
+    const interceptors: Interceptor[] = [];
+    const t = token();
+    if (t) {
+      interceptors.push((next) => (req) => {
+        req.header.set("Authorization", `Bearer ${t}`);
+        return next(req);
+      });
+    }
+    const transport = webTransport("connect", location.origin, interceptors);
+    adminClients = { auth: createConnectClient(AuthService, transport), topics: createConnectClient(TopicService, transport) };
+  }
+  return adminClients;
+}
+
+/** utf8 decodes b as UTF-8, or gives undefined when b is not valid UTF-8. */
+export function utf8(b: Uint8Array): string | undefined {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(b);
+  } catch {
+    return undefined;
+  }
+}
+
+/** hex is b as space-separated hex bytes ("00 ff 10"). */
+export function hex(b: Uint8Array): string {
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join(" ");
+}
+
+/** base64 is b in standard base64 with padding. */
+export function base64(b: Uint8Array): string {
+  let s = "";
+  for (const x of b) s += String.fromCharCode(x);
+  return btoa(s);
+}
+
+/** shown is bytes as one line: the text when it is UTF-8, else "hex 00 ff …". */
+export function shown(b: Uint8Array): string {
+  return utf8(b) ?? `hex ${hex(b)}`;
+}
+
+/**
+ * confirmButton is a danger button that asks first: a click shows what
+ * will happen and a second button that does it (no browser dialog, so the
+ * console stays scriptable and works where dialogs are blocked).
+ */
+export function confirmButton(id: string, label: string, question: string, act: () => Promise<void>, onError: (e: unknown) => void): HTMLElement {
+  const ask = h("button", { id, type: "button", class: "danger" }, label);
+  const yes = h("button", { id: `${id}-confirm`, type: "button", class: "danger" }, `Yes, ${label.toLowerCase()}`);
+  const no = h("button", { id: `${id}-cancel`, type: "button" }, "Cancel");
+  const box = h("span", { class: "confirm", hidden: true }, h("span", { class: "question" }, question), yes, no);
+  ask.addEventListener("click", () => ((box.hidden = false), (ask.hidden = true)));
+  no.addEventListener("click", () => ((box.hidden = true), (ask.hidden = false)));
+  yes.addEventListener("click", () => {
+    yes.disabled = true;
+    act().then(
+      () => ((box.hidden = true), (ask.hidden = false), (yes.disabled = false)),
+      (e: unknown) => ((yes.disabled = false), onError(e)),
+    );
+  });
+  return h("span", { class: "confirm-wrap" }, ask, box);
 }
 
 type Child = Node | string | null | undefined | false;
@@ -144,4 +225,23 @@ export async function copy(text: string, out: HTMLInputElement): Promise<void> {
   } catch {
     out.title = "select and copy";
   }
+}
+
+/** localTime is d in the browser's time zone, as a datetime-local value shows it ("2026-12-07 14:53:02.123"). */
+export function localTime(d: Date): string {
+  const p = (n: number, w = 2): string => String(n).padStart(w, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+}
+
+/** timeZone names the browser's time zone and its offset now ("Europe/Paris, UTC+01:00"). */
+export function timeZone(d = new Date()): string {
+  const off = -d.getTimezoneOffset();
+  const a = Math.abs(off);
+  const utc = `UTC${off < 0 ? "-" : "+"}${String(Math.floor(a / 60)).padStart(2, "0")}:${String(a % 60).padStart(2, "0")}`;
+  return `${Intl.DateTimeFormat().resolvedOptions().timeZone}, ${utc}`;
+}
+
+/** formatDuration is a protobuf duration as Go writes it ("168h0m0s"), which the duration fields accept back. */
+export function formatDuration(d: Duration): string {
+  return formatGoDuration(d.seconds * 1_000_000_000n + BigInt(d.nanos));
 }

@@ -53,6 +53,8 @@ func seedSubscribe(f *testing.F) {
 		{Topic: "t", Start: &rewindv1.StartPosition{Position: &rewindv1.StartPosition_ResumeToken{ResumeToken: "AQECAAABAJNqjV8"}}},
 		{Topic: "t", Stop: &rewindv1.StopPosition{Position: &rewindv1.StopPosition_MessageId{MessageId: "x"}}},
 		{Topic: "t", ProgressInterval: &durationpb.Duration{Nanos: 1}, MaxRecordsPerEvent: 1 << 31},
+		{Topic: "t", Contains: []byte("\x00\xff")},
+		{Topic: "t", Contains: make([]byte, 1025)},
 	} {
 		b, _ := proto.Marshal(r)
 		f.Add(b)

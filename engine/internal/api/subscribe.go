@@ -75,6 +75,12 @@ func (s *Server) Subscribe(ctx context.Context, req *rewindv1.SubscribeRequest, 
 		}
 		opts.ProgressInterval = d.AsDuration()
 	}
+	if sub := req.GetContains(); len(sub) > 0 {
+		if len(sub) > stream.MaxContains {
+			return invalidf("contains is %d bytes, more than the %d allowed", len(sub), stream.MaxContains)
+		}
+		opts.Contains = sub
+	}
 	filter, err := filterOf(req.GetFilter())
 	if err != nil {
 		return err

@@ -71,6 +71,11 @@ type Options struct {
 	// Key, when set, delivers only the records with this key (before the
 	// filter); positions still move over every record read.
 	Key []byte
+	// Contains, when set, delivers only the records whose key, value, or a
+	// header's key or value holds these bytes (before the filter; at most
+	// MaxContains). Positions still move over every record read, and a
+	// round scans at most MaxScanPerEvent records, as a filtered stream's.
+	Contains []byte
 	// MaxScanPerEvent bounds the records a filtered stream reads from one
 	// partition per round, delivered or not, so partitions take turns and
 	// progress events keep flowing. Default 65536.
@@ -494,7 +499,9 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 	maxRecords := sl.limit
 	maxBytes := min(s.opts.MaxEventBytes, maxRecords*1024)
 	maxScan := math.MaxInt
-	if s.filter != nil {
+	if s.filter != nil || s.opts.Contains != nil {
+		// A search may deliver nothing for a long stretch: scan a bounded
+		// share per round, so partitions take turns and progress flows.
 		maxScan = s.opts.MaxScanPerEvent
 	}
 	s.slab, s.ptrs, s.ids, s.vers = s.slab[:0], s.ptrs[:0], s.ids[:0], s.vers[:0]
@@ -526,6 +533,9 @@ func (s *streamer) readEvent(ctx context.Context, sl *slot, end uint64) error {
 			off := b.Base + uint64(r.OffsetDelta)
 			deliver, stop := c.Admit(off, b.AppendTime)
 			if deliver && s.opts.Key != nil && string(r.Key) != string(s.opts.Key) {
+				deliver = false
+			}
+			if deliver && s.opts.Contains != nil && !contains(r, s.opts.Contains) {
 				deliver = false
 			}
 			if deliver && !c.CaughtUp && off%1000 == 17 && failpoint.Enabled(failpoint.BugSkipReplayedRecord) {

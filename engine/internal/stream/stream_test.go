@@ -25,7 +25,7 @@ import (
 const topicID = 7
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	parts []*partition.Partition
 	logs  []cursor.Log
 	clock atomic.Int64
@@ -33,7 +33,7 @@ type env struct {
 }
 
 // newEnv runs n partitions on a real raft host over an in-memory store.
-func newEnv(t *testing.T, n int, cacheBytes int64) *env {
+func newEnv(t testing.TB, n int, cacheBytes int64) *env {
 	t.Helper()
 	e := &env{t: t, cache: partition.NewCache(cacheBytes)}
 	e.clock.Store(time.Now().UnixNano())

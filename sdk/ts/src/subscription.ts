@@ -70,6 +70,8 @@ export interface SubscribeOptions {
    * Not with group.
    */
   key?: Bytes;
+  /** Only the records whose key, value, or a header's key or value contains these bytes (case-sensitive, at most 1024 bytes), matched by the server. */
+  contains?: Bytes;
   /** A filter or transform run beside each partition reader: a plugin name ("NAME", "NAME@VERSION", "sha256:HEX") or a FilterSpec. */
   filter?: string | FilterSpec;
   /** Join this subscriber group: the server assigns this member a share of the partitions (from then applies where no commit exists). */
@@ -274,6 +276,7 @@ export class Subscription implements AsyncIterable<ReplayEvent> {
       filter,
       readFrom: o.readFrom === "leader" ? ReadFrom.LEADER : o.readFrom === "local" ? ReadFrom.LOCAL_REPLICA : ReadFrom.UNSPECIFIED,
       key,
+      contains: bytes(o.contains),
     });
     return this.#req;
   }

@@ -464,7 +464,13 @@ type SubscribeRequest struct {
 	// key index: the cost follows the key's records, not the partition's.
 	// Positions, tokens and offsets stay the partition's. Without
 	// `partitions`, the key's partition.
-	Key           []byte `protobuf:"bytes,12,opt,name=key,proto3" json:"key,omitempty"`
+	Key []byte `protobuf:"bytes,12,opt,name=key,proto3" json:"key,omitempty"`
+	// Only the records whose key, value, or a header's key or value contains
+	// these bytes (an exact, case-sensitive substring), tested beside each
+	// partition reader before the filter. Offsets, message IDs, positions
+	// and resume tokens stay the partition's, and records keep their order.
+	// At most 1024 bytes (longer is InvalidArgument); empty: every record.
+	Contains      []byte `protobuf:"bytes,13,opt,name=contains,proto3" json:"contains,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -579,6 +585,13 @@ func (x *SubscribeRequest) GetReadFrom() ReadFrom {
 func (x *SubscribeRequest) GetKey() []byte {
 	if x != nil {
 		return x.Key
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetContains() []byte {
+	if x != nil {
+		return x.Contains
 	}
 	return nil
 }
@@ -1437,7 +1450,7 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tH\x00R\tmessageId\x12\x12\n" +
 	"\x03end\x18\x04 \x01(\bH\x00R\x03endB\n" +
 	"\n" +
-	"\bposition\"\xed\x03\n" +
+	"\bposition\"\x89\x04\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
@@ -1455,7 +1468,8 @@ const file_rewind_v1_subscribe_proto_rawDesc = "" +
 	"\x06filter\x18\n" +
 	" \x01(\v2\x17.rewind.v1.ReplayFilterR\x06filter\x120\n" +
 	"\tread_from\x18\v \x01(\x0e2\x13.rewind.v1.ReadFromR\breadFrom\x12\x10\n" +
-	"\x03key\x18\f \x01(\fR\x03key\"d\n" +
+	"\x03key\x18\f \x01(\fR\x03key\x12\x1a\n" +
+	"\bcontains\x18\r \x01(\fR\bcontains\"d\n" +
 	"\fReplayFilter\x12\x18\n" +
 	"\x06plugin\x18\x01 \x01(\tH\x00R\x06plugin\x12\x18\n" +
 	"\x06inline\x18\x02 \x01(\fH\x00R\x06inline\x12\x16\n" +
