@@ -624,6 +624,7 @@ with the module keep it; new replays that name it fail with NotFound.`,
 // filterFlags are replay's filter flags.
 type filterFlags struct {
 	ref, file, config string
+	contains          string
 }
 
 func (f *filterFlags) add(cmd *cobra.Command) {
@@ -632,10 +633,25 @@ func (f *filterFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.file, "filter-file", "", "run the module in this .wasm file (sent with the request)")
 	fs.StringVar(&f.config, "filter-config", "", "the module's config (JSON, as the module expects)")
 	cmd.MarkFlagsMutuallyExclusive("filter", "filter-file")
+	fs.StringVar(&f.contains, "contains", "", "only the records whose key, value or a header contains this text (exact, case-sensitive; tested by the server before any filter)")
 }
 
-// option returns the subscribe option of the flags, nil without a filter.
-func (f *filterFlags) option() (client.SubscribeOption, error) {
+// options returns the subscribe options of the flags: none without a
+// filter or --contains.
+func (f *filterFlags) options() ([]client.SubscribeOption, error) {
+	var opts []client.SubscribeOption
+	if f.contains != "" {
+		opts = append(opts, client.Contains([]byte(f.contains)))
+	}
+	fopt, err := f.filterOption()
+	if fopt != nil {
+		opts = append(opts, fopt)
+	}
+	return opts, err
+}
+
+// filterOption returns the filter's subscribe option, nil without one.
+func (f *filterFlags) filterOption() (client.SubscribeOption, error) {
 	var config []byte
 	if f.config != "" {
 		config = []byte(f.config)
@@ -656,7 +672,7 @@ func (f *filterFlags) option() (client.SubscribeOption, error) {
 }
 
 // resumeCommand is the replay command that continues from token with
-// the same stop and filter.
+// the same stop, filter and --contains.
 func (f *filterFlags) resumeCommand(topic, token, to string, follow bool) string {
 	a := []string{"rewind", "replay", shellQuote(topic), "--from", "token:" + token}
 	if to != "" {
@@ -673,6 +689,9 @@ func (f *filterFlags) resumeCommand(topic, token, to string, follow bool) string
 	}
 	if f.config != "" {
 		a = append(a, "--filter-config", shellQuote(f.config))
+	}
+	if f.contains != "" {
+		a = append(a, "--contains", shellQuote(f.contains))
 	}
 	return strings.Join(a, " ")
 }

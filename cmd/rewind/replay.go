@@ -95,13 +95,11 @@ reason, and a command that resumes where it stopped.`,
 				}
 			}
 			opts = append(opts, client.From(start))
-			fopt, err := flt.option()
+			fopts, err := flt.options()
 			if err != nil {
 				return err
 			}
-			if fopt != nil {
-				opts = append(opts, fopt)
-			}
+			opts = append(opts, fopts...)
 			if clamp {
 				opts = append(opts, client.ClampStart())
 			}

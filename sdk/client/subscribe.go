@@ -132,10 +132,19 @@ type subOptions struct {
 	commitEvery   time.Duration
 	clamp         bool
 	filter        *rewindv1.ReplayFilter
+	contains      []byte
 	// stop is until as sent the first time (relative positions resolved
 	// once), so a resumed stream stops where the first one would have.
 	stop *rewindv1.StopPosition
 }
+
+// Contains limits the stream to the records whose key, value, or a
+// header's key or value contains sub (an exact, case-sensitive substring),
+// tested by the server beside each partition reader, before any Filter:
+// a search with no module to upload. Offsets, message IDs, positions and
+// resume tokens stay the partition's, and records keep their order. sub
+// is at most 1024 bytes (longer is InvalidArgument); empty: every record.
+func Contains(sub []byte) SubscribeOption { return func(o *subOptions) { o.contains = sub } }
 
 // Filter runs a registered WebAssembly filter or transform beside each
 // partition reader: plugin is "NAME", "NAME@VERSION" or "sha256:HEX";
@@ -324,7 +333,7 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 }
 
 func (c *Client) subscribe(ctx context.Context, topic string, o subOptions) (*Subscription, error) {
-	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp, Filter: o.filter, ReadFrom: o.readFrom, Key: o.key}
+	req := &rewindv1.SubscribeRequest{Topic: topic, Partitions: o.partitions, MaxRecordsPerEvent: o.maxPerEvent, Group: o.group, ClientName: o.name, ClampStart: o.clamp, Filter: o.filter, ReadFrom: o.readFrom, Key: o.key, Contains: o.contains}
 	if o.progressEvery > 0 {
 		req.ProgressInterval = durationpb.New(o.progressEvery)
 	}
