@@ -108,24 +108,25 @@ func TestConfigFileFromEnvironment(t *testing.T) {
 	}
 }
 
-// A flag added to serve later (as the metrics flags are, in a file of
-// their own) is an attribute and a variable with no change here.
+// A flag added to serve later (as the metrics flags were, in a file of
+// their own) is an attribute and a variable with no change here. The
+// names are ones serve will never have.
 func TestConfigCoversFlagsAddedLater(t *testing.T) {
 	cmd := serveWith(t)
 	var addr string
 	var on bool
-	cmd.Flags().StringVar(&addr, "metrics-listen", "", "")
-	cmd.Flags().BoolVar(&on, "tracing", false, "")
-	cmd.Flags().StringSlice("trace-header", nil, "")
-	if err := cmd.ParseFlags([]string{"--config", writeConfig(t, "tracing = true\ntrace_header = [\"a\", \"b,c\"]\n")}); err != nil {
+	cmd.Flags().StringVar(&addr, "later-listen", "", "")
+	cmd.Flags().BoolVar(&on, "later-switch", false, "")
+	cmd.Flags().StringSlice("later-list", nil, "")
+	if err := cmd.ParseFlags([]string{"--config", writeConfig(t, "later_switch = true\nlater_list = [\"a\", \"b,c\"]\n")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyConfig(cmd, envOf(map[string]string{"REWIND_METRICS_LISTEN": "127.0.0.1:9090"})); err != nil {
+	if err := applyConfig(cmd, envOf(map[string]string{"REWIND_LATER_LISTEN": "127.0.0.1:9090"})); err != nil {
 		t.Fatal(err)
 	}
-	hdr, _ := cmd.Flags().GetStringSlice("trace-header")
-	if addr != "127.0.0.1:9090" || !on || len(hdr) != 2 || hdr[1] != "b,c" {
-		t.Errorf("metrics-listen %q, tracing %v, trace-header %q", addr, on, hdr)
+	list, _ := cmd.Flags().GetStringSlice("later-list")
+	if addr != "127.0.0.1:9090" || !on || len(list) != 2 || list[1] != "b,c" {
+		t.Errorf("later-listen %q, later-switch %v, later-list %q", addr, on, list)
 	}
 }
 
