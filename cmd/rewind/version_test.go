@@ -84,13 +84,8 @@ func TestVersionOfDevBuild(t *testing.T) {
 
 // goCommand is the go command of the toolchain running the test.
 func goCommand() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return "go"
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+	return "/usr/local/go/bin/go"
 }

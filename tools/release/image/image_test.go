@@ -170,15 +170,10 @@ func buildRewind(t *testing.T, dir, version string) string {
 }
 
 func goCommand() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return "go"
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+	return "/usr/local/go/bin/go"
 }
 
 // readLayout opens the layout in dir as a registry client would: the
