@@ -219,6 +219,9 @@ func convert(v any, ref func(string)) any {
 			delete(out, "format")
 			out["oneOf"] = []any{map[string]any{"type": "integer"}, map[string]any{"type": "string"}}
 		}
+		if enum, ok := out["enum"].([]any); ok {
+			out["enum"] = dedupe(enum) // Kubernetes' documents repeat values, which JSON schema forbids
+		}
 		if _, ok := out["properties"]; ok {
 			if _, set := out["additionalProperties"]; !set {
 				out["additionalProperties"] = false
@@ -241,4 +244,18 @@ func convert(v any, ref func(string)) any {
 	default:
 		return v
 	}
+}
+
+// dedupe is values without repeats, in their first order.
+func dedupe(values []any) []any {
+	seen := map[string]bool{}
+	var out []any
+	for _, v := range values {
+		b, _ := json.Marshal(v)
+		if !seen[string(b)] {
+			seen[string(b)] = true
+			out = append(out, v)
+		}
+	}
+	return out
 }
