@@ -2,19 +2,14 @@ package image
 
 import (
 	"archive/tar"
-	"bytes"
-	"context"
 	"errors"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,11 +17,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-)
 
-// hang is how long the test waits for anything before it calls it a hang:
-// a detector, not a budget (the machine may be very busy).
-const hang = 5 * time.Minute
+	"github.com/rewind-io/rewind/tools/release/internal/testbin"
+)
 
 // TestImage builds rewind as the release does (static, version linked in),
 // writes its image as an OCI layout, reads the layout back, unpacks the
@@ -40,7 +33,7 @@ func TestImage(t *testing.T) {
 	}
 	const version = "1.2.3-test.1"
 	tmp := t.TempDir()
-	bin := buildRewind(t, tmp, version)
+	bin := testbin.Build(t, tmp, version)
 	platform := "linux/" + runtime.GOARCH
 	created := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	cfg := Config{Binaries: map[string]string{platform: bin}, Version: version, Created: created}
@@ -147,35 +140,6 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// buildRewind builds cmd/rewind of this checkout as .goreleaser.yaml does.
-func buildRewind(t *testing.T, dir, version string) string {
-	t.Helper()
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || !bytes.HasPrefix(b, []byte("module github.com/rewind-io/rewind\n")) {
-		t.Fatalf("%s is not the server's module root: %v", root, err)
-	}
-	bin := filepath.Join(dir, "rewind")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*hang)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goCommand(), "build", "-trimpath", "-ldflags", "-s -w -X main.buildVersion="+version, "-o", bin, "./cmd/rewind")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=-buildvcs=false")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/rewind: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func goCommand() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "/usr/local/go/bin/go"
-}
-
 // readLayout opens the layout in dir as a registry client would: the
 // index tagged version, then its image for platform.
 func readLayout(t *testing.T, dir, version, platform string) v1.Image {
@@ -271,102 +235,16 @@ func serveDefault(t *testing.T, rewind string, cmdArgs []string, data string) {
 		t.Fatalf("default command %q has no %s", cmdArgs, DataDir)
 	}
 	args[i] = data
-	addr := freeLoopback(t)
-	args = append(args, "--listen", addr)
-	cmd := exec.Command(rewind, args...)
-	cmd.Dir = t.TempDir()
-	cmd.Env = []string{"HOME=" + cmd.Dir}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	addr := testbin.FreeLoopback(t)
+	p := testbin.Start(t, rewind, append(args, "--listen", addr)...)
 	base := "http://" + addr
-	waitReady(t, base, exited, &logs)
-
-	post(t, base+"/rewind.v1.TopicService/CreateTopic", `{"name":"orders","config":{"partitions":2}}`)
-	if body := post(t, base+"/rewind.v1.TopicService/ListTopics", `{}`); !strings.Contains(body, `"orders"`) {
+	p.WaitReady(t, base)
+	testbin.Post(t, base+"/rewind.v1.TopicService/CreateTopic", `{"name":"orders","config":{"partitions":2}}`)
+	if body := testbin.Post(t, base+"/rewind.v1.TopicService/ListTopics", `{}`); !strings.Contains(body, `"orders"`) {
 		t.Errorf("ListTopics: %s; want the topic orders", body)
 	}
-
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("rewind serve after SIGTERM: %v; want exit 0\n%s", err, logs.String())
-		}
-	case <-time.After(hang):
-		t.Fatalf("rewind serve did not exit within %s of SIGTERM\n%s", hang, logs.String())
-	}
+	p.Stop(t)
 	if _, err := os.Stat(data); err != nil {
 		t.Errorf("data directory: %v", err)
 	}
-}
-
-// freeLoopback is a loopback address whose port was free a moment ago.
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// waitReady polls /readyz until it answers 200; the server exiting first,
-// or a hang, fails the test with its logs.
-func waitReady(t *testing.T, base string, exited <-chan error, logs *bytes.Buffer) {
-	t.Helper()
-	deadline := time.Now().Add(hang)
-	client := &http.Client{Timeout: 10 * time.Second}
-	for {
-		resp, err := client.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("rewind serve exited before it was ready: %v\n%s", err, logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rewind serve not ready after %s (last: %v)\n%s", hang, err, logs.String())
-		}
-	}
-}
-
-// post calls a Connect unary method with a JSON body and returns the
-// answer's body; anything but 200 fails the test.
-func post(t *testing.T, url, body string) string {
-	t.Helper()
-	client := &http.Client{Timeout: hang}
-	resp, err := client.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST %s %s: %s %s", url, body, resp.Status, b)
-	}
-	return string(b)
 }
