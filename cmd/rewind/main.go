@@ -10,6 +10,7 @@
 //	                                  WebAssembly filters and transforms
 //	rewind demo                       see it work in one command
 //	rewind bench publish|replay|ttfm  measure
+//	rewind version [--short]          this build's semantic version (version.go)
 //
 // This package turns flags into configuration and calls; the logic lives in
 // engine (the server), sdk/client (the client) and sdk/guest (filter
