@@ -238,9 +238,9 @@ func serveDefault(t *testing.T, rewind string, cmdArgs []string, data string) {
 	addr := testbin.FreeLoopback(t)
 	p := testbin.Start(t, rewind, append(args, "--listen", addr)...)
 	base := "http://" + addr
-	p.WaitReady(t, base)
-	testbin.Post(t, base+"/rewind.v1.TopicService/CreateTopic", `{"name":"orders","config":{"partitions":2}}`)
-	if body := testbin.Post(t, base+"/rewind.v1.TopicService/ListTopics", `{}`); !strings.Contains(body, `"orders"`) {
+	p.WaitReady(t, nil, base)
+	testbin.Post(t, nil, "", base+"/rewind.v1.TopicService/CreateTopic", `{"name":"orders","config":{"partitions":2}}`)
+	if body := testbin.Post(t, nil, "", base+"/rewind.v1.TopicService/ListTopics", `{}`); !strings.Contains(body, `"orders"`) {
 		t.Errorf("ListTopics: %s; want the topic orders", body)
 	}
 	p.Stop(t)

@@ -60,6 +60,6 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- fail "replicas must be at least 1" -}}
 {{- end -}}
 {{- if and (not .Values.insecure) (not (and .Values.tls.secretName .Values.auth.enabled)) -}}
-{{- fail "rewind serve refuses to listen on the pod network without TLS and client authentication: set tls.secretName (a kubernetes.io/tls Secret) with auth.enabled=true, or insecure=true for a network you trust completely (docs/security.md)" -}}
+{{- fail "rewind serve refuses to listen on the pod network without TLS and client authentication: set tls.secretName (a Secret of the members' certificates: values.yaml) with auth.enabled=true, or insecure=true for a network you trust completely (docs/security.md)" -}}
 {{- end -}}
 {{- end -}}

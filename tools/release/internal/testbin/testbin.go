@@ -106,14 +106,20 @@ func Start(t testing.TB, bin string, args ...string) *Process {
 	return p
 }
 
-// WaitReady polls base's /readyz until it answers 200; the process
-// exiting first, or a hang, fails the test with its logs.
-func (p *Process) WaitReady(t testing.TB, base string) {
+// WaitReady polls base's /readyz with client (nil: plain HTTP) until it
+// answers 200; the process exiting first, or a hang, fails the test with
+// its logs.
+func (p *Process) WaitReady(t testing.TB, client *http.Client, base string) {
 	t.Helper()
 	deadline := time.Now().Add(Hang)
-	client := &http.Client{Timeout: 10 * time.Second}
+	if client == nil {
+		client = &http.Client{}
+	}
 	for {
-		resp, err := client.Get(base + "/readyz")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		resp, err := client.Do(req)
+		cancel()
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -150,12 +156,25 @@ func (p *Process) Stop(t testing.TB) {
 	}
 }
 
-// Post calls a Connect unary method with a JSON body and returns the
+// Post calls a Connect unary method with a JSON body, with client (nil:
+// plain HTTP) and a bearer token unless it is empty, and returns the
 // answer's body; anything but 200 fails the test.
-func Post(t testing.TB, url, body string) string {
+func Post(t testing.TB, client *http.Client, token, url, body string) string {
 	t.Helper()
-	client := &http.Client{Timeout: Hang}
-	resp, err := client.Post(url, "application/json", strings.NewReader(body))
+	if client == nil {
+		client = &http.Client{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Hang)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
