@@ -10,6 +10,7 @@
 //	                                  WebAssembly filters and transforms
 //	rewind demo                       see it work in one command
 //	rewind bench publish|replay|ttfm  measure
+//	rewind version [--short]          this build's semantic version (version.go)
 //
 // This package turns flags into configuration and calls; the logic lives in
 // engine (the server), sdk/client (the client) and sdk/guest (filter
@@ -23,15 +24,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
-	"github.com/rewind-io/rewind/internal/failpoint"
 	"github.com/rewind-io/rewind/internal/tlsconf"
 	"github.com/rewind-io/rewind/sdk/client"
 )
@@ -209,59 +207,4 @@ func usageOnArgErrors(root *cobra.Command) {
 			return nil
 		}
 	})
-}
-
-// buildVersion, when set at link time (-ldflags "-X
-// main.buildVersion=v1.2.3"), is the version versionLine reports.
-var buildVersion string
-
-// versionLine says which build this is: the module version (a tag, or a
-// pseudo-version from the commit), the commit and whether the tree had
-// changes, and the Go version and platform.
-func versionLine() string {
-	version, commit := "(unknown)", ""
-	var modified bool
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
-	if buildVersion != "" {
-		version = buildVersion
-	}
-	if commit == "" {
-		commit = "unknown"
-	} else if len(commit) > 12 {
-		commit = commit[:12]
-	}
-	if modified {
-		commit += " (modified)"
-	}
-	line := fmt.Sprintf("rewind %s\ncommit %s\n%s %s/%s", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	if failpoint.Available {
-		line += "\n" + failpointsLine
-	}
-	return line
-}
-
-// failpointsLine ends the version of a binary built with -tags failpoints
-// (the scenario runner looks for it).
-const failpointsLine = "failpoints: built in (testing only)"
-
-func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, commit and Go version of this build",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			fmt.Println(versionLine())
-			return nil
-		},
-	}
 }
