@@ -52,10 +52,12 @@ func WriteInSteps(path string, data []byte, perm os.FileMode, step int) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory, so that the names created or removed in it
+// survive a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

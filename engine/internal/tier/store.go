@@ -157,24 +157,12 @@ func (s *FileStore) PutIfAbsent(ctx context.Context, name string, data []byte) (
 		return false, nil
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = atomicfile.SyncDir(dir)
 	}
 	if err != nil {
 		return false, fmt.Errorf("tier: put %s: %w", name, err)
 	}
 	return true, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // ReadRange reads n bytes at off; fewer bytes than asked is an error.
