@@ -171,3 +171,59 @@ func TestQuotas(t *testing.T) {
 		t.Fatalf("with the quota removed: %v", err)
 	}
 }
+
+// TestTraceStampIsCharged: the trace context a publish asks the server to
+// store in its records (Rewind-Record-Trace) is charged to the publisher
+// like the bytes it sent, so it cannot make the server store more than
+// its quota admits.
+func TestTraceStampIsCharged(t *testing.T) {
+	a := startAuthNode(t, nil)
+	ctx := context.Background()
+	root := a.client(a.root)
+	if _, err := root.CreateTopic(ctx, "tr", client.WithPartitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	tok := a.user(t, "tracer", "allow publish topic:tr")
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	published := func() uint64 {
+		t.Helper()
+		q, err := root.ListQuotas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range q.GetUsage() {
+			if u.GetPrincipal() == "tracer" {
+				return u.GetPublishedBytes()
+			}
+		}
+		return 0
+	}
+	for _, stamp := range []bool{false, true} {
+		before := published()
+		// Ten records of one byte ("YQ==" is "a").
+		body := `{"topic":"tr","records":[` + strings.Repeat(`{"value":"YQ=="},`, 9) + `{"value":"YQ=="}]}`
+		req, _ := http.NewRequest(http.MethodPost, a.url+"/rewind.v1.PublishService/Publish", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("traceparent", parent)
+		if stamp {
+			req.Header.Set("Rewind-Record-Trace", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("publish: %d %s", resp.StatusCode, msg)
+		}
+		want := uint64(10) // the values
+		if stamp {
+			want += 10 * uint64(len("traceparent")+len(parent))
+		}
+		if got := published() - before; got != want {
+			t.Errorf("stamp %v: the publish was charged %d bytes, want %d", stamp, got, want)
+		}
+	}
+}

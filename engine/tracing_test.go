@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -309,5 +311,54 @@ func TestRecordTraceWithTracingOff(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"invalid_argument"`) || !strings.Contains(string(body), "Rewind-Record-Trace") {
 		t.Errorf("a publish with Rewind-Record-Trace: yes please: %d %s, want InvalidArgument naming the header", resp.StatusCode, body)
+	}
+
+	// A caller's tracestate is stored when short; a long one (the
+	// propagator takes about 16 KiB, which every record of a publish
+	// would carry) is not, while its traceparent still is.
+	short := "k=v"
+	var entries []string
+	for i := range 5 { // a valid tracestate of 5 entries, 524 bytes
+		entries = append(entries, fmt.Sprintf("k%d=%s", i, strings.Repeat("v", 100)))
+	}
+	long := strings.Join(entries, ",")
+	for i, st := range []string{short, long} {
+		body := fmt.Sprintf(`{"topic":"orders","records":[{"value":%q}]}`, base64.StdEncoding.EncodeToString([]byte{'e' + byte(i)}))
+		req, _ := http.NewRequest(http.MethodPost, node.URL+"/rewind.v1.PublishService/Publish", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Rewind-Record-Trace", "1")
+		req.Header.Set("traceparent", own)
+		req.Header.Set("tracestate", st)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("publish with a tracestate of %d bytes: %d", len(st), resp.StatusCode)
+		}
+	}
+	sub, err = plain.Subscribe(ctx, "orders", client.From(client.Offset(3)), client.Until(client.End()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	wantState := map[string]string{"e": short, "f": ""}
+	n = 0
+	for sub.Next() {
+		if r, ok := sub.Event().(*client.Records); ok {
+			for _, rec := range r.Records {
+				n++
+				if got := header(rec, "traceparent"); got != own {
+					t.Errorf("record %s: traceparent %q, want %q", rec.Value, got, own)
+				}
+				if got := header(rec, "tracestate"); got != wantState[string(rec.Value)] {
+					t.Errorf("record %s: tracestate of %d bytes, want %d", rec.Value, len(got), len(wantState[string(rec.Value)]))
+				}
+			}
+		}
+	}
+	if sub.Err() != nil || n != 2 {
+		t.Fatalf("read %d records after offset 3, %v", n, sub.Err())
 	}
 }

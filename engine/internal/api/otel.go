@@ -53,6 +53,12 @@ const (
 	TraceStateKey  = "tracestate"
 )
 
+// maxStampedTraceState is the longest tracestate stored in records; a
+// longer one (the propagator accepts about 16 KiB) is left out, so a
+// caller cannot make every record of a publish that much larger than
+// what it sent.
+const maxStampedTraceState = 256
+
 const instrumentation = "github.com/rewind-io/rewind/engine"
 
 // observability is a Server's tracing and per-RPC metrics.
@@ -124,20 +130,21 @@ func endSpan(span trace.Span, err error) {
 }
 
 // stampTrace stores the publish's trace context in the headers of recs,
-// when the request asks for it (RecordTraceHeader). Without a trace
-// context (tracing off and no traceparent from the caller) it does
-// nothing.
-func (o observability) stampTrace(ctx context.Context, recs []broker.PublishRecord) error {
+// when the request asks for it (RecordTraceHeader), and returns the bytes
+// it added (which the caller charges to the publisher's quota). Without a
+// trace context (tracing off and no traceparent from the caller) it does
+// nothing. A tracestate over maxStampedTraceState is not stored.
+func (o observability) stampTrace(ctx context.Context, recs []broker.PublishRecord) (added int, err error) {
 	ci, ok := connect.CallInfoForHandlerContext(ctx)
 	if !ok {
-		return nil
+		return 0, nil
 	}
 	switch v := ci.RequestHeader().Get(RecordTraceHeader); strings.ToLower(v) {
 	case "":
-		return nil
+		return 0, nil
 	case "1", "true":
 	default:
-		return invalidf("header %s: %q: want 1 or true", RecordTraceHeader, v)
+		return 0, invalidf("header %s: %q: want 1 or true", RecordTraceHeader, v)
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		// Tracing is off here: carry the caller's own context.
@@ -147,11 +154,13 @@ func (o observability) stampTrace(ctx context.Context, recs []broker.PublishReco
 	propagation.TraceContext{}.Inject(ctx, carrier)
 	parent := carrier[TraceParentKey]
 	if parent == "" {
-		return nil
+		return 0, nil
 	}
 	stamp := []record.Header{{Key: []byte(TraceParentKey), Value: []byte(parent)}}
-	if st := carrier[TraceStateKey]; st != "" {
+	size := len(TraceParentKey) + len(parent)
+	if st := carrier[TraceStateKey]; st != "" && len(st) <= maxStampedTraceState {
 		stamp = append(stamp, record.Header{Key: []byte(TraceStateKey), Value: []byte(st)})
+		size += len(TraceStateKey) + len(st)
 	}
 	for i := range recs {
 		r := &recs[i]
@@ -161,8 +170,9 @@ func (o observability) stampTrace(ctx context.Context, recs []broker.PublishReco
 		// r.Headers has no spare capacity (Publish clips it): append
 		// copies, never writing into another record's headers.
 		r.Headers = append(r.Headers, stamp...)
+		added += size
 	}
-	return nil
+	return added, nil
 }
 
 func hasHeader(hs []record.Header, key string) bool {

@@ -30,7 +30,7 @@ func BenchmarkObservabilityOff(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		call(ctx, req)
-		if err := o.stampTrace(ctx, recs); err != nil {
+		if _, err := o.stampTrace(ctx, recs); err != nil {
 			b.Fatal(err)
 		}
 		_, end := o.startCommit(ctx, "t", 1)

@@ -19,10 +19,6 @@ import (
 func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*rewindv1.PublishResponse, error) {
 	start := time.Now()
 	in := req.GetRecords()
-	if err := s.chargePublish(ctx, in); err != nil {
-		s.countPublishFailure(ctx, err)
-		return nil, err
-	}
 	recs := make([]broker.PublishRecord, len(in))
 	var headers []record.Header
 	for i, r := range in {
@@ -42,7 +38,12 @@ func (s *Server) Publish(ctx context.Context, req *rewindv1.PublishRequest) (*re
 			pr.Partition, pr.HasPartition = r.GetPartition(), true
 		}
 	}
-	if err := s.obs.stampTrace(ctx, recs); err != nil {
+	added, err := s.obs.stampTrace(ctx, recs)
+	if err == nil {
+		// What the trace stamp added counts as the publisher's own bytes.
+		err = s.chargePublish(ctx, in, added)
+	}
+	if err != nil {
 		s.countPublishFailure(ctx, err)
 		return nil, err
 	}

@@ -65,9 +65,10 @@ func quotaError(err error) error {
 	return ce
 }
 
-// chargePublish admits a client's publish of these records, or refuses it
-// over its principal's quota.
-func (s *Server) chargePublish(ctx context.Context, recs []*rewindv1.PublishRecord) error {
+// chargePublish admits a client's publish of these records, plus extra
+// bytes the server added to them (a trace stamp), or refuses it over its
+// principal's quota.
+func (s *Server) chargePublish(ctx context.Context, recs []*rewindv1.PublishRecord, extra int) error {
 	if s.guard == nil || isHop(ctx) {
 		return nil
 	}
@@ -75,7 +76,7 @@ func (s *Server) chargePublish(ctx context.Context, recs []*rewindv1.PublishReco
 	if !ok {
 		return nil
 	}
-	n := 0
+	n := extra
 	for _, r := range recs {
 		n += len(r.GetKey()) + len(r.GetValue()) + len(r.GetIdempotencyKey())
 		for _, h := range r.GetHeaders() {
