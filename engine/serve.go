@@ -31,6 +31,11 @@ type ServeConfig struct {
 	// Default 10 s; negative: close every connection at once (a test
 	// stopping a member, a demo ending).
 	ShutdownTimeout time.Duration
+	// MetricsListener, when set, serves /metrics alone (MetricsHandler)
+	// under MetricsHTTP's limits, and stops with the API, before the store
+	// closes (a scrape reads the store).
+	MetricsListener net.Listener
+	MetricsHTTP     HTTPConfig
 }
 
 // DefaultShutdownTimeout is ServeConfig.ShutdownTimeout's default.
@@ -80,11 +85,14 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, cfg ServeConfig) erro
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "address", ln.Addr().String(), "tls", n.TLSConfig() != nil)
+	stopMetrics := n.serveMetrics(log, cfg)
 	select {
 	case err := <-errc:
+		stopMetrics()
 		n.Close()
 		return err
 	case <-n.Failed():
+		stopMetrics()
 		return n.failed(log, srv, errc)
 	case <-ctx.Done():
 	}
@@ -99,6 +107,7 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, cfg ServeConfig) erro
 			srv.Close()
 		}
 	}
+	stopMetrics()
 	err := n.Close()
 	if err == nil {
 		log.Info("stopped")
@@ -107,6 +116,26 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, cfg ServeConfig) erro
 		err = errors.Join(err, e)
 	}
 	return err
+}
+
+// serveMetrics serves MetricsHandler on cfg.MetricsListener, if set, until
+// the returned function is called; it waits for the server to stop.
+func (n *Node) serveMetrics(log hclog.Logger, cfg ServeConfig) (stop func()) {
+	if cfg.MetricsListener == nil {
+		return func() {}
+	}
+	srv := cfg.MetricsHTTP.Server(n.MetricsHandler())
+	srv.ErrorLog = stdlog.New(httpLogWriter{log.Named("http")}, "", 0)
+	ln := cfg.MetricsHTTP.Listener(cfg.MetricsListener)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "address", ln.Addr().String(), "error", err)
+		}
+	}()
+	log.Info("serving metrics", "address", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() { srv.Close(); <-done }
 }
 
 // failed stops a node whose store failed and returns the error Serve

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -57,5 +58,51 @@ func TestServeExitsWhenTheStoreFails(t *testing.T) {
 	err = <-done
 	if err == nil || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) || !strings.Contains(err.Error(), "storage failed") {
 		t.Fatalf("Serve returned %v, want a storage failure naming %q", err, syscall.ENOSPC)
+	}
+}
+
+// TestServeStopsTheMetricsListener: ServeConfig.MetricsListener serves
+// /metrics alone (the API is not there), and Serve has stopped it when it
+// returns, since a scrape reads the store it closes.
+func TestServeStopsTheMetricsListener(t *testing.T) {
+	node, err := engine.Open(engine.Config{Dir: t.TempDir(), Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		node.Close()
+		t.Fatal(err)
+	}
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		node.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- node.Serve(ctx, ln, engine.ServeConfig{MetricsListener: mln, ShutdownTimeout: -1})
+	}()
+	get := func(path string) (int, error) {
+		resp, err := http.Get("http://" + mln.Addr().String() + path)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := get("/metrics"); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /metrics on the metrics listener: %d %v", code, err)
+	}
+	if code, err := get("/rewind.v1.TopicService/ListTopics"); err != nil || code != http.StatusNotFound {
+		t.Fatalf("the API on the metrics listener: %d %v, want 404", code, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if _, err := get("/metrics"); err == nil {
+		t.Fatal("the metrics listener still answers after Serve returned")
 	}
 }

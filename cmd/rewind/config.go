@@ -44,12 +44,13 @@ func markCommaList(fs *pflag.FlagSet, names ...string) {
 }
 
 // configurable returns the flags of cmd that the environment and the file
-// may set: its own, without --config and --help. The client commands'
-// global flags (--server, --token, ...) are none of serve's.
+// may set: its own, without --config, --help and the hidden ones (for
+// tests, such as --peer-via: only a command line sets them). The client
+// commands' global flags (--server, --token, ...) are none of serve's.
 func configurable(cmd *cobra.Command) []*pflag.Flag {
 	var out []*pflag.Flag
 	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
-		if f.Name != configFlag && f.Name != "help" {
+		if f.Name != configFlag && f.Name != "help" && !f.Hidden {
 			out = append(out, f)
 		}
 	})

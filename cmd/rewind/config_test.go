@@ -295,3 +295,19 @@ func FuzzConfigFile(f *testing.F) {
 		_ = applyConfig(serveWith(t, "--config", p), envOf(nil))
 	})
 }
+
+// A hidden flag (for tests: --peer-via) is set on the command line only:
+// the file refuses it as unknown, and its variable is not read.
+func TestConfigLeavesHiddenFlagsOut(t *testing.T) {
+	cmd := serveWith(t, "--config", writeConfig(t, "peer_via = \"1=127.0.0.1:1\"\n"))
+	if err := applyConfig(cmd, envOf(nil)); err == nil || !strings.Contains(err.Error(), "peer_via") {
+		t.Errorf("peer_via in the file: %v, want an error naming it", err)
+	}
+	cmd = serveWith(t)
+	if err := applyConfig(cmd, envOf(map[string]string{"REWIND_PEER_VIA": "1=127.0.0.1:1"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := cmd.Flags().Lookup("peer-via").Value.String(); got != "" {
+		t.Errorf("REWIND_PEER_VIA set --peer-via to %q", got)
+	}
+}

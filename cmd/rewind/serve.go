@@ -236,7 +236,6 @@ it.`,
 			if err != nil {
 				return err
 			}
-			defer tel.serveMetrics(log, node)()
 			if os.Getenv("GOGC") == "" {
 				// GOGC set by hand wins over the tuner.
 				ctx, cancel := context.WithCancel(cmd.Context())
@@ -253,7 +252,9 @@ it.`,
 				}
 				log.Info("web console", "url", scheme+"://"+listen+console.Prefix)
 			}
-			return serve(cmd.Context(), log, node, listen, api, httpCfg)
+			sc := engine.ServeConfig{HTTP: httpCfg, Handler: api, Logger: log}
+			tel.metricsServe(&sc) // --metrics-listen
+			return serve(cmd.Context(), node, listen, sc)
 		},
 	}
 	f := cmd.Flags()
@@ -419,17 +420,18 @@ func newLogger(level, format string) (hclog.Logger, error) {
 	}), nil
 }
 
-// serve listens on listen and serves h (the node's API, and maybe the
-// console) under hc's limits until ctx ends (SIGINT, SIGTERM) or the
+// serve listens on listen and serves sc.Handler (the node's API, and maybe
+// the console; and /metrics on sc.MetricsListener) under sc's limits until
+// ctx ends (SIGINT, SIGTERM) or the
 // store fails: engine.Node.Serve, which drains the node, shuts the HTTP
 // server down and closes the store, in that order.
-func serve(ctx context.Context, log hclog.Logger, node *engine.Node, listen string, h http.Handler, hc engine.HTTPConfig) error {
+func serve(ctx context.Context, node *engine.Node, listen string, sc engine.ServeConfig) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		node.Close()
 		return err
 	}
-	return node.Serve(ctx, ln, engine.ServeConfig{HTTP: hc, Handler: h, Logger: log})
+	return node.Serve(ctx, ln, sc)
 }
 
 // withCORS lets browsers on the given origins call the API (Connect and

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -69,7 +67,7 @@ func (t *telemetryFlags) start(ctx context.Context, log hclog.Logger, cfg *engin
 
 func (t *telemetryFlags) stop() {
 	if t.ln != nil {
-		t.ln.Close() // a no-op once serveMetrics's server closed it
+		t.ln.Close() // a no-op once Node.Serve's metrics server closed it
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -78,20 +76,10 @@ func (t *telemetryFlags) stop() {
 	}
 }
 
-// serveMetrics serves node.MetricsHandler on --metrics-listen (if given)
-// until the returned function is called; it waits for the server to stop.
-func (t *telemetryFlags) serveMetrics(log hclog.Logger, node *engine.Node) func() {
-	if t.ln == nil {
-		return func() {}
+// metricsServe has sc serve /metrics on --metrics-listen (if given):
+// engine.Node.Serve stops it with the API, before the store closes.
+func (t *telemetryFlags) metricsServe(sc *engine.ServeConfig) {
+	if t.ln != nil {
+		sc.MetricsListener, sc.MetricsHTTP = t.ln, t.http
 	}
-	srv := t.http.Server(node.MetricsHandler())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(t.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics listener stopped", "address", t.ln.Addr().String(), "error", err)
-		}
-	}()
-	log.Info("serving metrics", "address", t.ln.Addr().String(), "url", "http://"+t.ln.Addr().String()+"/metrics")
-	return func() { srv.Close(); <-done }
 }

@@ -278,9 +278,11 @@ func (s *S3Store) ReadRange(ctx context.Context, name string, off, n int64) ([]b
 		return nil, s3Error("read", name, err)
 	}
 	defer out.Body.Close()
-	if out.ContentRange == nil {
-		// A store that ignores ranges sends the whole object.
-		all, err := io.ReadAll(out.Body)
+	if out.ContentRange == nil && aws.ToInt64(out.ContentLength) != n {
+		// A store that ignores ranges sends the whole object (one that
+		// answers the range but whose proxy dropped Content-Range sends n
+		// bytes: the range). Nothing past the range is needed.
+		all, err := io.ReadAll(io.LimitReader(out.Body, off+n))
 		if err != nil {
 			return nil, fmt.Errorf("tier: read %s: %w", name, err)
 		}
@@ -317,6 +319,8 @@ func (s *S3Store) List(ctx context.Context, prefix string) ([]Object, error) {
 	var out []Object
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix + prefix),
+	}, func(o *s3.ListObjectsV2PaginatorOptions) {
+		o.StopOnDuplicateToken = true // a faulty store that repeats a token ends the list, not loops
 	})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)

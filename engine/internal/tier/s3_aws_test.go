@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,6 +274,64 @@ func TestS3StoreOnAWSTerms(t *testing.T) {
 			if b, err := seg.ReadBatch(ctx, direct, i); err != nil || !bytes.Equal(b.Bytes(), want.Data) {
 				t.Fatalf("batch %d after the retries: %v", i, err)
 			}
+		}
+	})
+
+	// Stores and proxies that handle ranges badly: one that drops the
+	// answer's Content-Range (the body is the range), one that ignores
+	// Range (the body is the whole object). Both read back the same bytes
+	// as the store itself.
+	t.Run("RangesThroughProxies", func(t *testing.T) {
+		target, err := url.Parse(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		direct, err := tier.Open(withEndpoint(t, u, endpoint, "ranges"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := make([]byte, 5000)
+		for i := range obj {
+			obj[i] = byte(i * 7)
+		}
+		if err := direct.Put(ctx, "r.seg", obj); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name string
+			resp func(*http.Response) error
+		}{
+			{name: "no Content-Range", resp: func(r *http.Response) error { r.Header.Del("Content-Range"); return nil }},
+			{name: "Range ignored", resp: func(r *http.Response) error {
+				if r.StatusCode != http.StatusPartialContent {
+					return nil
+				}
+				// The range is signed, so the proxy cannot drop it from
+				// the request: it answers as a store that ignored it.
+				r.Body.Close()
+				r.StatusCode, r.Status = http.StatusOK, "200 OK"
+				r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(obj)), int64(len(obj))
+				r.Header.Del("Content-Range")
+				r.Header.Set("Content-Length", strconv.Itoa(len(obj)))
+				return nil
+			}},
+		} {
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			proxy.ModifyResponse = tc.resp
+			srv := httptest.NewServer(proxy)
+			st, err := tier.Open(withEndpoint(t, u, srv.URL, "ranges"))
+			if err != nil {
+				srv.Close()
+				t.Fatal(err)
+			}
+			for _, r := range [][2]int64{{0, 100}, {1234, 100}, {4900, 100}} {
+				got, err := st.ReadRange(ctx, "r.seg", r[0], r[1])
+				if err != nil || !bytes.Equal(got, obj[r[0]:r[0]+r[1]]) {
+					t.Errorf("%s: %d bytes at %d: %v (bytes equal: %v)", tc.name, r[1], r[0], err, bytes.Equal(got, obj[r[0]:r[0]+r[1]]))
+				}
+			}
+			srv.Close()
 		}
 	})
 
