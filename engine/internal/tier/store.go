@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rewind-io/rewind/internal/atomicfile"
@@ -151,7 +152,15 @@ func (s *FileStore) PutIfAbsent(ctx context.Context, name string, data []byte) (
 		err = cerr
 	}
 	if err == nil {
-		err = os.Link(tmp, p)
+		err = linkFile(tmp, p)
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.ENOSYS) {
+			// A mount without hard links (gcsfuse, blobfuse, s3fs, some
+			// SMB shares): an exclusive create. Not atomic: a crash while
+			// it writes leaves a short file, which the marker's reader
+			// takes for another cluster's (the node refuses to start and
+			// names the file to check).
+			err = createExclusive(p, data)
+		}
 	}
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil
@@ -163,6 +172,29 @@ func (s *FileStore) PutIfAbsent(ctx context.Context, name string, data []byte) (
 		return false, fmt.Errorf("tier: put %s: %w", name, err)
 	}
 	return true, nil
+}
+
+// linkFile is os.Link; a test swaps it to play a mount without hard links.
+var linkFile = os.Link
+
+// createExclusive writes data to a new file p, synced; fs.ErrExist if p
+// exists.
+func createExclusive(p string, data []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(p)
+	}
+	return err
 }
 
 // ReadRange reads n bytes at off; fewer bytes than asked is an error.
