@@ -61,7 +61,9 @@ func readBuildInfo() buildInfo {
 // version is the build's semantic version, in this order:
 //  1. the link-time version of a release build (buildVersion), as given;
 //  2. the module's version when the binary was built by `go install
-//     .../cmd/rewind@vX.Y.Z` (a tag or a pseudo-version), without its "v";
+//     .../cmd/rewind@vX.Y.Z` (a tag or a pseudo-version), or in a
+//     checkout by a Go that stamps the commit (Go 1.24 on, unless
+//     -buildvcs=false: 0.0.0-<time>-<commit>[+dirty]), without its "v";
 //  3. otherwise 0.0.0-dev, with the commit as build metadata when the
 //     build recorded one (+<12 hex digits>, and .dirty when the tree had
 //     changes): 0.0.0-dev+f7fd040a1b2c.dirty.
