@@ -113,8 +113,11 @@ func startTLS(b *testing.B) (string, *tls.Config) {
 // BenchmarkPublishOne publishes one 100-byte record at a time through the
 // Go client over loopback, each waiting for the last: ns/op is an idle
 // publisher's durable acknowledgement, end to end.
-func BenchmarkPublishOne(b *testing.B) {
-	c := client.New(enginetest.StartNode(b, engine.Config{}).URL)
+func BenchmarkPublishOne(b *testing.B) { benchPublishOne(b, engine.Config{}) }
+
+// benchPublishOne is BenchmarkPublishOne on a node of cfg.
+func benchPublishOne(b *testing.B, cfg engine.Config) {
+	c := client.New(enginetest.StartNode(b, cfg).URL)
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
 		b.Fatal(err)

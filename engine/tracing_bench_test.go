@@ -8,8 +8,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/rewind-io/rewind/engine"
-	"github.com/rewind-io/rewind/internal/enginetest"
-	"github.com/rewind-io/rewind/sdk/client"
 )
 
 // BenchmarkPublishOneTraced is BenchmarkPublishOne on a node that traces
@@ -18,17 +16,5 @@ import (
 func BenchmarkPublishOneTraced(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	b.Cleanup(func() { tp.Shutdown(context.Background()) })
-	c := client.New(enginetest.StartNode(b, engine.Config{Telemetry: engine.TelemetryConfig{Tracer: tp}}).URL)
-	ctx := context.Background()
-	if _, err := c.CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
-		b.Fatal(err)
-	}
-	msg := client.Message{Value: make([]byte, 100)}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := c.Publish(ctx, "t", msg); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchPublishOne(b, engine.Config{Telemetry: engine.TelemetryConfig{Tracer: tp}})
 }
