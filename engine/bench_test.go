@@ -112,12 +112,23 @@ func startTLS(b *testing.B) (string, *tls.Config) {
 
 // BenchmarkPublishOne publishes one 100-byte record at a time through the
 // Go client over loopback, each waiting for the last: ns/op is an idle
-// publisher's durable acknowledgement, end to end.
-func BenchmarkPublishOne(b *testing.B) { benchPublishOne(b, engine.Config{}) }
+// publisher's durable acknowledgement, end to end, over the fast path
+// (the default) and over HTTP/2.
+func BenchmarkPublishOne(b *testing.B) {
+	for _, tr := range transports {
+		b.Run("transport="+tr.name, func(b *testing.B) { benchPublishOne(b, engine.Config{}, tr.opt) })
+	}
+}
+
+// transports are the Go client's two ways of sending a unary call.
+var transports = []struct {
+	name string
+	opt  client.Option
+}{{"fastpath", client.WithFastPath(true)}, {"h2", client.WithFastPath(false)}}
 
 // benchPublishOne is BenchmarkPublishOne on a node of cfg.
-func benchPublishOne(b *testing.B, cfg engine.Config) {
-	c := client.New(enginetest.StartNode(b, cfg).URL)
+func benchPublishOne(b *testing.B, cfg engine.Config, opts ...client.Option) {
+	c := client.New(enginetest.StartNode(b, cfg).URL, opts...)
 	ctx := context.Background()
 	if _, err := c.CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
 		b.Fatal(err)
@@ -129,5 +140,30 @@ func benchPublishOne(b *testing.B, cfg engine.Config) {
 		if _, err := c.Publish(ctx, "t", msg); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkUnaryCall calls DescribeTopic through the Go client over
+// loopback, each call waiting for the last: ns/op is the cost of a unary
+// call's path (client, transport, interceptors, handler) with next to no
+// work behind it, the floor under every small request; over the fast path
+// and over HTTP/2.
+func BenchmarkUnaryCall(b *testing.B) {
+	url := enginetest.StartNode(b, engine.Config{}).URL
+	ctx := context.Background()
+	if _, err := client.New(url).CreateTopic(ctx, "t", client.WithPartitions(1)); err != nil {
+		b.Fatal(err)
+	}
+	for _, tr := range transports {
+		b.Run("transport="+tr.name, func(b *testing.B) {
+			c := client.New(url, tr.opt)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, _, err := c.DescribeTopic(ctx, "t"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

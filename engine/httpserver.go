@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rewind-io/rewind/engine/internal/api"
 	"github.com/rewind-io/rewind/internal/httpedge"
 )
 
@@ -48,6 +49,10 @@ type HTTPConfig struct {
 	// (--allowed-hosts). "*." prefixes admit a domain's names; "*" turns
 	// the check off. Default: none (IP literals and loopback names only).
 	AllowedHosts []string
+
+	// admitStream checks who opens a fast-path stream (Node.Serve sets it
+	// to the node's authentication; nil: anyone).
+	admitStream func(http.ResponseWriter, *http.Request) bool
 }
 
 // Defaults of HTTPConfig.
@@ -105,9 +110,17 @@ func (c HTTPConfig) Server(h http.Handler) *http.Server {
 	p.SetHTTP1(true)
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
-	h = httpedge.GuardBodies(h, httpedge.BodyLimits{ReadTimeout: c.BodyReadTimeout, InFlight: c.MaxBodyBytesInFlight})
-	h = httpedge.CheckHosts(h, c.AllowedHosts)
-	return &http.Server{
+	guard := httpedge.NewBodyGuard(httpedge.BodyLimits{ReadTimeout: c.BodyReadTimeout, InFlight: c.MaxBodyBytesInFlight})
+	// The fast path's calls run h as they are: their stream's request has
+	// passed the Host check, and their bodies are counted as they arrive.
+	fp := httpedge.NewFastpath(h, httpedge.FastpathConfig{
+		Bodies:        guard,
+		Admit:         c.admitStream,
+		IdleTimeout:   positive(c.IdleTimeout),
+		MaxFrameBytes: api.MaxRequestBytes + 1<<20,
+	})
+	h = httpedge.CheckHosts(fp.Handler(guard.Handler(h)), c.AllowedHosts)
+	srv := &http.Server{
 		Handler:           h,
 		Protocols:         p,
 		ReadHeaderTimeout: positive(c.ReadHeaderTimeout),
@@ -124,6 +137,9 @@ func (c HTTPConfig) Server(h http.Handler) *http.Server {
 			PingTimeout:     15 * time.Second,
 		},
 	}
+	// A shutdown tells fast-path streams to finish their calls and end.
+	srv.RegisterOnShutdown(fp.Shutdown)
+	return srv
 }
 
 // Listener returns ln under c's connection caps (MaxConns,

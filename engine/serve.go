@@ -79,7 +79,9 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, cfg ServeConfig) erro
 	if timeout == 0 {
 		timeout = DefaultShutdownTimeout
 	}
-	srv := cfg.HTTP.Server(h)
+	hc := cfg.HTTP
+	hc.admitStream = n.api.AdmitStream
+	srv := hc.Server(h)
 	srv.ErrorLog = stdlog.New(httpLogWriter{log.Named("http")}, "", 0)
 	ln = n.Listener(cfg.HTTP.Listener(ln))
 	errc := make(chan error, 1)

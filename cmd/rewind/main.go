@@ -48,6 +48,8 @@ type globals struct {
 	token string
 	// nodes carries node penalties across runs (nodememory.go).
 	nodes nodeMemory
+	// fastPath sends unary calls over the fast path (--fast-path).
+	fastPath bool
 }
 
 func (g *globals) client() *client.Client { return g.clientAt(g.server) }
@@ -68,7 +70,7 @@ func (g *globals) clientAt(addr string) *client.Client {
 // scheme then mean https://; an https:// --server alone uses the system's
 // CAs).
 func (g *globals) clientOptions() []client.Option {
-	var opts []client.Option
+	opts := []client.Option{client.WithFastPath(g.fastPath)}
 	if tok := g.bearer(); tok != "" {
 		opts = append(opts, client.WithToken(tok))
 	}
@@ -146,6 +148,7 @@ func newRootAndGlobals() (*cobra.Command, *globals) {
 	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("REWIND_TLS_KEY"), "private key of --tls-cert (PEM) (env REWIND_TLS_KEY)")
 	// A secret is never a flag's default: help and usage print defaults.
 	pf.StringVar(&g.token, "token", "", "bearer token for a server with --auth (default: env REWIND_TOKEN)")
+	pf.BoolVar(&g.fastPath, "fast-path", true, "send unary calls as frames on one HTTP/1.1 stream per node when the node offers it; false: HTTP/2 (docs/architecture.md, \"The fast path\")")
 	root.AddCommand(newUser(g), newACL(g), newQuota(g), newServe(), newTopic(g), newPublish(g), newReplay(g), newSubscribe(g), newGroup(g), newPlugin(g), newCluster(g), newDemo(), newBench(g), newScenario(), newVersion())
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")

@@ -148,8 +148,12 @@ func TestAdminWriteWhoseAnswerIsLostIsNotRepeated(t *testing.T) {
 	writeThenBreak := func(call func(*client.Client) error, done func() bool) error {
 		g := startGate(t, s.addr)
 		c := client.New(g.addr+","+s.addr, client.WithHealthCheck(0, 0))
-		if _, err := c.ListTopics(ctx); err != nil { // connect through the gate
-			t.Fatal(err)
+		// Connect through the gate: the first call learns that the node
+		// serves the fast path, the second opens its stream.
+		for range 2 {
+			if _, err := c.ListTopics(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		g.set(gateLoseAnswers)
 		errc := make(chan error, 1)

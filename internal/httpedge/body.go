@@ -41,12 +41,31 @@ const bodyChunk = 64 << 10
 
 // GuardBodies applies cfg to the request bodies h reads.
 func GuardBodies(h http.Handler, cfg BodyLimits) http.Handler {
+	return NewBodyGuard(cfg).Handler(h)
+}
+
+// BodyGuard applies BodyLimits: to the bodies of HTTP requests (Handler)
+// and to the request frames of the fast path (FastpathConfig.Bodies), out
+// of one budget.
+type BodyGuard struct {
+	BodyLimits
+	b *budget
+}
+
+// NewBodyGuard returns a guard of cfg with an unused budget.
+func NewBodyGuard(cfg BodyLimits) *BodyGuard {
+	g := &BodyGuard{BodyLimits: cfg}
+	if cfg.InFlight > 0 {
+		g.b = &budget{max: cfg.InFlight}
+	}
+	return g
+}
+
+// Handler applies g to the request bodies h reads.
+func (g *BodyGuard) Handler(h http.Handler) http.Handler {
+	cfg, b := g.BodyLimits, g.b
 	if cfg.ReadTimeout <= 0 && cfg.InFlight <= 0 {
 		return h
-	}
-	var b *budget
-	if cfg.InFlight > 0 {
-		b = &budget{max: cfg.InFlight}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || clientStreams(r.URL.Path) {
@@ -66,6 +85,18 @@ func GuardBodies(h http.Handler, cfg BodyLimits) http.Handler {
 		defer g.finish()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// take reserves n bytes of the budget, if there is one (nil g: none).
+func (g *BodyGuard) take(n int64) bool {
+	return g == nil || g.b == nil || g.b.take(n)
+}
+
+// give returns n bytes that take reserved (held false: none were).
+func (g *BodyGuard) give(n int64, held bool) {
+	if held && g != nil && g.b != nil {
+		g.b.give(n)
+	}
 }
 
 // budget counts the body bytes in flight. Safe for concurrent use.

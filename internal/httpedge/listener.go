@@ -2,7 +2,10 @@
 // foreign clients (issue 24): connection caps (listener.go), deadlines and
 // a global budget for request bodies (body.go), the Host check against DNS
 // rebinding (host.go), and the counters of what they refused (stats.go).
-// engine.HTTPConfig composes them.
+// It also serves the unary fast path (fastpath.go; the protocol is
+// sdk/client/fastpath's): calls as frames on one HTTP/1.1 stream, each run
+// through the node's handler as the request it describes, under the same
+// body budget. engine.HTTPConfig composes them.
 package httpedge
 
 // Listener caps the connections a listener keeps open: in all,

@@ -19,6 +19,10 @@ type Counts struct {
 	BodyBytesInFlight int64
 	// HostsRefused: requests refused by the Host check.
 	HostsRefused uint64
+	// FastpathStreams: fast-path streams open now; FastpathCalls: calls
+	// they carried.
+	FastpathStreams int64
+	FastpathCalls   uint64
 }
 
 var counters struct {
@@ -26,6 +30,8 @@ var counters struct {
 	bodyTimeouts, bodyBudgetRefused       atomic.Uint64
 	hostsRefused                          atomic.Uint64
 	bodyInFlight                          atomic.Int64
+	fastpathStreams                       atomic.Int64
+	fastpathCalls                         atomic.Uint64
 }
 
 // Totals returns the process's counts.
@@ -37,5 +43,7 @@ func Totals() Counts {
 		BodyBudgetRefused:     counters.bodyBudgetRefused.Load(),
 		BodyBytesInFlight:     counters.bodyInFlight.Load(),
 		HostsRefused:          counters.hostsRefused.Load(),
+		FastpathStreams:       counters.fastpathStreams.Load(),
+		FastpathCalls:         counters.fastpathCalls.Load(),
 	}
 }

@@ -74,6 +74,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rewind-io/rewind/sdk/client/fastpath"
 	"github.com/rewind-io/rewind/sdk/gen/rewind/v1/rewindv1connect"
 )
 
@@ -194,6 +195,8 @@ type options struct {
 	tls *tls.Config
 	// penalties are nodes penalised from the start (WithPenalties).
 	penalties map[string]time.Time
+	// noFastPath sends unary calls over HTTP/2 (WithFastPath(false)).
+	noFastPath bool
 }
 
 // Option configures a Client.
@@ -202,6 +205,17 @@ type Option func(*options)
 // WithHTTPClient replaces the HTTP client. The default speaks HTTP/2 without
 // TLS (h2c) to http:// addresses and HTTP/2 over TLS to https:// ones.
 func WithHTTPClient(c connect.HTTPClient) Option { return func(o *options) { o.httpClient = c } }
+
+// WithFastPath turns the unary fast path on (the default) or off. With
+// it, the default transport sends unary calls (publishes, appends, key
+// reads, admin calls) as frames on one HTTP/1.1 stream per node instead of
+// as HTTP/2 requests: the server runs each as the request it describes,
+// with the same checks, and answers at a fraction of HTTP/2's cost per
+// call (docs/architecture.md, "The fast path"). Streams (Subscribe)
+// always use HTTP/2, and so does every call to a server without the fast
+// path. It has no effect with WithHTTPClient or a protocol other than
+// Connect.
+func WithFastPath(on bool) Option { return func(o *options) { o.noFastPath = !on } }
 
 // WithTLS makes the client speak TLS with cfg (a server started with
 // --tls-cert): the CA to verify the server with (RootCAs; default the
@@ -302,6 +316,9 @@ func New(addr string, opts ...Option) *Client {
 	}
 	if o.httpClient == nil {
 		o.httpClient = defaultHTTPClient(o.healthIdle, o.healthTimeout, o.tls)
+		if o.protocol == Connect && !o.noFastPath {
+			o.httpClient = &fastpath.Transport{Fallback: o.httpClient, TLS: o.tls}
+		}
 	}
 	copts := []connect.ClientOption{connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes),
 		connect.WithInterceptors(sizeInterceptor{})}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -34,6 +35,11 @@ func WithHedgeDelay(d time.Duration) Option {
 // answer that is a success or does not blame its node (badNode), else the
 // last one, with the client that gave it; the other attempt is cancelled.
 // The node that was hedged is penalised.
+//
+// The first attempt runs on the caller's goroutine and the hedge, when
+// there is one, on the timer's: the common call, answered before the
+// delay, costs no goroutine (whose stack would grow through the whole
+// call path again on every call).
 func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do func(context.Context, *Client) (T, error)) (T, *Client, error) {
 	delay := c.retry.hedge
 	if !k.hedge || delay <= 0 || k.bound > 0 && delay >= k.bound {
@@ -47,29 +53,45 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel() // the attempt that lost
-	answers := make(chan answer, 2)
-	run := func(cl *Client) {
-		v, err := try(actx, cl, k.bound, do)
-		answers <- answer{v, err, cl}
+	var (
+		mu       sync.Mutex
+		finished bool // the first attempt has answered
+		started  bool // the hedge has been sent
+	)
+	hedge := make(chan answer, 1)
+	t := time.AfterFunc(delay, func() {
+		mu.Lock()
+		other := ""
+		if !finished {
+			other = c.nodes.other(cl.addr)
+		}
+		started = other != ""
+		mu.Unlock()
+		if other == "" {
+			return
+		}
+		c.nodes.fail(cl.addr)
+		hc := c.at(other)
+		v, err := try(actx, hc, k.bound, do)
+		if !badNode(err) {
+			cancel() // an answer: the first attempt has lost
+		}
+		hedge <- answer{v, err, hc}
+	})
+	v, err := try(actx, cl, k.bound, do)
+	mu.Lock()
+	finished = true
+	sent := started
+	mu.Unlock()
+	t.Stop()
+	if !sent || err == nil || ctx.Err() != nil {
+		return v, cl, err
 	}
-	go run(cl)
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	select {
-	case a := <-answers:
-		return a.v, a.cl, a.err
-	case <-t.C:
+	if actx.Err() == nil && !badNode(err) {
+		return v, cl, err // the first attempt's own answer
 	}
-	other := c.nodes.other(cl.addr)
-	if other == "" {
-		a := <-answers
-		return a.v, a.cl, a.err
-	}
-	c.nodes.fail(cl.addr)
-	go run(c.at(other))
-	a := <-answers
-	if a.err != nil && badNode(a.err) && ctx.Err() == nil {
-		a = <-answers
-	}
+	// Cancelled by the hedge's answer, or the first node failed: the
+	// hedge's answer (the last one, if it failed too).
+	a := <-hedge
 	return a.v, a.cl, a.err
 }

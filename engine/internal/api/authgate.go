@@ -119,3 +119,16 @@ func refuseUnread(w http.ResponseWriter, r *http.Request, err *connect.Error) {
 }
 
 var gateErrors = connect.NewErrorWriter()
+
+// AdmitStream checks the credentials of the request that opens a
+// fast-path stream (internal/httpedge), as every call's are checked: with
+// authentication on, a client that cannot authenticate is refused before
+// it can send a frame, so it pins no body memory, as on HTTP. Each call on
+// the stream is still authenticated by its own headers. It writes the
+// refusal and reports false.
+func (s *Server) AdmitStream(w http.ResponseWriter, r *http.Request) bool {
+	if s.guard == nil {
+		return true
+	}
+	return s.guard.admit(w, r, &caller{requestID: r.Header.Get(RequestIDHeader)})
+}
