@@ -12,6 +12,9 @@
 #   publish 1 M keyed and keyless publishes, and keyed publishes on the commit
 #           before the key index (REWIND_PREV_ADDR), rewind bench publish
 #
+# H2=1 also runs every Rewind case with --fast-path=false (system rewind-h2):
+# unary calls over HTTP/2 instead of the fast path, in the same run.
+#
 # Every RESULT line is rewritten to case=<case>/<system>, and the end prints
 # the median, min and max over REPS (shared/peers/summarize.sh).
 #
@@ -34,7 +37,7 @@ PEERS=${PEERS:-$HERE/../../shared/peers}
 REWIND=${REWIND:?set REWIND to a rewind binary}
 PROBE=${PROBE:?set PROBE to the peers probe binary}
 PGDSN=${PGDSN:?set PGDSN}
-R100K=${R100K:?} R10M=${R10M:?} RW=${RW:?} RPREV=${RPREV:-}
+R100K=${R100K:?} R10M=${R10M:-} RW=${RW:?} RPREV=${RPREV:-}
 REPS=${REPS:-3}
 ITERS=${ITERS:-2000}
 DUR=${DUR:-10s}
@@ -48,6 +51,16 @@ RES=$OUT/results.txt
 echo "output in $OUT" >&2
 
 pg() { echo "$PGDSN/$1?sslmode=disable"; }
+# rw CASE ARGS...: a rewind client command, and with H2=1 the same over
+# HTTP/2; its RESULT lines go to CASE under rewind (and rewind-h2).
+rw() {
+	local c=$1
+	shift
+	"$REWIND" "$@" | emit "$c" rewind
+	if [[ ${H2:-0} == 1 ]]; then
+		"$REWIND" --fast-path=false "$@" | emit "$c" rewind-h2
+	fi
+}
 # emit CASE SYSTEM: the RESULT lines of stdin, renamed and kept.
 emit() { grep '^RESULT' | sed -E "s/^RESULT (case=[^ ]+ )?/RESULT case=$1\/$2 /" | tee -a "$RES"; }
 stamp() { echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) $*" | tee -a "$RES" >&2; }
@@ -64,11 +77,11 @@ for rep in $(seq "$REPS"); do
 	for c in $CASES; do
 		case $c in
 		load)
-			for h in 100k 10m; do
+			for h in 100k ${R10M:+10m}; do
 				addr=$R100K
 				[[ $h == 10m ]] && addr=$R10M
 				stamp "rep $rep load $h"
-				"$REWIND" --server "$addr" bench eventstore-load --key k4242 --iters "$ITERS" | emit "load-$h" rewind
+				rw "load-$h" --server "$addr" bench eventstore-load --key k4242 --iters "$ITERS"
 				"$PROBE" pg-load -dsn "$(pg "es$h")" -stream s-4242 -iters "$ITERS" | emit "load-$h" pg
 			done
 			;;
@@ -76,7 +89,7 @@ for rep in $(seq "$REPS"); do
 			for k in 10000 10; do
 				for w in $WRITERS; do
 					stamp "rep $rep append keys $k writers $w"
-					"$REWIND" --server "$RW" bench eventstore-append --keys "$k" --writers "$w" --duration "$DUR" | emit "append-k$k-w$w" rewind
+					rw "append-k$k-w$w" --server "$RW" bench eventstore-append --keys "$k" --writers "$w" --duration "$DUR"
 					"$PROBE" pg-append -dsn "$(pg esappend)" -streams "$k" -writers "$w" -dur "$DUR" | emit "append-k$k-w$w" pg
 				done
 			done
@@ -84,7 +97,7 @@ for rep in $(seq "$REPS"); do
 		dcb)
 			for t in 1000 10; do
 				stamp "rep $rep dcb tags $t"
-				"$REWIND" --server "$RW" bench eventstore-dcb --tags "$t" --writers 16 --duration "$DUR" | emit "dcb-t$t-w16" rewind
+				rw "dcb-t$t-w16" --server "$RW" bench eventstore-dcb --tags "$t" --writers 16 --duration "$DUR"
 				"$PROBE" pg-dcb -dsn "$(pg esappend)" -tags "$t" -writers 16 -dur "$DUR" | emit "dcb-t$t-w16" pg
 			done
 			;;

@@ -364,3 +364,42 @@ func TestFastpathHandlerPanic(t *testing.T) {
 		t.Fatalf("statuses %v", got)
 	}
 }
+
+// TestFastpathConcurrentCalls: many callers share a stream; every call is
+// answered with its own answer (the server ends a stream whose request ids
+// go back, so ids must reach it in order whatever the callers' timing).
+func TestFastpathConcurrentCalls(t *testing.T) {
+	url, _ := fastServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(w, r.Body)
+	}), BodyLimits{InFlight: 1 << 20})
+	tr := &fastpath.Transport{Fallback: &recorder{}}
+	warm(t, tr, url)
+	streams := Totals().FastpathStreams
+	errc := make(chan error, 32)
+	for g := range 32 {
+		go func() {
+			for i := range 50 {
+				want := fmt.Sprintf("caller %d call %d", g, i)
+				resp, err := tr.Do(unaryRequest(t, context.Background(), url, want))
+				if err != nil {
+					errc <- err
+					return
+				}
+				got, _ := io.ReadAll(resp.Body)
+				if string(got) != want {
+					errc <- fmt.Errorf("answer %q to %q", got, want)
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 32 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := Totals().FastpathStreams; n != streams && n != streams+1 {
+		t.Fatalf("%d streams open, %d before: the calls did not share one", n, streams)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -378,24 +379,32 @@ func (c *conn) fail(err error) {
 
 // roundTrip sends r with body on c and waits for its answer.
 func (c *conn) roundTrip(r *http.Request, body []byte) (*http.Response, error) {
-	ch := make(chan result, 1)
-	c.mu.Lock()
-	if c.goneErr != nil {
-		err := c.goneErr
-		c.mu.Unlock()
-		if errors.Is(err, errNotRun) {
-			return nil, errNotRun
-		}
-		return nil, err
-	}
-	c.nextID++
-	id := c.nextID
-	c.pending[id] = ch
-	c.mu.Unlock()
-
 	ctx := r.Context()
-	if err := c.write(ctx, AppendRequest(make([]byte, 0, len(body)+256), id, r.URL.Path, r.Header, body)); err != nil {
-		c.fail(err)
+	ch := make(chan result, 1)
+	// The id is taken as the frame goes out, under the write lock: ids
+	// reach the server in the order they grow, as a GoAway's last id
+	// needs (calls above it were not run).
+	frame := AppendRequest(make([]byte, 0, len(body)+256), 0, r.URL.Path, r.Header, body)
+	var id uint32
+	err := c.writeWith(ctx, frame, func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.goneErr != nil {
+			return c.goneErr
+		}
+		c.nextID++
+		id = c.nextID
+		c.pending[id] = ch
+		binary.BigEndian.PutUint32(frame[4:8], id)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNotRun):
+		return nil, errNotRun
+	case id == 0 && err != nil:
+		return nil, err // the connection had ended: nothing was sent
+	case err != nil:
+		c.fail(err) // the call is answered with the connection's error
 	}
 	select {
 	case res := <-ch:
@@ -433,12 +442,23 @@ const writeTimeout = 30 * time.Second
 // write sends frame b as one chunk. A failed write leaves the stream
 // broken (part of a chunk may be out): the caller fails the connection.
 func (c *conn) write(ctx context.Context, b []byte) error {
+	return c.writeWith(ctx, b, nil)
+}
+
+// writeWith is write, calling before (if not nil) under the write lock
+// first; an error of before is returned, and nothing written.
+func (c *conn) writeWith(ctx context.Context, b []byte, before func() error) error {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		dl = time.Now().Add(writeTimeout)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
+	}
 	_ = c.nc.SetWriteDeadline(dl)
 	_, err := c.nc.Write(chunk(b))
 	return err
