@@ -2,6 +2,8 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"net"
 	"testing"
 	"time"
@@ -67,4 +69,33 @@ func createTopic(t testing.TB, c *kgo.Client, name string, partitions int32) {
 	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
 		t.Fatalf("create %s: %v (%v)", name, err, resp.Topics[0].ErrorMessage)
 	}
+}
+
+// rawBatch encodes recs as one uncompressed v2 record batch with a valid
+// CRC32C, as a producer sends it; codec sets the compression attribute
+// (the records must then be compressed by the caller: see rawBatchWith).
+func rawBatch(t testing.TB, attrs int16, recs []kmsg.Record) []byte {
+	t.Helper()
+	var body []byte
+	for i := range recs {
+		r := recs[i]
+		r.OffsetDelta = int32(i)
+		enc := r.AppendTo(nil)
+		r.Length = int32(len(enc) - 1)
+		body = r.AppendTo(body)
+	}
+	return rawBatchWith(attrs, int32(len(recs)), body)
+}
+
+// rawBatchWith wraps records bytes (maybe compressed) in a batch header
+// with a valid CRC32C.
+func rawBatchWith(attrs int16, count int32, records []byte) []byte {
+	rb := kmsg.RecordBatch{
+		Length: int32(49 + len(records)), PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs,
+		LastOffsetDelta: count - 1, FirstTimestamp: 1, MaxTimestamp: 1,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: count, Records: records,
+	}
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
 }
