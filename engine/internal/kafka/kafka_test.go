@@ -96,6 +96,9 @@ func rawBatchWith(attrs int16, count int32, records []byte) []byte {
 		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: count, Records: records,
 	}
 	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	binary.BigEndian.PutUint32(b[17:], crcOf(b[21:]))
 	return b
 }
+
+// crcOf is Kafka's batch checksum, CRC32C.
+func crcOf(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }

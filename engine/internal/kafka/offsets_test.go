@@ -119,12 +119,18 @@ func firstAtOrAfter(times []int64, at int64) int {
 // listOffset asks ListOffsets (v6) for partition 0 of topic at ts.
 func listOffset(t *testing.T, c *kgo.Client, topic string, ts int64) int64 {
 	t.Helper()
+	return listOffsetOf(t, c, topic, 0, ts)
+}
+
+// listOffsetOf asks ListOffsets (v6) for partition p of topic at ts.
+func listOffsetOf(t *testing.T, c *kgo.Client, topic string, p int32, ts int64) int64 {
+	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.Version = 6
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Timestamp = ts
+	rp.Partition, rp.Timestamp = p, ts
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
