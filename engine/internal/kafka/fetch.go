@@ -127,6 +127,9 @@ func (f *fetchRun) response(maxBytes int) *kmsg.FetchResponse {
 		rt := &resp.Topics[len(resp.Topics)-1]
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition = pr.part
+		// Empty, not null: librdkafka refuses a null record set
+		// ("invalid MessageSetSize -1"), as Kafka never sends one.
+		rp.RecordBatches = []byte{}
 		if pr.err != nil {
 			rp.ErrorCode = codeOf(pr.err)
 		} else {
