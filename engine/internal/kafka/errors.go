@@ -12,11 +12,9 @@ import (
 	"github.com/rewind-io/rewind/engine/internal/quota"
 )
 
-// Kafka error codes the handlers set directly.
-var (
-	errUnsupportedVersion = kerr.UnsupportedVersion.Code
-	errUnknownTopic       = kerr.UnknownTopicOrPartition.Code
-)
+// errUnsupportedVersion is ApiVersions' answer to a version it does not
+// know.
+var errUnsupportedVersion = kerr.UnsupportedVersion.Code
 
 // codeTable maps the classes of Rewind's errors to Kafka error codes, the
 // one table at this edge (as api's errors.go is for Connect). The codes

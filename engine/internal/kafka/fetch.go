@@ -53,13 +53,13 @@ func (s *Server) fetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pr.finish(ctx, s.b.Subscribe(ctx, broker.SubscribeParams{
+				pr.finish(ctx, s.readError(pr.topic, pr.part, s.b.Subscribe(ctx, broker.SubscribeParams{
 					Topic:      pr.topic,
 					Partitions: []uint32{uint32(pr.part)},
 					Start:      cursor.Start{Kind: cursor.AtOffset, Offset: uint64(pr.offset)},
 					ClientName: "kafka",
 					Options:    stream.Options{MaxEventBytes: pr.maxBytes},
-				}, pr))
+				}, pr)))
 			}()
 		}
 	}
@@ -78,6 +78,15 @@ func (s *Server) fetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	cancel()
 	wg.Wait()
 	return run.response(int(req.MaxBytes))
+}
+
+// readError names a partition the topic lacks, which the broker calls
+// invalid, as UNKNOWN_TOPIC_OR_PARTITION.
+func (s *Server) readError(topic string, p int32, err error) error {
+	if errors.Is(err, broker.ErrInvalid) {
+		return partitionError(s.b, topic, p, err)
+	}
+	return err
 }
 
 // fetchRun is one Fetch's partitions and the signal they share.

@@ -83,10 +83,7 @@ func (s *Server) locate(ctx context.Context, topic string, p int32, ts int64) (o
 		Stop: cursor.Stop{Kind: cursor.AtEnd}, ClientName: "kafka",
 	}, sink)
 	if err != nil && !errors.Is(err, errLocated) {
-		if errors.Is(err, broker.ErrInvalid) {
-			return 0, 0, &batchError{kerr.UnknownTopicOrPartition, err.Error()}
-		}
-		return 0, 0, err
+		return 0, 0, s.readError(topic, p, err)
 	}
 	if !sink.started {
 		return 0, 0, &batchError{kerr.UnknownServerError, "the partition's stream ended before it started"}

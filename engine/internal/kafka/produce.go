@@ -1,8 +1,6 @@
 package kafka
 
 import (
-	"errors"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -68,10 +66,7 @@ func (s *Server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 					perr = res[sp.from].Err
 				}
 				if perr != nil {
-					if errors.Is(perr, broker.ErrInvalid) && int(rp.Partition) >= 0 {
-						perr = partitionError(s.b, t.Topic, rp.Partition, perr)
-					}
-					setProduceError(rp, perr)
+					setProduceError(rp, s.readError(t.Topic, rp.Partition, perr))
 					continue
 				}
 				rp.BaseOffset = int64(res[sp.from].Offset)
@@ -83,8 +78,8 @@ func (s *Server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	return resp
 }
 
-// partitionError names a partition the topic lacks as
-// UNKNOWN_TOPIC_OR_PARTITION (the broker calls it invalid).
+// partitionError is err, or UNKNOWN_TOPIC_OR_PARTITION when partition p
+// is past the topic's partitions.
 func partitionError(b *broker.Broker, topic string, p int32, err error) error {
 	if t, _, derr := b.DescribeTopic(topic); derr == nil && uint32(p) >= t.Partitions {
 		return &batchError{kerr.UnknownTopicOrPartition, err.Error()}
