@@ -3,6 +3,7 @@ package kafka
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -19,19 +20,52 @@ import (
 // stay gaps.
 type batchWriter struct {
 	out []byte
+	// buf is the pooled buffer out came from (nil: none taken yet).
+	buf *[]byte
 	// open batch: where it starts in out, its first offset and time (ms),
 	// its last offset and record count; n == 0: none open.
 	start      int
 	base, last uint64
 	ms         int64
 	n          int32
-	// rec is reused for every record; scratch holds one record's encoding.
-	rec     kmsg.Record
-	scratch []byte
+	// rec is reused for every record.
+	rec kmsg.Record
+}
+
+// bufPool holds the buffers of Fetch batches and response frames, so
+// that a busy consumer does not allocate its fetch size for every
+// partition of every Fetch. Buffers larger than maxPooledBuf are left to
+// the garbage collector.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBuf = 16 << 20
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) > maxPooledBuf {
+		return
+	}
+	*b = (*b)[:0]
+	bufPool.Put(b)
+}
+
+// release returns the writer's buffer to the pool; the bytes it returned
+// must no longer be used.
+func (w *batchWriter) release() {
+	if w.buf != nil {
+		*w.buf = w.out
+		putBuf(w.buf)
+		w.buf, w.out = nil, nil
+	}
 }
 
 // add appends one record.
 func (w *batchWriter) add(r *rewindv1.Record) {
+	if w.buf == nil {
+		w.buf = getBuf()
+		w.out = (*w.buf)[:0]
+	}
 	ms := r.GetAppendTimeUnixNanos() / 1e6
 	if w.n > 0 && (ms != w.ms || r.GetOffset()-w.base > 1<<31-1) {
 		w.close()
@@ -56,11 +90,33 @@ func (w *batchWriter) add(r *rewindv1.Record) {
 		}
 		kr.Headers = append(kr.Headers, kmsg.Header{Key: h.GetKey(), Value: v})
 	}
-	// A record opens with its length (a varint) of what follows; encode
-	// once with length 0 (one byte) to learn it.
-	w.scratch = kr.AppendTo(w.scratch[:0])
-	kr.Length = int32(len(w.scratch) - 1)
+	// A record opens with the length (a varint) of what follows it.
+	kr.Length = int32(recordBodySize(kr))
 	w.out = kr.AppendTo(w.out)
+}
+
+// recordBodySize is the encoded size of r after its length field, as
+// kmsg.Record.AppendTo writes it (attributes, then zigzag varints and
+// varint-prefixed bytes; a nil byte string is the one-byte -1).
+func recordBodySize(r *kmsg.Record) int {
+	n := 1 + varintSize(r.TimestampDelta64) + varintSize(int64(r.OffsetDelta)) +
+		bytesSize(r.Key) + bytesSize(r.Value) + varintSize(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintSize(int64(len(h.Key))) + len(h.Key) + bytesSize(h.Value)
+	}
+	return n
+}
+
+func bytesSize(b []byte) int {
+	if b == nil {
+		return 1
+	}
+	return varintSize(int64(len(b))) + len(b)
+}
+
+func varintSize(v int64) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutVarint(buf[:], v)
 }
 
 // close finishes the open batch: its header, then its CRC32C over the

@@ -27,7 +27,8 @@ const (
 // errFull ends a partition's stream once it holds its share of a Fetch.
 var errFull = errors.New("kafka: fetch partition full")
 
-// fetch answers Fetch. Each partition is read by a stream of its own
+// fetch answers Fetch; release returns the response's record batches'
+// buffers to the pool once it is encoded. Each partition is read by a stream of its own
 // (broker.Subscribe from the fetch offset): the stream reads history, then
 // follows the live tail, so the long poll (MaxWaitMillis, MinBytes) waits
 // on Rewind's tail notifications, never by polling the store. The Fetch
@@ -36,7 +37,7 @@ var errFull = errors.New("kafka: fetch partition full")
 // or at MaxWaitMillis; its streams are then cancelled and waited for.
 // Fetch sessions (KIP-227) are not kept: the response's session id is 0,
 // which tells clients to send full requests.
-func (s *Server) fetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+func (s *Server) fetch(req *kmsg.FetchRequest) (_ *kmsg.FetchResponse, release func()) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	run := &fetchRun{wake: make(chan struct{}, 1)}
@@ -77,7 +78,14 @@ func (s *Server) fetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	}
 	cancel()
 	wg.Wait()
-	return run.response(int(req.MaxBytes))
+	return run.response(int(req.MaxBytes)), run.release
+}
+
+// release returns every partition's buffer to the pool.
+func (f *fetchRun) release() {
+	for _, pr := range f.parts {
+		pr.w.release()
+	}
 }
 
 // readError names a partition the topic lacks, which the broker calls

@@ -213,7 +213,7 @@ func (s *Server) serveConn(c net.Conn) {
 	log := s.log.With("remote", c.RemoteAddr().String())
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
-	var frame, out []byte
+	var frame []byte
 	for {
 		if err := c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout)); err != nil {
 			return
@@ -231,7 +231,7 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Debug("closing connection", "error", err)
 			return
 		}
-		resp, err := s.handle(req)
+		resp, release, err := s.handle(req)
 		if err != nil {
 			log.Error("closing connection", "error", err)
 			return
@@ -239,17 +239,18 @@ func (s *Server) serveConn(c net.Conn) {
 		if resp == nil { // Produce with acks=0: no response
 			continue
 		}
-		out = appendResponse(out[:0], req, resp)
-		if _, err := w.Write(out); err != nil {
+		out := getBuf()
+		*out = appendResponse(*out, req, resp)
+		release()
+		_, err = w.Write(*out)
+		putBuf(out)
+		if err != nil {
 			return
 		}
 		if r.Buffered() == 0 {
 			if err := w.Flush(); err != nil {
 				return
 			}
-		}
-		if cap(out) > 4<<20 {
-			out = nil // do not keep a large fetch's buffer for the connection's life
 		}
 		if cap(frame) > 4<<20 {
 			frame = nil
@@ -258,12 +259,15 @@ func (s *Server) serveConn(c net.Conn) {
 }
 
 // handle serves one decoded request and returns its response at the
-// request's version (nil: no response, for Produce with acks=0).
-func (s *Server) handle(req *request) (kmsg.Response, error) {
+// request's version (nil: no response, for Produce with acks=0), and a
+// function to call once the response is encoded (it returns the
+// response's buffers to the pool).
+func (s *Server) handle(req *request) (_ kmsg.Response, release func(), _ error) {
 	var resp kmsg.Response
+	release = func() {}
 	switch m := req.msg.(type) {
 	case nil: // ApiVersions at a version this listener does not know
-		return apiVersions(req), nil
+		return apiVersions(req), release, nil
 	case *kmsg.ApiVersionsRequest:
 		resp = apiVersions(req)
 	case *kmsg.MetadataRequest:
@@ -271,11 +275,11 @@ func (s *Server) handle(req *request) (kmsg.Response, error) {
 	case *kmsg.ProduceRequest:
 		r := s.produce(m)
 		if m.Acks == 0 {
-			return nil, nil
+			return nil, release, nil
 		}
 		resp = r
 	case *kmsg.FetchRequest:
-		resp = s.fetch(m)
+		resp, release = s.fetch(m)
 	case *kmsg.ListOffsetsRequest:
 		resp = s.listOffsets(m)
 	case *kmsg.CreateTopicsRequest:
@@ -284,10 +288,10 @@ func (s *Server) handle(req *request) (kmsg.Response, error) {
 		resp = s.deleteTopics(m)
 	default:
 		// served and this switch disagree: a bug of ours.
-		return nil, fmt.Errorf("kafka: %s is advertised but has no handler", kmsg.NameForKey(req.key))
+		return nil, release, fmt.Errorf("kafka: %s is advertised but has no handler", kmsg.NameForKey(req.key))
 	}
 	resp.SetVersion(req.version)
-	return resp, nil
+	return resp, release, nil
 }
 
 // Advertise is the host:port Metadata gives clients for this node.
