@@ -15,7 +15,10 @@ import (
 // the same guarantee as acks=all, and acks=0 is served the same way
 // without a response. A batch's records are stored together, so their
 // offsets are consecutive and the first is the Kafka base offset;
-// LogAppendTime is the leader's append time.
+// LogAppendTime is the leader's append time. What a request's batches
+// decompress to is bounded per batch (Config.MaxBatchBytes) and for the
+// whole request (Config.MaxRequestBytes); past either, the batch gets
+// MESSAGE_TOO_LARGE.
 func (s *Server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	ctx, cancel := s.requestContext(req.TimeoutMillis)
 	defer cancel()
@@ -26,6 +29,7 @@ func (s *Server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 		}
 		return resp
 	}
+	budget := int(s.cfg.MaxRequestBytes) // decompressed bytes left for this request
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
@@ -45,7 +49,15 @@ func (s *Server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 			case p.Partition < 0:
 				err = &batchError{kerr.UnknownTopicOrPartition, "negative partition"}
 			default:
-				batch, err = decodeBatch(p.Records, s.cfg.MaxBatchBytes)
+				// The request's batches share one budget as well, so that
+				// many small batches cannot each expand to the limit.
+				batch, err = decodeBatch(p.Records, min(s.cfg.MaxBatchBytes, budget))
+				for _, r := range batch {
+					budget -= len(r.Key) + len(r.Value)
+					for _, h := range r.Headers {
+						budget -= len(h.Key) + len(h.Value)
+					}
+				}
 			}
 			if err != nil {
 				setProduceError(rp, err)

@@ -22,6 +22,7 @@ const (
 	DefaultMaxRequestBytes = 100 << 20
 	DefaultMaxBatchBytes   = 64 << 20
 	DefaultIdleTimeout     = 10 * time.Minute
+	DefaultMaxConnections  = 1024
 )
 
 // Config configures the Kafka listener. The zero value of every field
@@ -38,6 +39,9 @@ type Config struct {
 	// that would expand past it is refused with MESSAGE_TOO_LARGE and
 	// decompression stops there. Default 64 MiB.
 	MaxBatchBytes int
+	// MaxConnections bounds the connections open at once; more are
+	// closed as they arrive. Default 1024.
+	MaxConnections int
 	// IdleTimeout closes a connection that sends no request for this long.
 	// Default 10 minutes (Kafka's connections.max.idle.ms).
 	IdleTimeout time.Duration
@@ -60,6 +64,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBatchBytes < 0 {
 		errs = append(errs, fmt.Errorf("kafka: MaxBatchBytes %d is negative", c.MaxBatchBytes))
+	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("kafka: MaxConnections %d is negative", c.MaxConnections))
 	}
 	if c.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("kafka: IdleTimeout %s is negative", c.IdleTimeout))
@@ -106,6 +113,9 @@ func New(b *broker.Broker, addr net.Addr, cfg Config) (*Server, error) {
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -158,9 +168,14 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		if !s.track(c) {
+		switch s.track(c) {
+		case trackClosed:
 			c.Close()
 			return nil
+		case trackFull:
+			s.log.Warn("refusing a connection: too many open", "remote", c.RemoteAddr().String(), "max", s.cfg.MaxConnections)
+			c.Close()
+			continue
 		}
 		s.wg.Add(1)
 		go func() {
@@ -171,14 +186,26 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-func (s *Server) track(c net.Conn) bool {
+// Outcomes of track.
+const (
+	tracked = iota
+	trackClosed
+	trackFull
+)
+
+// track records a new connection, unless the server is closed or has
+// MaxConnections open.
+func (s *Server) track(c net.Conn) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed {
-		return false
+	switch {
+	case s.mu.closed:
+		return trackClosed
+	case len(s.mu.conns) >= s.cfg.MaxConnections:
+		return trackFull
 	}
 	s.mu.conns[c] = struct{}{}
-	return true
+	return tracked
 }
 
 func (s *Server) untrack(c net.Conn) {
