@@ -76,7 +76,8 @@ const failCloseTimeout = 5 * time.Second
 //     its partitions' leadership away, raft streams close, streams end
 //     with Unavailable), so the HTTP server has nothing long-lived left.
 //  3. The HTTP server then finishes in-flight requests (up to
-//     ShutdownTimeout) and closes the rest.
+//     ShutdownTimeout) and closes the rest; the Kafka listener, if any,
+//     closes its connections (its long polls end with the drain).
 //  4. The node closes its store (Node.Close).
 //
 // It returns nil after a shutdown through ctx that closed the store
