@@ -23,6 +23,7 @@ const (
 	DefaultMaxBatchBytes   = 64 << 20
 	DefaultIdleTimeout     = 10 * time.Minute
 	DefaultMaxConnections  = 1024
+	DefaultWriteTimeout    = time.Minute
 )
 
 // Config configures the Kafka listener. The zero value of every field
@@ -42,6 +43,9 @@ type Config struct {
 	// MaxConnections bounds the connections open at once; more are
 	// closed as they arrive. Default 1024.
 	MaxConnections int
+	// WriteTimeout bounds writing one response: a client that stops
+	// reading its responses is disconnected after it. Default 60 s.
+	WriteTimeout time.Duration
 	// IdleTimeout closes a connection that sends no request for this long.
 	// Default 10 minutes (Kafka's connections.max.idle.ms).
 	IdleTimeout time.Duration
@@ -67,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		errs = append(errs, fmt.Errorf("kafka: MaxConnections %d is negative", c.MaxConnections))
+	}
+	if c.WriteTimeout < 0 {
+		errs = append(errs, fmt.Errorf("kafka: WriteTimeout %s is negative", c.WriteTimeout))
 	}
 	if c.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("kafka: IdleTimeout %s is negative", c.IdleTimeout))
@@ -113,6 +120,9 @@ func New(b *broker.Broker, addr net.Addr, cfg Config) (*Server, error) {
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = DefaultMaxConnections
@@ -269,15 +279,17 @@ func (s *Server) serveConn(c net.Conn) {
 		out := getBuf()
 		*out = appendResponse(*out, req, resp)
 		release()
-		_, err = w.Write(*out)
-		putBuf(out)
-		if err != nil {
-			return
+		err = c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if err == nil {
+			_, err = w.Write(*out)
 		}
-		if r.Buffered() == 0 {
-			if err := w.Flush(); err != nil {
-				return
-			}
+		putBuf(out)
+		if err == nil && r.Buffered() == 0 {
+			err = w.Flush()
+		}
+		if err != nil {
+			log.Debug("closing connection", "error", err)
+			return
 		}
 		if cap(frame) > 4<<20 {
 			frame = nil
