@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/rewind-io/rewind/engine/internal/kafka"
 )
 
 // ServeConfig says how Node.Serve serves a node. The zero value serves
@@ -36,7 +38,24 @@ type ServeConfig struct {
 	// closes (a scrape reads the store).
 	MetricsListener net.Listener
 	MetricsHTTP     HTTPConfig
+	// KafkaListener, when set, serves the Kafka protocol on it
+	// (docs/kafka.md): producers and simple consumers of Kafka clients
+	// read and write the node's topics. It has neither TLS nor SASL yet,
+	// so Serve refuses it on a node with authentication on; `rewind
+	// serve` also refuses a non-loopback address for it without
+	// --insecure. It stops with the API, before the store closes.
+	KafkaListener net.Listener
+	Kafka         KafkaConfig
 }
+
+// KafkaConfig configures the Kafka listener (ServeConfig.Kafka); its
+// fields and their defaults are documented on the type it names.
+type KafkaConfig = kafka.Config
+
+// ErrKafkaWithAuth is Serve's refusal of a Kafka listener on a node with
+// authentication on: the listener has no SASL yet, so it would serve
+// every topic to anyone who reaches it, whatever the ACLs say.
+var ErrKafkaWithAuth = errors.New("engine: the Kafka listener has no authentication yet (SASL is not built): it cannot run on a node with --auth, whose ACLs it would bypass; turn --kafka-listen off or --auth off")
 
 // DefaultShutdownTimeout is ServeConfig.ShutdownTimeout's default.
 const DefaultShutdownTimeout = 10 * time.Second
@@ -57,7 +76,8 @@ const failCloseTimeout = 5 * time.Second
 //     its partitions' leadership away, raft streams close, streams end
 //     with Unavailable), so the HTTP server has nothing long-lived left.
 //  3. The HTTP server then finishes in-flight requests (up to
-//     ShutdownTimeout) and closes the rest.
+//     ShutdownTimeout) and closes the rest; the Kafka listener, if any,
+//     closes its connections (its long polls end with the drain).
 //  4. The node closes its store (Node.Close).
 //
 // It returns nil after a shutdown through ctx that closed the store
@@ -79,6 +99,11 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, cfg ServeConfig) erro
 	if timeout == 0 {
 		timeout = DefaultShutdownTimeout
 	}
+	stopKafka, err := n.serveKafka(log, cfg)
+	if err != nil {
+		ln.Close()
+		return errors.Join(err, n.Close())
+	}
 	hc := cfg.HTTP
 	hc.admitStream = n.api.AdmitStream
 	srv := hc.Server(h)
@@ -90,10 +115,12 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, cfg ServeConfig) erro
 	stopMetrics := n.serveMetrics(log, cfg)
 	select {
 	case err := <-errc:
+		stopKafka()
 		stopMetrics()
 		n.Close()
 		return err
 	case <-n.Failed():
+		stopKafka()
 		stopMetrics()
 		return n.failed(log, srv, errc)
 	case <-ctx.Done():
@@ -109,8 +136,9 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, cfg ServeConfig) erro
 			srv.Close()
 		}
 	}
+	stopKafka()
 	stopMetrics()
-	err := n.Close()
+	err = n.Close()
 	if err == nil {
 		log.Info("stopped")
 	}
@@ -138,6 +166,39 @@ func (n *Node) serveMetrics(log hclog.Logger, cfg ServeConfig) (stop func()) {
 	}()
 	log.Info("serving metrics", "address", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/metrics")
 	return func() { srv.Close(); <-done }
+}
+
+// serveKafka serves the Kafka protocol on cfg.KafkaListener, if set,
+// until the returned function is called; it waits for the listener's
+// connections to end. It refuses a node with authentication on
+// (ErrKafkaWithAuth), closing the listener.
+func (n *Node) serveKafka(log hclog.Logger, cfg ServeConfig) (stop func(), err error) {
+	ln := cfg.KafkaListener
+	if ln == nil {
+		return func() {}, nil
+	}
+	if n.auth != nil {
+		ln.Close()
+		return nil, ErrKafkaWithAuth
+	}
+	kc := cfg.Kafka
+	if kc.Logger == nil {
+		kc.Logger = log.Named("kafka")
+	}
+	ks, err := kafka.New(n.b, ln.Addr(), kc)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := ks.Serve(ln); err != nil {
+			log.Error("kafka listener stopped", "address", ln.Addr().String(), "error", err)
+		}
+	}()
+	log.Info("serving kafka", "address", ln.Addr().String(), "advertise", ks.Advertise())
+	return func() { ks.Close(); <-done }, nil
 }
 
 // failed stops a node whose store failed and returns the error Serve

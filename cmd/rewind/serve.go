@@ -53,6 +53,7 @@ func newServe() *cobra.Command {
 		configFile                           string    // config.go
 	)
 	var tel telemetryFlags // serve_telemetry.go
+	var kf kafkaFlags      // serve_kafka.go
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Rewind node",
@@ -187,6 +188,10 @@ it.`,
 				cluster: clusterAddrs, peerAuth: sec.peerAuth(), insecure: sec.insecure}); err != nil {
 				return err
 			}
+			if err := kf.bind(authOn, sec.insecure); err != nil {
+				return err
+			}
+			defer kf.close()
 			httpCfg, err := edge.http(listen, advertise, clusterAddrs)
 			if err != nil {
 				return err
@@ -254,6 +259,7 @@ it.`,
 			}
 			sc := engine.ServeConfig{HTTP: httpCfg, Handler: api, Logger: log}
 			tel.metricsServe(&sc) // --metrics-listen
+			kf.serve(&sc)         // --kafka-listen
 			return serve(cmd.Context(), node, listen, sc)
 		},
 	}
@@ -290,6 +296,7 @@ it.`,
 	sec.register(f)
 	edge.register(f)
 	tel.register(f)
+	kf.register(f)
 	f.BoolVar(&withConsole, "console", true, "serve the web console at /console/ (on the same origin as the API)")
 	f.Float64Var(&replayShare, "replay-share", 0.1, "share of the processors that catch-up reads (replays of history) may use, above 0 and at most 1; live publishes and deliveries always come first")
 	f.BoolVar(&authOn, "auth", false, "require a bearer token or client certificate on every call, and check its rights (ACLs); the first start writes a superuser token to DATA/bootstrap-token (docs/security.md)")

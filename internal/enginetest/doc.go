@@ -33,7 +33,8 @@
 //     log output the test reads while the node writes).
 //
 // Options (WithListener, WithAddr, WithHTTP, WithHandler,
-// WithServingAfterFailure) change how a node or handler is served; the
+// WithServingAfterFailure, WithServeConfig) change how a node or handler
+// is served; the
 // engine.Config says what the node is.
 //
 // # Using it

@@ -42,6 +42,7 @@ type options struct {
 	http         engine.HTTPConfig
 	handler      func(http.Handler) http.Handler
 	afterFailure bool
+	serveConfig  func(*engine.ServeConfig)
 }
 
 // WithListener serves on ln, a TCP listener the test opened (to know the
@@ -70,6 +71,12 @@ func WithHandler(wrap func(http.Handler) http.Handler) Option {
 // Node.Serve; Stop drains it, closes the connections and the node, and
 // does not report the store's error (the test made it). StartNode only.
 func WithServingAfterFailure() Option { return func(o *options) { o.afterFailure = true } }
+
+// WithServeConfig lets f change the engine.ServeConfig a node is served
+// with (a Kafka listener, say). StartNode and StartCluster only.
+func WithServeConfig(f func(*engine.ServeConfig)) Option {
+	return func(o *options) { o.serveConfig = f }
+}
 
 func collect(opts []Option) options {
 	o := options{addr: "127.0.0.1:0"}
@@ -154,7 +161,11 @@ func serve(cfg engine.Config, ln net.Listener, o options) (*Node, error) {
 			n.served <- serveThroughFailure(ctx, en, ln, o.http, h)
 			return
 		}
-		n.served <- en.Serve(ctx, ln, engine.ServeConfig{HTTP: o.http, Handler: h, ShutdownTimeout: -1})
+		sc := engine.ServeConfig{HTTP: o.http, Handler: h, ShutdownTimeout: -1}
+		if o.serveConfig != nil {
+			o.serveConfig(&sc)
+		}
+		n.served <- en.Serve(ctx, ln, sc)
 	}()
 	return n, nil
 }
