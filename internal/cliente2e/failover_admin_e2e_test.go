@@ -118,6 +118,35 @@ func TestAdminWriteToAPausedNodeIsNotRepeated(t *testing.T) {
 	}
 }
 
+// TestAdminWriteOnAPausedStreamIsNotRepeated is the same over the fast
+// path: the client already has a stream to the node when it pauses; the
+// stream's health check (a ping unanswered) fails the create with
+// ErrOutcomeUnknown instead of leaving it waiting for ever.
+func TestAdminWriteOnAPausedStreamIsNotRepeated(t *testing.T) {
+	s := startServer(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), noHang)
+	defer cancel()
+	g := startGate(t, s.addr)
+	c := client.New(g.addr+","+s.addr, client.WithHealthCheck(200*time.Millisecond, 300*time.Millisecond))
+	for range 2 { // the first call learns of the fast path, the second opens the stream
+		if _, err := c.ListTopics(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.set(gatePaused)
+	_, err := c.CreateTopic(ctx, "t")
+	if !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("create through a paused node's stream: %v, want ErrOutcomeUnknown", err)
+	}
+	ts, err := client.New(s.addr).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 0 {
+		t.Fatalf("topics %v: the create was sent on to the next node", ts)
+	}
+}
+
 // TestAdminWriteWhoseAnswerIsLostIsNotRepeated: a write that reached its
 // node, which did it, but whose connection broke before the answer came,
 // is not repeated on the next node: a relative reset moves the offsets

@@ -220,7 +220,7 @@ func (c *fconn) readFrames(br *bufio.Reader) error {
 			return err
 		}
 		fr, err := fastpath.Decode(id, k, p)
-		if err == nil && k != fastpath.KindRequest && k != fastpath.KindCancel {
+		if err == nil && k != fastpath.KindRequest && k != fastpath.KindCancel && k != fastpath.KindPing {
 			err = fmt.Errorf("%w: kind %d from a client", fastpath.ErrMalformed, k)
 		}
 		if err == nil && k == fastpath.KindRequest && (!strings.HasPrefix(fr.Path, "/") || strings.ContainsAny(fr.Path, " ?#\x00\r\n")) {
@@ -233,6 +233,10 @@ func (c *fconn) readFrames(br *bufio.Reader) error {
 		if !c.deadline(false) {
 			bodies.give(int64(n), k == fastpath.KindRequest)
 			return io.EOF
+		}
+		if k == fastpath.KindPing {
+			c.write(fastpath.AppendControl(nil, id, fastpath.KindPong))
+			continue
 		}
 		if k == fastpath.KindCancel {
 			c.mu.Lock()

@@ -317,7 +317,7 @@ func New(addr string, opts ...Option) *Client {
 	if o.httpClient == nil {
 		o.httpClient = defaultHTTPClient(o.healthIdle, o.healthTimeout, o.tls)
 		if o.protocol == Connect && !o.noFastPath {
-			o.httpClient = &fastpath.Transport{Fallback: o.httpClient, TLS: o.tls}
+			o.httpClient = &fastpath.Transport{Fallback: o.httpClient, TLS: o.tls, HealthIdle: o.healthIdle, HealthTimeout: o.healthTimeout}
 		}
 	}
 	copts := []connect.ClientOption{connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes),
@@ -375,7 +375,8 @@ const (
 	DefaultHealthCheckTimeout = 2 * time.Second
 )
 
-// WithHealthCheck sets the default transport's HTTP/2 health checks: a
+// WithHealthCheck sets the default transport's health checks (HTTP/2
+// pings, and the fast path's: those only while calls are out): a
 // connection that received nothing for idle is pinged and closed when the
 // ping is not answered within timeout (defaults DefaultHealthCheckIdle and
 // DefaultHealthCheckTimeout; idle 0 turns them off). It has no effect

@@ -28,10 +28,11 @@
 //
 //	length  uint32  bytes after this field
 //	id      uint32  the call; a client's request ids grow
-//	kind    uint8   1 request, 2 response, 3 cancel, 4 go-away
+//	kind    uint8   1 request, 2 response, 3 cancel, 4 go-away,
+//	                5 ping, 6 pong
 //	payload         request: path, header block, body
 //	                response: status (uvarint), header block, body
-//	                cancel, go-away: none
+//	                the others: none
 //
 // Strings are a uvarint length and bytes; a header block is a uvarint
 // count of name and value pairs (at most MaxHeaders, MaxHeaderBytes in
@@ -46,7 +47,11 @@
 // cancels its call's context. A go-away frame (the node shuts down, or
 // the stream was idle for the node's idle timeout) names the last call
 // the server will run: the client sends later ones again on a new stream,
-// and the server ends the stream once it has answered the others.
+// and the server ends the stream once it has answered the others. A ping
+// is answered by a pong: a client with calls out on a stream that has
+// been silent for its health-check idle time pings it, and ends the
+// stream, failing its calls, when the pong does not come in time (a
+// paused or cut-off node), as HTTP/2's health checks do.
 //
 // # Negotiation
 //

@@ -42,6 +42,11 @@ const (
 	// id above the frame's id (which it did not run) and closes the
 	// connection once it has answered the others. No payload.
 	KindGoAway Kind = 4
+	// KindPing (client to server): is the server there? The server
+	// answers with KindPong of the same id. No payload.
+	KindPing Kind = 5
+	// KindPong (server to client): the answer to a ping. No payload.
+	KindPong Kind = 6
 )
 
 // HeaderLen is the size of a frame's fixed header: the length of the rest
@@ -86,7 +91,8 @@ func AppendResponse(b []byte, id uint32, status int, h http.Header, body []byte)
 	})
 }
 
-// AppendControl appends a frame without payload (KindCancel, KindGoAway).
+// AppendControl appends a frame without payload (KindCancel, KindGoAway,
+// KindPing, KindPong).
 func AppendControl(b []byte, id uint32, k Kind) []byte {
 	return appendFrame(b, id, k, func(b []byte) []byte { return b })
 }
@@ -150,7 +156,7 @@ func Decode(id uint32, k Kind, p []byte) (Frame, error) {
 			return f, fmt.Errorf("%w: bad status", ErrMalformed)
 		}
 		f.Status, p = int(s), p[n:]
-	case KindCancel, KindGoAway:
+	case KindCancel, KindGoAway, KindPing, KindPong:
 		if len(p) != 0 {
 			return f, fmt.Errorf("%w: a payload on a control frame", ErrMalformed)
 		}

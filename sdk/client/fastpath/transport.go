@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -41,6 +42,11 @@ type Transport struct {
 	Dialer *net.Dialer
 	// MaxResponseBytes bounds a response (0: DefaultMaxResponseBytes).
 	MaxResponseBytes int
+	// HealthIdle and HealthTimeout: a stream with calls out that has
+	// received nothing for HealthIdle is pinged, and ended (its calls
+	// failing as on a lost connection) when nothing comes within
+	// HealthTimeout more. Zero HealthIdle: never.
+	HealthIdle, HealthTimeout time.Duration
 
 	mu    sync.Mutex
 	conns map[string]*conn     // by scheme://host
@@ -210,7 +216,9 @@ type conn struct {
 	nextID  uint32
 	pending map[uint32]chan result
 	lastRun uint32 // a GoAway's id: calls above it were not run
-	goneErr error  // why the connection ended; nil while it serves
+	// lastRead is when a frame last came (unix ns), for the health check.
+	lastRead atomic.Int64
+	goneErr  error // why the connection ended; nil while it serves
 }
 
 // dial connects and upgrades, then reads answers until the connection ends.
@@ -223,8 +231,52 @@ func (c *conn) dial(u *url.URL, auth string) {
 		return
 	}
 	c.nc = nc
+	c.lastRead.Store(time.Now().UnixNano())
 	close(c.ready)
+	if c.t.HealthIdle > 0 {
+		go c.watch()
+	}
 	c.read(br)
+}
+
+// errSilent is a stream's failed health check: a read error, so that the
+// client counts its calls as sent to a node that did not answer.
+var errSilent = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("fastpath: no answer to a health-check ping (the node is paused or cut off)")}
+
+// watch pings the stream when it has calls out and has been silent for
+// HealthIdle, and fails it when the pong does not come within
+// HealthTimeout.
+func (c *conn) watch() {
+	idle, timeout := c.t.HealthIdle, max(c.t.HealthTimeout, time.Millisecond)
+	t := time.NewTicker(max(idle/4, time.Millisecond))
+	defer t.Stop()
+	var pinged time.Time // when the unanswered ping went out
+	for range t.C {
+		c.mu.Lock()
+		gone, busy := c.goneErr != nil && c.goneErr != errNotRun, len(c.pending) > 0
+		c.mu.Unlock()
+		if gone {
+			return
+		}
+		last := time.Unix(0, c.lastRead.Load())
+		now := time.Now()
+		switch {
+		case !pinged.IsZero() && last.After(pinged):
+			pinged = time.Time{} // answered
+		case !pinged.IsZero() && now.Sub(pinged) >= timeout:
+			c.fail(errSilent)
+			return
+		case pinged.IsZero() && busy && now.Sub(last) >= idle:
+			pinged = now
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err := c.write(ctx, AppendControl(nil, 0, KindPing))
+			cancel()
+			if err != nil {
+				c.fail(err)
+				return
+			}
+		}
+	}
 }
 
 // upgrade dials u's server and asks for the fast path.
@@ -321,7 +373,11 @@ func (c *conn) read(br *bufio.Reader) {
 			c.fail(err)
 			return
 		}
+		c.lastRead.Store(time.Now().UnixNano())
 		f, err := Decode(id, k, p)
+		if k == KindPong && err == nil {
+			continue
+		}
 		if err == nil && k != KindResponse && k != KindGoAway {
 			err = fmt.Errorf("%w: kind %d from a server", ErrMalformed, k)
 		}
