@@ -209,6 +209,9 @@ func (c *fconn) readFrames(br *bufio.Reader) error {
 			}
 			counters.bodyBudgetRefused.Add(1)
 			c.refuse(id, bodies.InFlight)
+			if !c.deadline(false) {
+				return io.EOF
+			}
 			continue
 		}
 		p := make([]byte, n)
