@@ -81,34 +81,31 @@ func (f *Fastpath) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// Shutdown tells every connection that no new call will run (GoAway) and
-// closes each once its calls have returned. Connections upgraded later are
-// closed at once.
+// Shutdown tells every stream that no new call will run (GoAway) and ends
+// each once its calls have returned. Streams opened later are refused.
 func (f *Fastpath) Shutdown() {
-	f.mu.Lock()
-	f.closing = true
-	cs := make([]*fconn, 0, len(f.conns))
-	for c := range f.conns {
-		cs = append(cs, c)
-	}
-	f.mu.Unlock()
-	for _, c := range cs {
+	for _, c := range f.closeAll() {
 		c.goAway()
 	}
 }
 
-// Close closes every connection now; calls out on them are cancelled.
+// Close ends every stream now; calls out on them are cancelled.
 func (f *Fastpath) Close() {
+	for _, c := range f.closeAll() {
+		c.close()
+	}
+}
+
+// closeAll refuses new streams and returns the open ones.
+func (f *Fastpath) closeAll() []*fconn {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.closing = true
 	cs := make([]*fconn, 0, len(f.conns))
 	for c := range f.conns {
 		cs = append(cs, c)
 	}
-	f.mu.Unlock()
-	for _, c := range cs {
-		c.close()
-	}
+	return cs
 }
 
 func (f *Fastpath) upgrade(w http.ResponseWriter, r *http.Request) {
