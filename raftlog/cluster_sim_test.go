@@ -289,8 +289,8 @@ type cluster struct {
 	// stalled nodes neither tick nor run their loop: what they receive
 	// waits in their inbox, as in a paused process.
 	stalled map[uint64]bool
-	nodes    []*simNode // nodes[i] has id i+1
-	queue    []*simMsg
+	nodes   []*simNode // nodes[i] has id i+1
+	queue   []*simMsg
 
 	cut      map[link]bool
 	delay    map[link]int
@@ -315,7 +315,7 @@ func newCluster(t testing.TB, seed uint64) *cluster {
 	return &cluster{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		detect: -1, stalled: map[uint64]bool{},
-		cut:    map[link]bool{}, delay: map[link]int{},
+		cut: map[link]bool{}, delay: map[link]int{},
 		history: map[uint64]map[uint64]string{},
 		indexOf: map[uint64]map[string]uint64{},
 		lost:    map[uint64]map[string]uint64{},
