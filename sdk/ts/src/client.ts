@@ -445,7 +445,9 @@ export class Client {
   // hedge and cl has not answered within hedgeDelayMs, on another node too
   // (penalising cl, so the next calls skip it). The answer is the first
   // that is a success or does not blame its node (badNode), else the
-  // last, with the node that gave it; the other attempt is cancelled.
+  // last, with the node that gave it; the other attempt is cancelled. A
+  // hedge refused with a leader named is returned at once: the retry loop
+  // goes there, while the first may be stuck on the old leader.
   async #hedged<T>(
     kind: CallKind,
     cl: Clients,
@@ -476,7 +478,13 @@ export class Client {
       const second = run(other, ctrl.signal);
       const tagged = [first.then((o) => ({ o, i: 0 })), second.then((o) => ({ o, i: 1 }))];
       const a = await Promise.race(tagged);
-      if (!a.o.ok && !signal?.aborted && badNode(toRewindError(a.o.err))) return await (a.i === 0 ? second : first);
+      if (!a.o.ok && !signal?.aborted) {
+        const err = toRewindError(a.o.err);
+        // A hedge refused with the partition's new leader named (its node
+        // forwarded to the old one, which is what stalls the first): the
+        // retry loop follows the hint rather than wait out the first.
+        if (badNode(err) && !(a.i === 1 && err.leaderAddress)) return await (a.i === 0 ? second : first);
+      }
       return a.o;
     } finally {
       clearTimeout(timer);
