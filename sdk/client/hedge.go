@@ -31,8 +31,9 @@ func WithHedgeDelay(d time.Duration) Option {
 // hedged makes one attempt of do, on cl and, when k allows a hedge and cl
 // has not answered within the policy's hedge delay, on another node too
 // (one not penalised, if the client knows one). It returns the first
-// answer that is a success or does not blame its node (badNode), else the
-// last one, with the client that gave it; the other attempt is cancelled.
+// answer that is a success, does not blame its node (badNode) or names
+// the leader, else the last one, with the client that gave it; the other
+// attempt is cancelled.
 // The node that was hedged is penalised.
 func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do func(context.Context, *Client) (T, error)) (T, *Client, error) {
 	delay := c.retry.hedge
@@ -69,7 +70,12 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 	go run(c.at(other))
 	a := <-answers
 	if a.err != nil && badNode(a.err) && ctx.Err() == nil {
-		a = <-answers
+		// A refusal that names the partition's leader is the answer: the
+		// retry goes there, while the other attempt may be stuck on the
+		// old leader (a member cut off from the others).
+		if id, _ := leaderHint(a.err); id == 0 {
+			a = <-answers
+		}
 	}
 	return a.v, a.cl, a.err
 }

@@ -446,8 +446,8 @@ export class Client {
   // (penalising cl, so the next calls skip it). The answer is the first
   // that is a success or does not blame its node (badNode), else the
   // last, with the node that gave it; the other attempt is cancelled. A
-  // hedge refused with a leader named is returned at once: the retry loop
-  // goes there, while the first may be stuck on the old leader.
+  // refusal naming the leader is returned at once: the retry loop goes
+  // there, while the other attempt may be stuck on the old leader.
   async #hedged<T>(
     kind: CallKind,
     cl: Clients,
@@ -480,10 +480,10 @@ export class Client {
       const a = await Promise.race(tagged);
       if (!a.o.ok && !signal?.aborted) {
         const err = toRewindError(a.o.err);
-        // A hedge refused with the partition's new leader named (its node
-        // forwarded to the old one, which is what stalls the first): the
-        // retry loop follows the hint rather than wait out the first.
-        if (badNode(err) && !(a.i === 1 && err.leaderAddress)) return await (a.i === 0 ? second : first);
+        // A refusal naming the partition's leader is the answer: the retry
+        // loop follows the hint rather than wait for the other attempt,
+        // which may be stuck on the old leader.
+        if (badNode(err) && !err.leaderAddress) return await (a.i === 0 ? second : first);
       }
       return a.o;
     } finally {
