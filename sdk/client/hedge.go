@@ -67,13 +67,19 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 		return a.v, a.cl, a.err
 	}
 	c.nodes.fail(cl.addr)
-	go run(c.at(other))
+	hedge := c.at(other)
+	go run(hedge)
 	a := <-answers
 	if a.err != nil && badNode(a.err) && ctx.Err() == nil {
 		// A refusal that names the partition's leader is the answer: the
 		// retry goes there, while the other attempt may be stuck on the
-		// old leader (a member cut off from the others).
-		if id, _ := leaderHint(a.err); id == 0 {
+		// old leader (a member cut off from the others). Unless the
+		// leader it names is the node the other attempt waits on.
+		pending := hedge
+		if a.cl == hedge {
+			pending = cl
+		}
+		if id, addr := leaderHint(a.err); id == 0 || addr != "" && a.cl.sibling(addr) == pending.addr {
 			a = <-answers
 		}
 	}

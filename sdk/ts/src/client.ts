@@ -482,8 +482,11 @@ export class Client {
         const err = toRewindError(a.o.err);
         // A refusal naming the partition's leader is the answer: the retry
         // loop follows the hint rather than wait for the other attempt,
-        // which may be stuck on the old leader.
-        if (badNode(err) && !err.leaderAddress) return await (a.i === 0 ? second : first);
+        // which may be stuck on the old leader. Unless the leader it names
+        // is the node the other attempt waits on.
+        const pending = a.i === 0 ? other.url : cl.url;
+        const hint = err.leaderAddress;
+        if (badNode(err) && (!hint || normalize(hint) === pending)) return await (a.i === 0 ? second : first);
       }
       return a.o;
     } finally {
