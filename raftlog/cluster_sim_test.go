@@ -283,8 +283,14 @@ type cluster struct {
 	t        testing.TB
 	rng      *rand.Rand
 	election int
-	nodes    []*simNode // nodes[i] has id i+1
-	queue    []*simMsg
+	// detect is every host's FailureDetectTicks: -1 (off) unless a
+	// script sets it, so scripts start elections themselves.
+	detect int
+	// stalled nodes neither tick nor run their loop: what they receive
+	// waits in their inbox, as in a paused process.
+	stalled map[uint64]bool
+	nodes   []*simNode // nodes[i] has id i+1
+	queue   []*simMsg
 
 	cut      map[link]bool
 	delay    map[link]int
@@ -308,6 +314,7 @@ type cluster struct {
 func newCluster(t testing.TB, seed uint64) *cluster {
 	return &cluster{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		detect: -1, stalled: map[uint64]bool{},
 		cut: map[link]bool{}, delay: map[link]int{},
 		history: map[uint64]map[uint64]string{},
 		indexOf: map[uint64]map[string]uint64{},
@@ -409,7 +416,7 @@ func (c *cluster) start(n *simNode) {
 	n.db = openDB(c.t, n.fs)
 	h, err := Open(Config{
 		NodeID: n.id, DB: n.db, Transport: simTransport{c, n.id},
-		ElectionTicks: c.election, Logger: c.logger(n.id),
+		ElectionTicks: c.election, Logger: c.logger(n.id), FailureDetectTicks: c.detect,
 	})
 	if err != nil {
 		c.t.Fatal(err)
@@ -448,6 +455,7 @@ func (c *cluster) crash(n *simNode, keepPercent int) {
 	if !n.up() {
 		return
 	}
+	delete(c.stalled, n.id)
 	fs := n.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keepPercent, RNG: c.rng})
 	if err := n.db.Close(); err != nil {
 		c.t.Fatal(err)
@@ -457,7 +465,7 @@ func (c *cluster) crash(n *simNode, keepPercent int) {
 }
 
 func (c *cluster) iterate(n *simNode) {
-	if !n.up() {
+	if !n.up() || c.stalled[n.id] {
 		return
 	}
 	if err := n.h.iterate(); err != nil {
@@ -478,7 +486,7 @@ func (c *cluster) tick() { c.tickNodes(nil) }
 // tickNodes ticks the live nodes among ids (all if ids is empty).
 func (c *cluster) tickNodes(ids []uint64) {
 	for _, n := range c.nodes {
-		if n.up() && (len(ids) == 0 || slices.Contains(ids, n.id)) {
+		if n.up() && !c.stalled[n.id] && (len(ids) == 0 || slices.Contains(ids, n.id)) {
 			n.h.tick()
 		}
 	}

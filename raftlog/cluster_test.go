@@ -100,6 +100,9 @@ func (c *cluster) run(t *testing.T, d *datadriven.TestData) string {
 		if d.MaybeScanArgs(t, "election", &c.election) && len(c.nodes) > 0 {
 			d.Fatalf(t, "election must be set before the first node")
 		}
+		if d.MaybeScanArgs(t, "detect", &c.detect) && len(c.nodes) > 0 {
+			d.Fatalf(t, "detect must be set before the first node")
+		}
 		c.addNodes(n)
 		return "ok\n"
 
@@ -238,6 +241,33 @@ func (c *cluster) run(t *testing.T, d *datadriven.TestData) string {
 	case "heal":
 		c.heal()
 		return "ok\n"
+
+	case "stall":
+		// The node's process stops: no ticks, no loop; messages sent to
+		// it wait in its inbox.
+		c.stalled[upNode(t, c, d, "node").id] = true
+		return "ok\n"
+
+	case "resume":
+		n := upNode(t, c, d, "node")
+		delete(c.stalled, n.id)
+		// Like the host's ticker after a stall: one tick is pending,
+		// the rest were dropped.
+		n.h.tick()
+		c.iterate(n)
+		settle()
+		return "ok\n"
+
+	case "detector":
+		// What each running node's failure detector did.
+		var b strings.Builder
+		for _, n := range c.nodes {
+			if n.up() {
+				s := n.h.DetectorStats()
+				fmt.Fprintf(&b, "n%d: suspicions=%d withdrawn=%d campaigns=%d\n", n.id, s.Suspicions, s.Withdrawn, s.Campaigns)
+			}
+		}
+		return b.String()
 
 	case "crash":
 		c.crash(scanNode(t, c, d, "node"), 0)
@@ -378,6 +408,11 @@ func TestClusterRandomized(t *testing.T) {
 func runRandomized(t *testing.T, run int, seed uint64) {
 	c := newCluster(t, seed)
 	defer c.close()
+	if run%2 == 1 {
+		// Every other run with the failure detector on: its elections
+		// come on top of raft's own, and safety must hold the same.
+		c.detect = 5
+	}
 	rng := rand.New(rand.NewPCG(seed, 1))
 	nodes := 3 + 2*rng.IntN(2)
 	voters := make([]uint64, nodes)

@@ -29,6 +29,38 @@
 // MsgApp read no disk in the steady state. Snapshots carry metadata only:
 // state machines rebuild from the log.
 //
+// # Failover
+//
+// Raft runs with CheckQuorum and PreVote: a follower that heard from its
+// leader within the election timeout refuses to vote, so a lost leader alone
+// would cost 1–2 election timeouts (10–20 ticks). A failure detector between
+// members cuts that short (detector.go): every message received from a node
+// is a sign of life, and a node that leads groups here and has sent nothing
+// for Config.FailureDetectTicks of this host's ticks (default ElectionTicks/2)
+// is taken for dead. Every local follower of a group it leads forgets it
+// (RawNode.ForgetLeader) and campaigns after a stagger by its rank among the
+// group's other voters, so a new leader is elected a tick or three after the
+// window. It sends nothing of its own: a live leader heartbeats every group
+// every tick anyway. Silence is counted in the detecting host's own ticks,
+// so a stall of this node (a paused process, a slow disk, a starved CPU)
+// never makes a peer look silent; a suspicion fires at most once per peer
+// per window, and Host.DetectorStats counts them.
+//
+// Forgetting a leader that is only paused is safe because nothing here
+// relies on a leader lease: raft's ReadOnlyLeaseBased is never set (raft
+// ignores ForgetLeader under it), the host issues no ReadIndex, and no
+// write is acknowledged without a quorum. A quorum must still agree to the
+// new leader (a follower still hearing the old one refuses the pre-vote),
+// and a paused leader that resumes meets the higher term and steps down;
+// what it appended without a quorum is replaced, and its proposers learn
+// it was lost (AppliedTermer). What a lease would have bought is a bound
+// on stale reads: a leader cut off from the others keeps believing it
+// leads until CheckQuorum deposes it (one to two election timeouts), and
+// a caller that serves reads from "the leader's" applied entries can show
+// a view missing what the new leader acknowledged meanwhile. That window
+// existed before the detector (raft's randomised timeouts let followers
+// elect within it too); the detector elects earlier inside it.
+//
 // # Caller's duties
 //
 //  1. Open the Pebble store and keep its keys starting with 'r' for the host.

@@ -172,6 +172,16 @@ type Config struct {
 	MaxCommittedBytesPerReady uint64
 	// EntryCacheBytes bounds each group's in-memory log tail. Default 32 MiB.
 	EntryCacheBytes int64
+	// FailureDetectTicks is how long, in ticks of this host, a node that
+	// leads groups here may be silent (no message of any group) before
+	// those groups' followers here forget it and campaign, instead of
+	// waiting out the election timeout (see detector.go). Default
+	// ElectionTicks/2 (5 ticks, 500 ms at the defaults); it must exceed
+	// HeartbeatTicks and stay below ElectionTicks. Shorter fails over
+	// sooner and elects needlessly when a leader's loop stalls that long
+	// (a slow fsync on a loaded machine): availability, never safety.
+	// Negative disables the detector.
+	FailureDetectTicks int
 }
 
 // Validate reports every problem with c at once.
@@ -191,6 +201,10 @@ func (c *Config) Validate() error {
 	}
 	if c.ElectionTicks != 0 && c.HeartbeatTicks != 0 && c.HeartbeatTicks >= c.ElectionTicks {
 		errs = append(errs, fmt.Errorf("raftlog: HeartbeatTicks %d must be below ElectionTicks %d", c.HeartbeatTicks, c.ElectionTicks))
+	}
+	if d := c.withDefaults(); c.FailureDetectTicks > 0 && (d.FailureDetectTicks <= d.HeartbeatTicks || d.FailureDetectTicks >= d.ElectionTicks) {
+		errs = append(errs, fmt.Errorf("raftlog: FailureDetectTicks %d must be above HeartbeatTicks %d and below ElectionTicks %d (negative disables it)",
+			c.FailureDetectTicks, d.HeartbeatTicks, d.ElectionTicks))
 	}
 	return errors.Join(errs...)
 }
@@ -222,6 +236,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EntryCacheBytes == 0 {
 		c.EntryCacheBytes = 32 << 20
+	}
+	if c.FailureDetectTicks == 0 {
+		// Half the election timeout, and never where a healthy leader's
+		// heartbeats could miss it; ElectionTicks too small for that
+		// leaves failover to raft.
+		c.FailureDetectTicks = c.ElectionTicks / 2
+		if c.FailureDetectTicks <= c.HeartbeatTicks {
+			c.FailureDetectTicks = -1
+		}
 	}
 	return c
 }
@@ -326,6 +349,10 @@ type Host struct {
 	// opErr is a store failure an operation met (RemoveGroup's commit):
 	// it stops the host like a failed pass.
 	opErr error
+	// detect is the failure detector's state (detector.go); det its
+	// counters, which anyone may read.
+	detect detector
+	det    detectorCounters
 }
 
 type group struct {
@@ -345,6 +372,9 @@ type group struct {
 	stopped     bool
 	// counters is GroupConfig.Counters, or a private one.
 	counters *Counters
+	// campaignAt is the detector's tick at which the group campaigns,
+	// having forgotten a silent leader (0: none scheduled).
+	campaignAt uint64
 }
 
 // Open returns a host over cfg.DB with no groups running. Call Start to run
@@ -365,6 +395,9 @@ func Open(cfg Config) (*Host, error) {
 	}
 	h.mu.wakes = make(map[uint64]struct{})
 	h.mu.status = make(map[uint64]Status)
+	h.detect.heard = make(map[uint64]uint64)
+	h.detect.suspected = make(map[uint64]uint64)
+	h.detect.acted = make(map[uint64]bool)
 	return h, nil
 }
 
@@ -657,6 +690,7 @@ func (h *Host) run() {
 
 // tick advances every group's logical clock by one tick.
 func (h *Host) tick() {
+	h.detectTick()
 	for _, id := range h.order {
 		if g := h.groups[id]; !g.stopped {
 			g.rn.Tick()
@@ -674,6 +708,7 @@ func (h *Host) iterate() error {
 			return h.opErr
 		}
 		h.stepInbox()
+		h.detectRun()
 		h.takeProposals()
 		more, err := h.pass()
 		if err != nil {
@@ -723,6 +758,9 @@ func (h *Host) stepInbox() {
 	h.mu.inbox = nil
 	h.mu.Unlock()
 	for _, env := range inbox {
+		if env.Msg != nil {
+			h.hear(env.Msg.GetFrom())
+		}
 		g, ok := h.groups[env.Group]
 		if !ok || g.stopped || env.Msg == nil {
 			continue

@@ -611,3 +611,35 @@ func TestHostAddGroupsTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFailureDetectTicks checks the failure detector's window
+// against the ticks it must sit between, and its defaults.
+func TestConfigFailureDetectTicks(t *testing.T) {
+	db := &pebble.DB{} // Validate only checks that one is given
+	for _, tc := range []struct {
+		cfg     Config
+		wantErr bool
+		want    int // FailureDetectTicks after defaults
+	}{
+		{Config{}, false, 5},
+		{Config{ElectionTicks: 20}, false, 10},
+		{Config{ElectionTicks: 3}, false, -1}, // 1 tick would not outlast a heartbeat: off
+		{Config{FailureDetectTicks: -1}, false, -1},
+		{Config{FailureDetectTicks: 9}, false, 9},
+		{Config{FailureDetectTicks: 10}, true, 0},
+		{Config{FailureDetectTicks: 1}, true, 0},
+		{Config{FailureDetectTicks: 3, HeartbeatTicks: 3, ElectionTicks: 10}, true, 0},
+	} {
+		tc.cfg.NodeID, tc.cfg.DB = 1, db
+		err := tc.cfg.Validate()
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%+v: Validate() = %v, want error %t", tc.cfg, err, tc.wantErr)
+			continue
+		}
+		if err == nil {
+			if got := tc.cfg.withDefaults().FailureDetectTicks; got != tc.want {
+				t.Errorf("%+v: FailureDetectTicks %d after defaults, want %d", tc.cfg, got, tc.want)
+			}
+		}
+	}
+}

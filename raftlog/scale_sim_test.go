@@ -56,8 +56,9 @@ func (s countingTransport) Send(envs []Envelope) {
 // runScaleSim runs groups groups of three replicas over nodes nodes (replica
 // sets assigned round robin), waits for every group to elect, measures idle
 // ticks, then crashes node 1 and counts the ticks until every group it led
-// has a leader among the others.
-func runScaleSim(t testing.TB, groups, nodes, idleTicks int) simLoad {
+// has a leader among the others. detect is every host's
+// FailureDetectTicks (0: the default, on; -1: off).
+func runScaleSim(t testing.TB, groups, nodes, idleTicks, detect int) simLoad {
 	c := newCluster(t, 1)
 	defer c.close()
 	var msgs, bytes, frames int
@@ -66,7 +67,7 @@ func runScaleSim(t testing.TB, groups, nodes, idleTicks int) simLoad {
 		n := &simNode{id: id, fs: vfs.NewCrashableMem(), sms: map[uint64]*clusterSM{}, groups: map[uint64]GroupConfig{}}
 		c.nodes = append(c.nodes, n)
 		n.db = openDB(t, n.fs)
-		h, err := Open(Config{NodeID: id, DB: n.db, Transport: countingTransport{simTransport{c, id}, &msgs, &bytes, &frames}})
+		h, err := Open(Config{NodeID: id, DB: n.db, Transport: countingTransport{simTransport{c, id}, &msgs, &bytes, &frames}, FailureDetectTicks: detect})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,46 +195,70 @@ func (l simLoad) reelectAt(q float64) int {
 // TestScaleSimReelectsEveryGroupAfterANodeLoss runs the simulation small:
 // every group elects, idle groups cost a heartbeat and its answer per
 // follower per tick sent as one frame per peer, and every group the lost
-// node led gets a new leader within the election timeout bound.
+// node led gets a new leader: after the election timeout without the
+// failure detector, within the detection window and the campaign stagger
+// with it.
 func TestScaleSimReelectsEveryGroupAfterANodeLoss(t *testing.T) {
 	const groups, nodes = 60, 5
-	l := runScaleSim(t, groups, nodes, 10)
-	t.Log(l)
-	// Each leader sends a heartbeat to its two followers every tick, and
-	// each answers: 4 messages per group per tick.
-	if want := float64(4 * groups); l.msgsPerTick != want {
-		t.Errorf("idle messages per tick %.1f, want %.0f (a heartbeat and its answer per follower)", l.msgsPerTick, want)
-	}
-	// Frames: at most one per ordered pair of nodes per pass.
-	if l.framesPerTick > float64(2*nodes*(nodes-1)) {
-		t.Errorf("%.1f frames per tick for %d nodes: messages to one peer are not sharing frames", l.framesPerTick, nodes)
-	}
-	if l.orphaned == 0 {
-		t.Fatal("node 1 led no group: the loss tests nothing")
-	}
-	// Raft draws each follower's election timeout at random in [10, 20)
-	// ticks; when both survivors draw the same one they split the vote and
-	// draw again, so the time is not bounded, only its distribution (the
-	// benchmark reports it). Every orphan must have a leader by the end.
-	if len(l.reelect) != l.orphaned {
-		t.Errorf("%d of the %d groups node 1 led got a new leader", len(l.reelect), l.orphaned)
-	}
-	if l.reelectAt(0) < 10 {
-		t.Errorf("a group elected %d ticks after its leader was lost: followers must wait out the election timeout (10 ticks) first", l.reelectAt(0))
-	}
-	if got := l.leadersAfter[0]; got != 0 {
-		t.Errorf("the lost node still counted as leading %d groups", got)
+	for _, detect := range []int{-1, 0} {
+		t.Run(fmt.Sprintf("detect=%d", detect), func(t *testing.T) {
+			l := runScaleSim(t, groups, nodes, 10, detect)
+			t.Log(l)
+			// Each leader sends a heartbeat to its two followers every tick, and
+			// each answers: 4 messages per group per tick. The detector sends
+			// nothing of its own.
+			if want := float64(4 * groups); l.msgsPerTick != want {
+				t.Errorf("idle messages per tick %.1f, want %.0f (a heartbeat and its answer per follower)", l.msgsPerTick, want)
+			}
+			// Frames: at most one per ordered pair of nodes per pass.
+			if l.framesPerTick > float64(2*nodes*(nodes-1)) {
+				t.Errorf("%.1f frames per tick for %d nodes: messages to one peer are not sharing frames", l.framesPerTick, nodes)
+			}
+			if l.orphaned == 0 {
+				t.Fatal("node 1 led no group: the loss tests nothing")
+			}
+			// Every orphan must have a leader by the end.
+			if len(l.reelect) != l.orphaned {
+				t.Errorf("%d of the %d groups node 1 led got a new leader", len(l.reelect), l.orphaned)
+			}
+			if detect < 0 {
+				// Raft draws each follower's election timeout at random in
+				// [10, 20) ticks; when both survivors draw the same one they
+				// split the vote and draw again, so the time is not bounded,
+				// only its distribution (the benchmark reports it).
+				if l.reelectAt(0) < 10 {
+					t.Errorf("a group elected %d ticks after its leader was lost: followers must wait out the election timeout (10 ticks) first", l.reelectAt(0))
+				}
+			} else {
+				// The window (5 ticks: ElectionTicks/2), then the survivor of
+				// rank 0 campaigns a tick later, or rank 1 two after that
+				// (rank 0's log was behind): at most 8, below the election
+				// timeout, for every group, without a split vote.
+				if l.reelectTicks > 8 {
+					t.Errorf("a group took %d ticks to elect after its leader was lost; with the detector, at most 8 (window 5, stagger 1+2)", l.reelectTicks)
+				}
+			}
+			if got := l.leadersAfter[0]; got != 0 {
+				t.Errorf("the lost node still counted as leading %d groups", got)
+			}
+		})
 	}
 }
 
 // BenchmarkScaleSim is the full-size model check: REWIND_SIM_GROUPS groups
-// (default 10,000) over REWIND_SIM_NODES nodes (default 5).
+// (default 10,000) over REWIND_SIM_NODES nodes (default 5), with the
+// failure detector on (its default window), or off with
+// REWIND_SIM_NODETECT=1.
 //
 //	go test -run XXX -bench BenchmarkScaleSim -benchtime 1x ./raftlog
 func BenchmarkScaleSim(b *testing.B) {
 	groups, nodes := envInt(b, "REWIND_SIM_GROUPS", 10000), envInt(b, "REWIND_SIM_NODES", 5)
 	for b.Loop() {
-		l := runScaleSim(b, groups, nodes, 20)
+		detect := 0
+		if os.Getenv("REWIND_SIM_NODETECT") != "" {
+			detect = -1
+		}
+		l := runScaleSim(b, groups, nodes, 20, detect)
 		b.Log(l)
 		b.ReportMetric(l.msgsPerTick/float64(groups), "msgs/group/tick")
 		b.ReportMetric(l.bytesPerTick/float64(groups), "B/group/tick")

@@ -162,6 +162,8 @@ func TestServeBadFlagsCreateNothing(t *testing.T) {
 		{"--filter-memory-mib", "268435456"}, // 2^32 pages: wrapped to 0, the default
 		{"--filter-memory-mib", "-1"},
 		{"--tail-cache-mib", "9223372036854775807"},
+		{"--failure-detect-ticks", "10"}, // not below --election-ticks (10)
+		{"--failure-detect-ticks", "1"},  // would fire between two heartbeats
 	} {
 		data := filepath.Join(t.TempDir(), "data")
 		r := runCLI(t, nil, nil, append([]string{"serve", "--data", data}, tc...)...)

@@ -42,6 +42,7 @@ func newServe() *cobra.Command {
 		replicationFactor                    uint32
 		tick                                 time.Duration
 		electionTicks                        int
+		failureDetectTicks                   int
 		followerReads                        bool
 		replayShare                          float64
 		heapTarget                           string
@@ -135,6 +136,9 @@ it.`,
 					return fmt.Errorf("%s %d: must be 0 to %d", name, v, int64(1)<<40)
 				}
 			}
+			if failureDetectTicks != 0 && failureDetectTicks != -1 && (failureDetectTicks < 2 || failureDetectTicks >= electionTicks) {
+				return fmt.Errorf("--failure-detect-ticks %d: must be 2 to --election-ticks less one (%d), or -1 (off)", failureDetectTicks, electionTicks-1)
+			}
 			if filterIdleMiB < 0 || filterIdleMiB > 1<<20 {
 				return fmt.Errorf("--filter-idle-memory-mib %d: must be 0 (the default) to %d", filterIdleMiB, 1<<20)
 			}
@@ -221,7 +225,8 @@ it.`,
 				Cluster: engine.ClusterConfig{
 					InitialMembers: members, ID: engine.ClusterIDOf(members),
 					DefaultReplicationFactor: replicationFactor, TickInterval: tick, ElectionTicks: electionTicks,
-					FollowerReads: followerReads,
+					FailureDetectTicks: failureDetectTicks,
+					FollowerReads:      followerReads,
 				},
 				Join: engine.JoinConfig{Through: joins, Advertise: advertise, Token: orEnv(joinToken, "REWIND_TOKEN")},
 				Security: engine.SecurityConfig{
@@ -287,6 +292,7 @@ it.`,
 	f.Uint32Var(&replicationFactor, "default-replication-factor", 3, "replicas of a topic created without --replication-factor (capped at the member count)")
 	f.DurationVar(&tick, "raft-tick", 100*time.Millisecond, "raft tick (heartbeat interval)")
 	f.IntVar(&electionTicks, "election-ticks", 10, "raft election timeout, in ticks")
+	f.IntVar(&failureDetectTicks, "failure-detect-ticks", 0, "a member that leads partitions here and sends nothing for this many ticks is taken for dead: this node's replicas forget it and elect another leader at once (default: election-ticks/2; above 1, below election-ticks; -1: off, wait out the election timeout)")
 	f.BoolVar(&followerReads, "follower-reads", false, "serve streams from this node's replicas (fetch from follower) unless a request asks for the leader; default: every partition is read from its leader")
 	f.StringVar(&heapTarget, "gc-heap-target", "512MiB", "let the heap grow to this before the garbage collector runs (fewer collections while replays allocate; never less often than Go's default of twice the live heap); 0: Go's default. Ignored when GOGC is set")
 	f.StringVar(&peerVia, "peer-via", "", "dial these members through other addresses, as ID=HOST:PORT,... (the scenario runner's fault-injecting proxies; testing only)")

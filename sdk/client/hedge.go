@@ -32,9 +32,9 @@ func WithHedgeDelay(d time.Duration) Option {
 // hedged makes one attempt of do, on cl and, when k allows a hedge and cl
 // has not answered within the policy's hedge delay, on another node too
 // (one not penalised, if the client knows one). It returns the first
-// answer that is a success or does not blame its node (badNode), else the
-// last one, with the client that gave it; the other attempt is cancelled.
-// The node that was hedged is penalised.
+// answer that ends the call (final), else the last one, with the client
+// that gave it; the other attempt is cancelled. The node that was hedged
+// is penalised.
 //
 // The first attempt runs on the caller's goroutine and the hedge, when
 // there is one, on the timer's: the common call, answered before the
@@ -55,8 +55,9 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 	defer cancel() // the attempt that lost
 	var (
 		mu       sync.Mutex
-		finished bool // the first attempt has answered
-		started  bool // the hedge has been sent
+		finished bool    // the first attempt has answered
+		started  bool    // the hedge has been sent
+		hc       *Client // where, once started
 	)
 	hedge := make(chan answer, 1)
 	t := time.AfterFunc(delay, func() {
@@ -66,32 +67,49 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 			other = c.nodes.other(cl.addr)
 		}
 		started = other != ""
+		if started {
+			hc = c.at(other)
+		}
 		mu.Unlock()
 		if other == "" {
 			return
 		}
 		c.nodes.fail(cl.addr)
-		hc := c.at(other)
 		v, err := try(actx, hc, k.bound, do)
-		if !badNode(err) {
-			cancel() // an answer: the first attempt has lost
+		if final(err, hc, cl) {
+			cancel() // the answer: the first attempt has lost
 		}
 		hedge <- answer{v, err, hc}
 	})
 	v, err := try(actx, cl, k.bound, do)
 	mu.Lock()
 	finished = true
-	sent := started
+	sent, other := started, hc
 	mu.Unlock()
 	t.Stop()
 	if !sent || err == nil || ctx.Err() != nil {
 		return v, cl, err
 	}
-	if actx.Err() == nil && !badNode(err) {
+	if actx.Err() == nil && final(err, cl, other) {
 		return v, cl, err // the first attempt's own answer
 	}
 	// Cancelled by the hedge's answer, or the first node failed: the
 	// hedge's answer (the last one, if it failed too).
 	a := <-hedge
 	return a.v, a.cl, a.err
+}
+
+// final reports whether err, the answer of node from while the call's other
+// attempt waits on node waiting, ends the call: a success, an answer that
+// does not blame its node (badNode), or a refusal that names the
+// partition's leader, unless that leader is the node the other attempt
+// waits on. A refusal naming the leader is the answer because the retry
+// goes there, while the other attempt may be stuck on the old leader (a
+// member cut off from the others).
+func final(err error, from, waiting *Client) bool {
+	if !badNode(err) {
+		return true
+	}
+	id, addr := leaderHint(err)
+	return id != 0 && (addr == "" || from.sibling(addr) != waiting.addr)
 }

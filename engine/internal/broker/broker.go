@@ -203,7 +203,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	host, err := raftlog.Open(raftlog.Config{
 		NodeID: cfg.NodeID, DB: db, Logger: cfg.Logger.Named("raftlog"), TickInterval: cfg.Cluster.TickInterval,
-		Transport: rt, ElectionTicks: cfg.Cluster.ElectionTicks,
+		Transport: rt, ElectionTicks: cfg.Cluster.ElectionTicks, FailureDetectTicks: cfg.Cluster.FailureDetectTicks,
 	})
 	if err != nil {
 		b.closeTransport()

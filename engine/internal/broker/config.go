@@ -141,9 +141,15 @@ type ClusterConfig struct {
 	DefaultReplicationFactor uint32
 	// TickInterval is the raft tick. Default 100 ms.
 	TickInterval time.Duration
-	// ElectionTicks is the raft election timeout in ticks. Default 10: a
-	// leader that died is replaced after 1-2 election timeouts.
+	// ElectionTicks is the raft election timeout in ticks. Default 10.
 	ElectionTicks int
+	// FailureDetectTicks is how many ticks a member that leads
+	// partitions may send this node nothing before this node's replicas
+	// of those partitions forget it and elect another leader
+	// (raftlog.Config.FailureDetectTicks). Default ElectionTicks/2: a
+	// dead or paused leader is replaced after about that plus a tick or
+	// three, instead of 1-2 election timeouts. Negative: off.
+	FailureDetectTicks int
 	// LeaderBalanceInterval is how often a leader hands partitions back to
 	// their preferred replica. Default 5 s; negative: never.
 	LeaderBalanceInterval time.Duration

@@ -23,7 +23,7 @@ import { durationProto, type DurationLike } from "./duration.js";
 import { Code, ConnectError, RewindError } from "./errors.js";
 import { type CallOptions, type Unary } from "./wire.js";
 
-const REPEATABLE = { again: true };
+const REPEATABLE = { again: true, hedge: true };
 const ONCE = { again: false };
 
 /** What an ACL rule names: the fields of an AclRule a caller gives (the server assigns id). */

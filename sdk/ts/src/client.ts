@@ -14,7 +14,11 @@
 // publish, a commit, an alter) are retried, on the next node, for a window
 // (5 s, and at least 4 attempts); the others (create, delete, upload, an
 // executed reset) are sent again only when the first attempt certainly did
-// nothing, and otherwise fail with outcomeUnknown set.
+// nothing, and otherwise fail with outcomeUnknown set. An attempt of a call
+// that may run twice at once (reads, publishes whose records all have
+// idempotency keys) that has no answer after hedgeDelayMs also goes to
+// another node, as in the Go client (sdk/client/hedge.go): the first
+// answer wins.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient as createConnectClient, type Interceptor, type Transport } from "@connectrpc/connect";
@@ -107,6 +111,19 @@ export interface ClientOptions {
   retryWindowMs?: number;
   /** How long a node that failed is skipped, in ms (default 5000). */
   nodePenaltyMs?: number;
+  /**
+   * How long an attempt of a call that may run twice waits for its node
+   * before the same request also goes to another node, in ms (default
+   * 500; 0: never, an attempt waits out attemptTimeoutMs). The first
+   * answer is the call's, the other attempt is cancelled, and the node
+   * that had not answered is skipped for nodePenaltyMs, so a paused or
+   * cut-off node costs this much once instead of an attempt timeout. Only
+   * calls that may run twice with the effect of once are hedged: reads,
+   * idempotent writes, and publishes whose every record has an
+   * idempotency key (given, or generated: generateIdempotencyKeys). As the
+   * Go client's WithHedgeDelay.
+   */
+  hedgeDelayMs?: number;
   /** How long a new stream waits for its first event before it tries the next node, in ms (default 10000; 0: no bound). */
   streamOpenTimeoutMs?: number;
   /** Give every published record without an idempotency key a random one, so retries never store it twice. */
@@ -247,13 +264,22 @@ const sleep = (ms: number, signal?: AbortSignal) =>
   });
 
 /** How a unary call may be repeated. */
+/** The answer of one attempt (or hedged pair), with the node that gave it. */
+type Outcome<T> = { ok: true; value: T; cl: Clients } | { ok: false; err: unknown; cl: Clients };
+
 interface CallKind {
   /** Running it twice has the effect and answer of running it once. */
   again: boolean;
+  /**
+   * Running it twice at once has the effect of once, so an attempt that
+   * waits longer than hedgeDelayMs also goes to another node (a publish
+   * only when every record has an idempotency key).
+   */
+  hedge?: boolean;
   /** Bytes the call sends: an attempt's deadline grows by a second per 4 MiB. */
   bytes?: number;
 }
-const REPEATABLE: CallKind = { again: true };
+const REPEATABLE: CallKind = { again: true, hedge: true };
 const ONCE: CallKind = { again: false };
 
 /**
@@ -286,6 +312,7 @@ export class Client {
       attempts: Math.max(1, opts.attempts ?? 4),
       retryWindowMs: opts.retryWindowMs ?? 5000,
       nodePenaltyMs: opts.nodePenaltyMs ?? 5000,
+      hedgeDelayMs: Math.max(0, opts.hedgeDelayMs ?? 500),
       streamOpenTimeoutMs: opts.streamOpenTimeoutMs ?? 10000,
       generateIdempotencyKeys: opts.generateIdempotencyKeys ?? false,
     };
@@ -373,14 +400,12 @@ export class Client {
     const tried = new Set<string>();
     let avoid = false;
     for (let attempt = 1; ; attempt++) {
-      const cl = to ?? this.pick(avoid ? tried : undefined);
+      let cl = to ?? this.pick(avoid ? tried : undefined);
       to = undefined;
-      let err: RewindError;
-      try {
-        return await this.#attempt(cl, this.#bound(kind), signal, call);
-      } catch (e) {
-        err = toRewindError(e);
-      }
+      const out = await this.#hedged(kind, cl, this.#bound(kind), signal, call);
+      if (out.ok) return out.value;
+      const err = toRewindError(out.err);
+      cl = out.cl; // the node whose answer this is
       if (signal?.aborted) throw aborted(signal);
       const coord = err.coordinator;
       if (coord && redirects < 2) {
@@ -414,6 +439,61 @@ export class Client {
     const base = this.options.attemptTimeoutMs;
     if (!kind.again || base <= 0) return 0;
     return base + Math.floor((kind.bytes ?? 0) / (4 << 20)) * 1000;
+  }
+
+  // #hedged makes one attempt of call on cl and, when the kind allows a
+  // hedge and cl has not answered within hedgeDelayMs, on another node too
+  // (penalising cl, so the next calls skip it). The answer is the first
+  // that is a success or does not blame its node (badNode), else the
+  // last, with the node that gave it; the other attempt is cancelled. A
+  // refusal naming the leader is returned at once: the retry loop goes
+  // there, while the other attempt may be stuck on the old leader.
+  async #hedged<T>(
+    kind: CallKind,
+    cl: Clients,
+    boundMs: number,
+    signal: AbortSignal | undefined,
+    call: (c: Clients, signal: AbortSignal) => Promise<T>,
+  ): Promise<Outcome<T>> {
+    const run = (c: Clients, s: AbortSignal | undefined): Promise<Outcome<T>> =>
+      this.#attempt(c, boundMs, s, call).then(
+        (value): Outcome<T> => ({ ok: true, value, cl: c }),
+        (err: unknown): Outcome<T> => ({ ok: false, err, cl: c }),
+      );
+    const delay = this.options.hedgeDelayMs;
+    if (!kind.hedge || delay <= 0 || (boundMs > 0 && delay >= boundMs) || this.#nodes.length < 2) return run(cl, signal);
+    const ctrl = new AbortController();
+    const onAbort = () => ctrl.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) ctrl.abort(signal.reason);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      const first = run(cl, ctrl.signal);
+      const late = new Promise<undefined>((res) => (timer = setTimeout(() => res(undefined), delay)));
+      const early = await Promise.race([first, late]);
+      if (early) return early;
+      this.fail(cl.url);
+      const other = this.pick(new Set([cl.url]));
+      if (other.url === cl.url) return await first;
+      const second = run(other, ctrl.signal);
+      const tagged = [first.then((o) => ({ o, i: 0 })), second.then((o) => ({ o, i: 1 }))];
+      const a = await Promise.race(tagged);
+      if (!a.o.ok && !signal?.aborted) {
+        const err = toRewindError(a.o.err);
+        // A refusal naming the partition's leader is the answer: the retry
+        // loop follows the hint rather than wait for the other attempt,
+        // which may be stuck on the old leader. Unless the leader it names
+        // is the node the other attempt waits on.
+        const pending = a.i === 0 ? other.url : cl.url;
+        const hint = err.leaderAddress;
+        if (badNode(err) && (!hint || normalize(hint) === pending)) return await (a.i === 0 ? second : first);
+      }
+      return a.o;
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      ctrl.abort(); // the attempt that lost, if it still runs
+    }
   }
 
   async #attempt<T>(
@@ -473,7 +553,10 @@ export class Client {
       if (!r.idempotencyKey && gen) r.idempotencyKey = generatedKey();
       return r;
     });
-    const resp = await this.unary({ again: true, bytes: recordBytes(recs) }, opts, (c, signal) =>
+    // A record without an idempotency key could be stored twice by a
+    // hedge: such a request waits for its node.
+    const hedge = recs.every((r) => r.idempotencyKey !== "");
+    const resp = await this.unary({ again: true, hedge, bytes: recordBytes(recs) }, opts, (c, signal) =>
       c.publish.publish({ topic, records: recs, partial: true }, { signal }),
     );
     const failed: PartialError["failed"] = [];
@@ -529,7 +612,7 @@ export class Client {
       return r;
     });
     const req = create(PublishRequestSchema, { topic, records: recs, partial: false, ...conditionsProto(k, conds) });
-    const resp = await this.unary({ again: true, bytes: recordBytes(recs) }, opts, (c, signal) => c.publish.publish(req, { signal }));
+    const resp = await this.unary({ again: true, hedge: true, bytes: recordBytes(recs) }, opts, (c, signal) => c.publish.publish(req, { signal }));
     return resp.results.map(resultOf);
   }
 

@@ -138,6 +138,16 @@ export class Server {
     await this.#exited;
   }
 
+  /** pause stops the process (SIGSTOP): it keeps its connections and answers nothing, a gray failure. */
+  pause(): void {
+    this.#proc?.kill("SIGSTOP");
+  }
+
+  /** resume continues a paused process (SIGCONT). */
+  resume(): void {
+    this.#proc?.kill("SIGCONT");
+  }
+
   /** log is the server's output so far. */
   log(): string {
     return existsSync(this.#logPath) ? readFileSync(this.#logPath, "utf8") : "";
