@@ -323,6 +323,10 @@ func TestMetricsOfARealNode(t *testing.T) {
 	}
 	s.expect(t, 2, "rewind_raft_partition_groups", "role", "leader")
 	s.expect(t, 0, "rewind_raft_partition_groups", "role", "no_leader")
+	// A single node suspects nobody.
+	for _, name := range []string{"rewind_raft_member_suspicions_total", "rewind_raft_member_suspicions_withdrawn_total", "rewind_raft_detector_campaigns_total"} {
+		s.expect(t, 0, name)
+	}
 	s.expect(t, 1, "rewind_ready")
 	s.expect(t, 0, "rewind_disk_full")
 	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes"} {

@@ -177,6 +177,10 @@ var (
 	raftDropped   = desc("rewind_raft_proposals_dropped_total", "Proposals raft refused (no leader, a transfer in progress, the uncommitted tail full).", "group")
 	raftSnapshots = desc("rewind_raft_snapshots_sent_total", "Snapshots this node sent as leader to replicas too far behind for the log.", "group")
 	raftParts     = desc("rewind_raft_partition_groups", "Partition raft groups on this node by role: leader, follower, or no_leader (none known).", "role")
+	// The failure detector (raftlog/detector.go, --failure-detect-ticks).
+	detSuspicions = desc("rewind_raft_member_suspicions_total", "Times this node found a member that leads groups here silent for --failure-detect-ticks and made its followers forget it as leader.")
+	detWithdrawn  = desc("rewind_raft_member_suspicions_withdrawn_total", "Suspicions withdrawn: the member was heard again within an election timeout (a false alarm, or a pause shorter than that).")
+	detCampaigns  = desc("rewind_raft_detector_campaigns_total", "Elections this node started because the failure detector suspected a group's leader.")
 
 	// Quotas (with --auth; quota.go), per principal, on this node.
 	quotaPublished = desc("rewind_quota_published_bytes_total", "Record bytes the principal published through this node (quota accounting).", "principal")
@@ -212,6 +216,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		groupLagRecords, groupLagSeconds, groupLagOmitted,
 		filterCalls, filterFuel, filterFailed, filterIdle, filterIdleBytes, filterIdleEvict, filterDropped,
 		raftTerm, raftLeader, raftKnown, raftApplyLag, raftChanges, raftDropped, raftSnapshots, raftParts,
+		detSuspicions, detWithdrawn, detCampaigns,
 		quotaPublished, quotaReplayed, quotaFuel, quotaRefused, quotaPaced, quotaStreams,
 		diskFull, ready,
 	} {
@@ -360,6 +365,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(raftParts, float64(p.Leading), "leader")
 	gauge(raftParts, float64(p.Groups-p.Leading-p.NoLeader), "follower")
 	gauge(raftParts, float64(p.NoLeader), "no_leader")
+	det := b.Detector()
+	counter(detSuspicions, float64(det.Suspicions))
+	counter(detWithdrawn, float64(det.Withdrawn))
+	counter(detCampaigns, float64(det.Campaigns))
 
 	gauge(diskFull, boolValue(b.DiskFull()))
 	gauge(ready, boolValue(b.Ready() == nil))

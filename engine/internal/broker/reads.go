@@ -338,6 +338,10 @@ func (b *Broker) Timings() (queue, store, wake, sync *raftlog.Histogram) {
 	return &b.timings.Queue, &b.timings.Store, b.host.WakeDelays(), b.host.SyncDelays()
 }
 
+// Detector returns what the raft loop's failure detector did
+// (raftlog/detector.go).
+func (b *Broker) Detector() raftlog.DetectorStats { return b.host.DetectorStats() }
+
 // ServeFetch answers a fetch of a partition this node leads: it waits up to
 // f.Wait for a record at f.From, then returns the bounds and the batches
 // from f.From up to f.MaxBytes.
