@@ -59,6 +59,7 @@ func (c *cluster) raftGroup(t *testing.T, d *datadriven.TestData, n *simNode, gr
 	if !ok {
 		d.Fatalf(t, "n%d does not run group %d", n.id, group)
 	}
+	n.h.touch(g) // the caller changes its raft state directly
 	return g
 }
 

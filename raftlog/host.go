@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -346,6 +347,16 @@ type Host struct {
 	// order lists the running groups by id, so every pass visits them in
 	// the same order (deterministic tests, reproducible message order).
 	order []uint64
+	// dirty lists the groups whose raft state changed since the last pass
+	// (a message stepped, proposals taken, a Ready left over): a pass asks
+	// only them for a Ready, not every group, which costs a node with
+	// thousands of partitions on every publish. allDirty (a tick, an
+	// operation) makes the next pass visit every group, so a change that
+	// marked nothing waits at most one tick.
+	dirty    []*group
+	allDirty bool
+	// wanting lists the groups with wantPropose set (proposals queued).
+	wanting []*group
 	// opErr is a store failure an operation met (RemoveGroup's commit):
 	// it stops the host like a failed pass.
 	opErr error
@@ -365,6 +376,8 @@ type group struct {
 	applied bool
 	// wantPropose is set by Wake and cleared when proposals are taken.
 	wantPropose bool
+	// dirty: the group is on Host.dirty.
+	dirty bool
 	// recovered is closed once the group has applied every entry that was
 	// committed when it started (startCommit).
 	recovered   chan struct{}
@@ -690,6 +703,7 @@ func (h *Host) run() {
 
 // tick advances every group's logical clock by one tick.
 func (h *Host) tick() {
+	h.allDirty = true
 	h.detectTick()
 	for _, id := range h.order {
 		if g := h.groups[id]; !g.stopped {
@@ -765,6 +779,7 @@ func (h *Host) stepInbox() {
 		if !ok || g.stopped || env.Msg == nil {
 			continue
 		}
+		h.touch(g)
 		h.guard(g, func() error {
 			// Errors here are raft refusing a message (a local message
 			// type, a step from an unknown peer): not fatal.
@@ -849,22 +864,63 @@ func (h *Host) runOps() {
 	ops := h.mu.ops
 	h.mu.ops = nil
 	h.mu.Unlock()
+	if len(ops) > 0 {
+		h.allDirty = true // operations reach groups in many ways
+	}
 	for _, op := range ops {
 		op()
 	}
 }
 
+// touch marks g as changed: the next pass asks it for a Ready.
+func (h *Host) touch(g *group) {
+	if !g.dirty {
+		g.dirty = true
+		h.dirty = append(h.dirty, g)
+	}
+}
+
+// takeDirty returns the groups the pass must ask for a Ready, in id order
+// (all of them after a tick or an operation), and clears the marks.
+func (h *Host) takeDirty() []*group {
+	for _, g := range h.dirty {
+		g.dirty = false
+	}
+	if h.allDirty {
+		h.allDirty = false
+		h.dirty = h.dirty[:0]
+		all := make([]*group, 0, len(h.order))
+		for _, id := range h.order {
+			all = append(all, h.groups[id])
+		}
+		return all
+	}
+	list := slices.Clone(h.dirty)
+	h.dirty = h.dirty[:0]
+	slices.SortFunc(list, func(a, b *group) int { return cmp.Compare(a.id, b.id) })
+	return list
+}
+
 func (h *Host) takeProposals() {
 	h.mu.Lock()
 	for id := range h.mu.wakes {
-		if g, ok := h.groups[id]; ok {
+		if g, ok := h.groups[id]; ok && !g.wantPropose {
 			g.wantPropose = true
+			h.wanting = append(h.wanting, g)
 		}
 	}
 	clear(h.mu.wakes)
 	h.mu.Unlock()
-	for _, id := range h.order {
-		g := h.groups[id]
+	if len(h.wanting) == 0 {
+		return
+	}
+	slices.SortFunc(h.wanting, func(a, b *group) int { return cmp.Compare(a.id, b.id) })
+	wanting := h.wanting
+	h.wanting = nil
+	for _, g := range wanting {
+		if h.groups[g.id] != g || !g.wantPropose || g.stopped {
+			continue // removed, taken, or stopped
+		}
 		// A group without a known leader keeps its proposals queued in its
 		// state machine until one is elected, rather than having raft drop
 		// them. So does a group whose leader changed in a message stepped
@@ -873,10 +929,12 @@ func (h *Host) takeProposals() {
 		// term it knows, else one forwarded to a newer leader would land
 		// in a term its proposer never saw, and AppliedTerm would
 		// wrongly call it lost.
-		if !g.wantPropose || g.stopped || g.leader == 0 || g.rn.BasicStatus().Lead != g.leader {
+		if g.leader == 0 || g.rn.BasicStatus().Lead != g.leader {
+			h.wanting = append(h.wanting, g) // still wants: a later pass
 			continue
 		}
 		g.wantPropose = false
+		h.touch(g)
 		h.guard(g, func() error {
 			if pt, ok := g.sm.(ProposalTermer); ok {
 				// A follower's proposals are forwarded: the leader they
@@ -947,9 +1005,8 @@ func (h *Host) pass() (more bool, err error) {
 	mustSync := false
 	b := h.db.NewBatch()
 	defer b.Close()
-	for _, id := range h.order {
-		g := h.groups[id]
-		if g.stopped || !g.rn.HasReady() {
+	for _, g := range h.takeDirty() {
+		if g.stopped || h.groups[g.id] != g || !g.rn.HasReady() {
 			continue
 		}
 		var rd raft.Ready
@@ -1020,6 +1077,7 @@ func (h *Host) pass() (more bool, err error) {
 			h.checkRecovered(g)
 			if g.rn.HasReady() {
 				more = true
+				h.touch(g)
 			}
 			return nil
 		})
