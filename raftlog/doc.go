@@ -10,7 +10,11 @@
 //  2. asks every woken group's StateMachine for its proposals
 //     (TakeProposals) and proposes them, so a state machine can coalesce
 //     everything queued since the last pass into one entry;
-//  3. for every group with a Ready: writes its entries and HardState, and
+//  3. for every group with a Ready (it asks only the groups whose state
+//     changed since the last pass: a message stepped, proposals taken, a
+//     Ready left over; every group after a tick or an operation, so a
+//     change nothing marked waits one tick at most): writes its entries and
+//     HardState, and
 //     applies its committed entries (StateMachine.Apply), all into the one
 //     Pebble batch of the pass, which also records each group's new applied
 //     index;
@@ -20,7 +24,10 @@
 //  5. calls StateMachine.Durable, sends messages, and advances each group.
 //
 // So N groups with traffic cost one fsync per pass, not N, and a crash
-// between writing and applying can neither lose nor repeat an apply.
+// between writing and applying can neither lose nor repeat an apply; and
+// a pass costs the groups that have work, not the groups the node runs (a
+// proposal beside 10,000 idle groups took 8–12 ms when every pass asked
+// every group, 0.1–0.2 ms now: BenchmarkProposeBesideIdleGroups).
 //
 // # Storage
 //
