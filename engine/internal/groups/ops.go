@@ -396,6 +396,7 @@ func (c *Coordinator) Delete(name string, force bool) error {
 		for _, m := range g.members {
 			m.send(stream.Control{Close: fmt.Errorf("%w: %s", ErrDeleted, echo.Quote(name))})
 		}
+		c.left(g.name, len(g.members))
 		g.members = nil
 		g.mu.Unlock()
 	}
@@ -429,6 +430,7 @@ func (c *Coordinator) CloseAll(err error) {
 	c.mu.Lock()
 	gs := c.mu.groups
 	c.mu.groups = make(map[key]*group)
+	c.mu.native = make(map[string]int)
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()
