@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -86,7 +87,6 @@ type kgroup struct {
 // kmember is one member of a kgroup.
 type kmember struct {
 	id, clientID, host string
-	protocolType       string
 	protocols          []kmsg.JoinGroupRequestProtocol
 	session, rebalance time.Duration
 	join               chan *kmsg.JoinGroupResponse // non-nil while a JoinGroup waits
@@ -256,7 +256,13 @@ func (c *coordinator) joinGroup(ctx context.Context, host, clientID string, req 
 		delete(g.pending, m.id)
 		g.members = append(g.members, m)
 	}
-	m.host, m.clientID, m.protocolType, m.protocols = host, clientID, req.ProtocolType, req.Protocols
+	// A request's byte fields alias the connection's frame buffer, which
+	// the next request overwrites: keep copies.
+	protocols := make([]kmsg.JoinGroupRequestProtocol, len(req.Protocols))
+	for i, p := range req.Protocols {
+		protocols[i] = kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: bytes.Clone(p.Metadata)}
+	}
+	m.host, m.clientID, m.protocols = host, clientID, protocols
 	m.session, m.rebalance = session, rebalance
 	if m.join != nil { // a duplicate join: the older one is superseded
 		m.join <- c.joinError(g, m, kerr.RebalanceInProgress.Code)
@@ -550,7 +556,7 @@ func (c *coordinator) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 	}
 	for _, a := range req.GroupAssignment {
 		if o := g.member(a.MemberID); o != nil {
-			o.assignment = a.MemberAssignment
+			o.assignment = bytes.Clone(a.MemberAssignment) // the request aliases the frame buffer
 		}
 	}
 	g.state = stateStable
@@ -737,6 +743,20 @@ func (c *coordinator) commitCheck(req *kmsg.OffsetCommitRequest) (base map[strin
 		return nil, nil, kerr.RebalanceInProgress.Code
 	}
 	c.armLocked(g, m)
+	// A topic outside the members' subscriptions (or created since the
+	// sync) gets its base at its first commit, so that a later reset is
+	// still seen.
+	for _, t := range req.Topics {
+		if _, ok := g.base[t.Topic]; ok {
+			continue
+		}
+		if gen, err := c.s.b.GroupGeneration(g.name, t.Topic); err == nil {
+			if g.base == nil {
+				g.base = map[string]uint64{}
+			}
+			g.base[t.Topic] = gen
+		}
+	}
 	return maps.Clone(g.base), func() {}, 0
 }
 

@@ -201,7 +201,13 @@ func TestGroupProtocol(t *testing.T) {
 	}
 	fc.Version, fc.CoordinatorKeys = 4, []string{"g1", "bad name!"}
 	fr, err = fc.RequestWith(context.Background(), admin)
-	if err != nil || len(fr.Coordinators) != 2 || fr.Coordinators[0].ErrorCode != 0 || fr.Coordinators[1].ErrorCode != kerr.InvalidGroupID.Code {
+	byKey := map[string]kmsg.FindCoordinatorResponseCoordinator{}
+	if fr != nil {
+		for _, c := range fr.Coordinators {
+			byKey[c.Key] = c
+		}
+	}
+	if err != nil || len(byKey) != 2 || byKey["g1"].ErrorCode != 0 || byKey["g1"].Port == 0 || byKey["bad name!"].ErrorCode != kerr.InvalidGroupID.Code {
 		t.Fatalf("FindCoordinator v4: %+v, %v; want g1 served and an INVALID_GROUP_ID", fr, err)
 	}
 	fc.CoordinatorKeys, fc.CoordinatorType = []string{"tx"}, 1
@@ -251,6 +257,12 @@ func TestGroupProtocol(t *testing.T) {
 	}
 	if ja.LeaderID != a.id || jb.LeaderID != a.id || len(ja.Members) != 2 || len(jb.Members) != 0 {
 		t.Fatalf("leader %q/%q (want %q), %d and %d members listed (want 2 to the leader, 0 to the follower)", ja.LeaderID, jb.LeaderID, a.id, len(ja.Members), len(jb.Members))
+	}
+	for _, jm := range ja.Members {
+		var md kmsg.ConsumerMemberMetadata
+		if err := md.ReadFrom(jm.ProtocolMetadata); err != nil || !slices.Equal(md.Topics, []string{"gp"}) {
+			t.Fatalf("member %s's metadata as the leader got it: %v, %v; want topics [gp]", jm.MemberID, md.Topics, err)
+		}
 	}
 	if c := a.commit(2, "gp", 0, 4); c != kerr.RebalanceInProgress.Code {
 		t.Fatalf("commit before the sync: %s, want REBALANCE_IN_PROGRESS", code(c))
@@ -644,4 +656,36 @@ func TestResetKafkaGroup(t *testing.T) {
 	})
 	stop()
 	<-done
+}
+
+// TestKcatGroup runs `kcat -G` (librdkafka's balanced consumer, eager
+// range/roundrobin assignment, JoinGroup v5 and OffsetCommit at
+// librdkafka's versions): it reads a topic from the start to the end,
+// commits as it closes, and a second run reads only what was produced
+// since, from the group's commits, which Rewind's DescribeGroup shows.
+func TestKcatGroup(t *testing.T) {
+	n := startKafkaNode(t, engineKafka())
+	prod := n.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, prod, "kcg", 2)
+	produceTo(t, prod, "kcg", 2, 5)
+	args := []string{"-b", n.Kafka, "-G", "kcgroup", "kcg", "-e", "-q", "-f", "%p %o\n",
+		"-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000"}
+	first := kcat(t, "", args...)
+	slices.Sort(first)
+	want := []string{"0 0", "0 1", "0 2", "0 3", "0 4", "1 0", "1 1", "1 2", "1 3", "1 4"}
+	if !slices.Equal(first, want) {
+		t.Fatalf("kcat -G read %v, want %v", first, want)
+	}
+	native := client.New(n.URL)
+	ctx := context.Background()
+	eventually(t, "kcat's commits", func() bool {
+		d, err := native.DescribeGroup(ctx, "kcgroup")
+		return err == nil && d[0].Partitions[0].CommittedOffset == 5 && d[0].Partitions[1].CommittedOffset == 5
+	})
+	produceTo(t, prod, "kcg", 2, 2)
+	second := kcat(t, "", args...)
+	slices.Sort(second)
+	if want := []string{"0 5", "0 6", "1 5", "1 6"}; !slices.Equal(second, want) {
+		t.Fatalf("second kcat -G read %v, want %v (from the commits)", second, want)
+	}
 }
