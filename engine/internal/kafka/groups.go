@@ -606,12 +606,12 @@ func (c *coordinator) generationsLocked(g *kgroup) map[string]uint64 {
 	return out
 }
 
-// resetSinceLocked reports whether a Rewind reset (or anything else
-// issuing a Rewind generation) ran on one of g's topics since g became
-// Stable.
+// resetSinceLocked reports whether a Rewind reset (or a delete, or
+// anything else moving the Rewind generation: Kafka commits do not) ran
+// on one of g's topics since g became Stable.
 func (c *coordinator) resetSinceLocked(g *kgroup) bool {
 	for t, gen := range c.generationsLocked(g) {
-		if base, ok := g.base[t]; ok && gen > base {
+		if base, ok := g.base[t]; ok && gen != base {
 			return true
 		}
 	}
@@ -760,8 +760,9 @@ func (c *coordinator) commitCheck(req *kmsg.OffsetCommitRequest) (base map[strin
 	return maps.Clone(g.base), func() {}, 0
 }
 
-// fenced notes that a Kafka commit was fenced by a Rewind generation newer
-// than the group's base: a reset ran, and the members must rejoin.
+// fenced notes that a Kafka commit was refused for its Rewind generation
+// (fenced by a newer one, or one the group no longer knows): a reset or a
+// delete ran, and the members must rejoin.
 func (c *coordinator) fenced(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -815,7 +816,7 @@ func (c *coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 					defer wg.Done()
 					err := c.s.b.Commit(ctx, req.Group, t.Topic, gen, map[uint32]uint64{uint32(p.Partition): uint64(p.Offset)})
 					var fe *partition.FencedError
-					if errors.As(err, &fe) {
+					if errors.As(err, &fe) || errors.Is(err, groups.ErrUnknownGeneration) {
 						fenced.Do(func() { c.fenced(req.Group) })
 					}
 					codes[i][j] = c.commitCode(err)
