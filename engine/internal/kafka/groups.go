@@ -224,6 +224,14 @@ func (c *coordinator) joinGroup(ctx context.Context, host, clientID string, req 
 		id := memberID(clientID)
 		if req.Version >= 4 { // KIP-394: the client rejoins with this id
 			g.pending[id] = now.Add(session)
+			time.AfterFunc(session, func() { // forget it if it never comes back
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if _, ok := g.pending[id]; ok {
+					delete(g.pending, id)
+					c.forgetIfIdle(g)
+				}
+			})
 			c.forgetIfIdle(g)
 			c.mu.Unlock()
 			resp.MemberID = id
@@ -284,19 +292,22 @@ func (c *coordinator) joinGroup(ctx context.Context, host, clientID string, req 
 }
 
 // supportsLocked reports whether a member joining with protocols can be in
-// g: it must share a protocol with every other member.
+// g: one of them must be supported by every other member (chooseProtocol
+// relies on it).
 func (c *coordinator) supportsLocked(g *kgroup, m *kmember, protocols []kmsg.JoinGroupRequestProtocol) bool {
-	for _, o := range g.members {
-		if o == m {
-			continue
+	for _, p := range protocols {
+		all := true
+		for _, o := range g.members {
+			if o != m && !slices.ContainsFunc(o.protocols, func(q kmsg.JoinGroupRequestProtocol) bool { return q.Name == p.Name }) {
+				all = false
+				break
+			}
 		}
-		if !slices.ContainsFunc(protocols, func(p kmsg.JoinGroupRequestProtocol) bool {
-			return slices.ContainsFunc(o.protocols, func(q kmsg.JoinGroupRequestProtocol) bool { return q.Name == p.Name })
-		}) {
-			return false
+		if all {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 func (c *coordinator) joinError(g *kgroup, m *kmember, code int16) *kmsg.JoinGroupResponse {
@@ -308,7 +319,7 @@ func (c *coordinator) joinError(g *kgroup, m *kmember, code int16) *kmsg.JoinGro
 // forgetIfIdle drops a group with no members and no pending member ids
 // from memory (its commits stay in Rewind).
 func (c *coordinator) forgetIfIdle(g *kgroup) {
-	if len(g.members) == 0 && len(g.pending) == 0 && g.state == stateEmpty {
+	if c.groups[g.name] == g && len(g.members) == 0 && len(g.pending) == 0 && g.state == stateEmpty {
 		delete(c.groups, g.name)
 	}
 }
@@ -421,6 +432,9 @@ func chooseProtocol(members []*kmember) string {
 		if all && !slices.Contains(candidates, p.Name) {
 			candidates = append(candidates, p.Name)
 		}
+	}
+	if len(candidates) == 0 { // supportsLocked prevents it; never panic
+		return members[0].protocols[0].Name
 	}
 	votes := map[string]int{}
 	for _, m := range members {
@@ -539,8 +553,10 @@ func (c *coordinator) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 	// CompletingRebalance.
 	if m.id != g.leader {
 		ch := make(chan *kmsg.SyncGroupResponse, 1)
-		if m.sync != nil {
-			m.sync <- fail(kerr.RebalanceInProgress.Code)
+		if m.sync != nil { // a duplicate sync: the older one is superseded
+			r := kmsg.NewPtrSyncGroupResponse()
+			r.ErrorCode = kerr.RebalanceInProgress.Code
+			m.sync <- r
 		}
 		m.sync = ch
 		c.mu.Unlock()
@@ -959,10 +975,11 @@ func (c *coordinator) listGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 	resp := kmsg.NewPtrListGroupsResponse()
 	type row struct{ protocolType, state string }
 	rows := map[string]row{}
+	kafka := map[string]bool{}
 	c.mu.Lock()
 	for name, g := range c.groups {
 		if len(g.members) > 0 {
-			rows[name] = row{consumerProtocol, g.state.String()}
+			rows[name], kafka[name] = row{consumerProtocol, g.state.String()}, true
 		}
 	}
 	c.mu.Unlock()
@@ -971,8 +988,8 @@ func (c *coordinator) listGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 		resp.ErrorCode = c.commitCode(err)
 		return resp
 	}
-	for _, s := range summaries {
-		if _, ok := rows[s.Group]; ok {
+	for _, s := range summaries { // one per group and topic
+		if kafka[s.Group] {
 			continue
 		}
 		r := row{"", stateEmpty.String()}

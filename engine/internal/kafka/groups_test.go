@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,17 +48,20 @@ func (m *rawMember) request(req kmsg.Request) kmsg.Response {
 	return resp
 }
 
-// joinOnce sends one JoinGroup (v5) with the member's id and returns the
-// answer; the caller decides what its error code means.
+// joinOnce sends one JoinGroup with the member's id and protocols
+// (comma-separated, preferred first) and returns the answer; the caller
+// decides what its error code means.
 func (m *rawMember) joinOnce(protocol string, rebalance time.Duration, topics ...string) *kmsg.JoinGroupResponse {
 	req := kmsg.NewPtrJoinGroupRequest()
 	req.Version = 5
 	req.Group, req.MemberID, req.ProtocolType = m.group, m.id, "consumer"
 	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 30_000, int32(rebalance/time.Millisecond)
 	meta := kmsg.ConsumerMemberMetadata{Topics: topics}
-	p := kmsg.NewJoinGroupRequestProtocol()
-	p.Name, p.Metadata = protocol, meta.AppendTo(nil)
-	req.Protocols = append(req.Protocols, p)
+	for _, name := range strings.Split(protocol, ",") { // in order of preference
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = name, meta.AppendTo(nil)
+		req.Protocols = append(req.Protocols, p)
+	}
 	r, _ := m.request(req).(*kmsg.JoinGroupResponse)
 	if r == nil {
 		return &kmsg.JoinGroupResponse{ErrorCode: -1}
@@ -656,6 +660,38 @@ func TestResetKafkaGroup(t *testing.T) {
 	})
 	stop()
 	<-done
+	kc.Close()
+
+	// franz-go's default, cooperative-sticky: members keep their positions
+	// across a rebalance, so a reset removes them; they rejoin and read
+	// again from the new offset.
+	cc := n.client(t, kgo.ConsumerGroup("rg"), kgo.ConsumeTopics("rs"), kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.HeartbeatInterval(200*time.Millisecond))
+	got = &consumed{offs: map[int32][]int64{}}
+	cctx, stopC := context.WithCancel(ctx)
+	doneC := make(chan struct{})
+	go func() {
+		defer close(doneC)
+		for cctx.Err() == nil {
+			fs := cc.PollFetches(cctx)
+			got.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { got.offs[0] = append(got.offs[0], r.Offset) })
+			got.mu.Unlock()
+		}
+	}()
+	produceTo(t, prod, "rs", 1, 1)
+	eventually(t, "the cooperative member to read offset 10", func() bool { return got.total() >= 1 })
+	if _, err := native.ResetGroup(ctx, "rg", "rs", client.Offset(8), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cooperative member to read again from offset 8", func() bool {
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		offs := got.offs[0]
+		return len(offs) >= 4 && offs[1] == 8 && offs[3] == 10
+	})
+	stopC()
+	<-doneC
 }
 
 // TestKcatGroup runs `kcat -G` (librdkafka's balanced consumer, eager
@@ -687,5 +723,67 @@ func TestKcatGroup(t *testing.T) {
 	slices.Sort(second)
 	if want := []string{"0 5", "0 6", "1 5", "1 6"}; !slices.Equal(second, want) {
 		t.Fatalf("second kcat -G read %v, want %v (from the commits)", second, want)
+	}
+}
+
+// TestGroupRefusals: joins the listener refuses, each with Kafka's code,
+// and the choice of a protocol every member supports.
+func TestGroupRefusals(t *testing.T) {
+	n := startKafkaNode(t, engineKafka())
+	m := n.member(t, "refusals")
+	join := func(mutate func(*kmsg.JoinGroupRequest)) int16 {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Group, req.ProtocolType, req.SessionTimeoutMillis = "refusals", "consumer", 10_000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name = "range"
+		req.Protocols = append(req.Protocols, p)
+		mutate(req)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := m.c.Request(ctx, req)
+		var ke *kerr.Error
+		switch {
+		case errors.As(err, &ke): // franz-go's FindCoordinator got it first
+			return ke.Code
+		case err != nil:
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.JoinGroupResponse).ErrorCode
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*kmsg.JoinGroupRequest)
+		want   *kerr.Error
+	}{
+		{"protocol type connect", func(r *kmsg.JoinGroupRequest) { r.ProtocolType = "connect" }, kerr.InconsistentGroupProtocol},
+		{"no protocols", func(r *kmsg.JoinGroupRequest) { r.Protocols = nil }, kerr.InconsistentGroupProtocol},
+		{"session timeout too short", func(r *kmsg.JoinGroupRequest) { r.SessionTimeoutMillis = 10 }, kerr.InvalidSessionTimeout},
+		{"session timeout too long", func(r *kmsg.JoinGroupRequest) { r.SessionTimeoutMillis = 1 << 30 }, kerr.InvalidSessionTimeout},
+		{"bad group name", func(r *kmsg.JoinGroupRequest) { r.Group = "no spaces allowed" }, kerr.InvalidGroupID},
+		{"unknown member id", func(r *kmsg.JoinGroupRequest) { r.MemberID = "never-issued" }, kerr.UnknownMemberID},
+	} {
+		if c := join(tc.mutate); c != tc.want.Code {
+			t.Errorf("%s: %s, want %s", tc.name, code(c), tc.want.Message)
+		}
+	}
+
+	// a supports x and y, b y and z: c, with x and z, shares a protocol
+	// with each but none with both, and is refused; a and b settle on y.
+	a, b, c := n.member(t, "proto"), n.member(t, "proto"), n.member(t, "proto")
+	if r := a.join("x,y", 10*time.Second); r.ErrorCode != 0 || *r.Protocol != "x" {
+		t.Fatalf("a's join: %s, %+v", code(r.ErrorCode), r)
+	}
+	var wg sync.WaitGroup
+	var jb *kmsg.JoinGroupResponse
+	wg.Add(1)
+	go func() { defer wg.Done(); jb = b.join("y,z", 10*time.Second) }()
+	eventually(t, "a rebalance", func() bool { return a.heartbeat(1) == kerr.RebalanceInProgress.Code })
+	if r := c.join("x,z", 10*time.Second); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("c's join: %s, want INCONSISTENT_GROUP_PROTOCOL", code(r.ErrorCode))
+	}
+	ja := a.join("x,y", 10*time.Second)
+	wg.Wait()
+	if ja.ErrorCode != 0 || jb.ErrorCode != 0 || *ja.Protocol != "y" || *jb.Protocol != "y" {
+		t.Fatalf("rejoin: %s %+v, %s %+v; want protocol y", code(ja.ErrorCode), ja, code(jb.ErrorCode), jb)
 	}
 }

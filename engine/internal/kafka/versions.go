@@ -11,7 +11,7 @@ type versionRange struct{ min, max int16 }
 
 // served is every API the listener serves, and its versions. Nothing else
 // is advertised: a client asks only for what ApiVersions lists, and an
-// API it would need (transactions, groups) is then refused by the client
+// API it would need (transactions, idempotence) is then refused by the client
 // itself with a clear message, instead of half working. The reasons
 // behind each range:
 //
