@@ -575,6 +575,13 @@ func (c *coordinator) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 			o.assignment = bytes.Clone(a.MemberAssignment) // the request aliases the frame buffer
 		}
 	}
+	for _, o := range g.members {
+		if len(o.assignment) == 0 {
+			// A member given nothing gets an empty consumer assignment
+			// rather than no bytes, which some clients cannot decode.
+			o.assignment = (&kmsg.ConsumerMemberAssignment{}).AppendTo(nil)
+		}
+	}
 	g.state = stateStable
 	g.base = c.generationsLocked(g)
 	for _, o := range g.members {
@@ -700,6 +707,13 @@ func (c *coordinator) leaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 	defer c.mu.Unlock()
 	g := c.groups[req.Group]
 	leave := func(id string) int16 {
+		if g != nil {
+			if _, ok := g.pending[id]; ok { // left before its second join
+				delete(g.pending, id)
+				c.forgetIfIdle(g)
+				return 0
+			}
+		}
 		if g == nil || g.member(id) == nil {
 			return kerr.UnknownMemberID.Code
 		}
@@ -725,16 +739,18 @@ func (c *coordinator) leaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 
 // commitCheck is what OffsetCommit needs of the group protocol: the Rewind
 // generation to commit each topic at, or a Kafka error for every
-// partition. A commit with generation −1 (an admin tool,
-// a consumer without a group protocol) is accepted while the group has no
-// Kafka members; hold then reserves the name for the commit's duration.
+// partition. A commit with generation −1 (an admin tool, a consumer
+// without a group protocol) is accepted while the group has no Kafka
+// members (a hold then reserves the name for the commit's duration); a
+// commit of a generation into a group without members is
+// ILLEGAL_GENERATION, as in kfake.
 func (c *coordinator) commitCheck(req *kmsg.OffsetCommitRequest) (base map[string]uint64, release func(), code int16) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[req.Group]
-	if req.Generation < 0 {
-		if g != nil && len(g.members) > 0 {
-			return nil, nil, kerr.UnknownMemberID.Code
+	if g == nil || len(g.members) == 0 {
+		if req.Generation >= 0 { // no generation is current
+			return nil, nil, kerr.IllegalGeneration.Code
 		}
 		rel, err := c.s.b.HoldGroup(req.Group, "Kafka")
 		if err != nil {
@@ -1035,11 +1051,17 @@ func (c *coordinator) describeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 		c.mu.Lock()
 		g := c.groups[name]
 		if g != nil && len(g.members) > 0 {
-			d.State, d.ProtocolType, d.Protocol = g.state.String(), consumerProtocol, g.protocol
+			d.State, d.ProtocolType = g.state.String(), consumerProtocol
+			stable := g.state == stateStable // the protocol and assignments are settled
+			if stable {
+				d.Protocol = g.protocol
+			}
 			for _, m := range g.members {
 				dm := kmsg.NewDescribeGroupsResponseGroupMember()
 				dm.MemberID, dm.ClientID, dm.ClientHost = m.id, m.clientID, m.host
-				dm.ProtocolMetadata, dm.MemberAssignment = metadataOf(m, g.protocol), m.assignment
+				if stable {
+					dm.ProtocolMetadata, dm.MemberAssignment = metadataOf(m, g.protocol), m.assignment
+				}
 				d.Members = append(d.Members, dm)
 			}
 			c.mu.Unlock()

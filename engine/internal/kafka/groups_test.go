@@ -318,6 +318,9 @@ func TestGroupProtocol(t *testing.T) {
 	if off := a.fetchOffset("gp", 1); off != 7 {
 		t.Fatalf("committed offset %d, want 7", off)
 	}
+	if c := a.commit(2, "gp", 0, 0); c != kerr.IllegalGeneration.Code {
+		t.Fatalf("commit of a generation into a group without members: %s, want ILLEGAL_GENERATION", code(c))
+	}
 	// With no members, an admin commit (generation −1) is accepted.
 	if c := stranger.commit(-1, "gp", 0, 0); c != 0 {
 		t.Fatalf("admin commit into an empty group: %s", code(c))
@@ -584,6 +587,8 @@ func TestResetKafkaGroup(t *testing.T) {
 	}
 	if s := m.sync(map[string][]byte{m.id: nil}); s.ErrorCode != 0 {
 		t.Fatalf("sync: %s", code(s.ErrorCode))
+	} else if err := new(kmsg.ConsumerMemberAssignment).ReadFrom(s.MemberAssignment); err != nil {
+		t.Fatalf("an empty assignment does not decode: %v (%x)", err, s.MemberAssignment)
 	}
 	if c := m.commit(m.gen, "rs", 0, 8); c != 0 {
 		t.Fatalf("commit: %s", code(c))
