@@ -126,6 +126,28 @@ func groupNameCode(name string) int16 {
 	return 0
 }
 
+// close forgets every group and releases their holds on Rewind group
+// names (the listener is closing; waiting joins and syncs end with the
+// server's context).
+func (c *coordinator) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, g := range c.groups {
+		for _, m := range g.members {
+			m.beat++ // stale session timers do nothing
+		}
+		if g.rebalance != nil {
+			g.rebalance.Stop()
+		}
+		g.members, g.state = nil, stateEmpty
+		if g.release != nil {
+			g.release()
+			g.release = nil
+		}
+	}
+	c.groups = map[string]*kgroup{}
+}
+
 // findCoordinator names this node for every group: the node serving the
 // listener coordinates (alone, or as the metadata leader of a cluster;
 // elsewhere the group calls answer NOT_COORDINATOR).
@@ -617,28 +639,36 @@ func topicsLocked(g *kgroup) []string {
 	return out
 }
 
-// generationsLocked is the Rewind generation of g on every subscribed
-// topic that exists.
-func (c *coordinator) generationsLocked(g *kgroup) map[string]uint64 {
+// generations is the Rewind generation of group name on every topic of
+// topics that exists.
+func (c *coordinator) generations(name string, topics []string) map[string]uint64 {
 	out := map[string]uint64{}
-	for _, t := range topicsLocked(g) {
-		if gen, err := c.s.b.GroupGeneration(g.name, t); err == nil {
+	for _, t := range topics {
+		if gen, err := c.s.b.GroupGeneration(name, t); err == nil {
 			out[t] = gen
 		}
 	}
 	return out
 }
 
-// resetSinceLocked reports whether a Rewind reset (or a delete, or
-// anything else moving the Rewind generation: Kafka commits do not) ran
-// on one of g's topics since g became Stable.
-func (c *coordinator) resetSinceLocked(g *kgroup) bool {
-	for t, gen := range c.generationsLocked(g) {
-		if base, ok := g.base[t]; ok && gen != base {
+func (c *coordinator) generationsLocked(g *kgroup) map[string]uint64 {
+	return c.generations(g.name, topicsLocked(g))
+}
+
+// moved reports whether a Rewind reset (or a delete, or anything else
+// moving the Rewind generation: Kafka commits do not) ran on one of
+// topics since base was taken.
+func (c *coordinator) moved(name string, topics []string, base map[string]uint64) bool {
+	for t, gen := range c.generations(name, topics) {
+		if b, ok := base[t]; ok && gen != b {
 			return true
 		}
 	}
 	return false
+}
+
+func (c *coordinator) resetSinceLocked(g *kgroup) bool {
+	return c.moved(g.name, topicsLocked(g), g.base)
 }
 
 // rejoinAfterResetLocked makes every member re-read its committed offsets
@@ -665,7 +695,6 @@ func (c *coordinator) heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespo
 		return resp
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	g := c.groups[req.Group]
 	var m *kmember
 	if g != nil {
@@ -674,24 +703,37 @@ func (c *coordinator) heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespo
 	switch {
 	case m == nil:
 		resp.ErrorCode = kerr.UnknownMemberID.Code
+		c.mu.Unlock()
 		return resp
 	case req.Generation != g.generation:
 		resp.ErrorCode = kerr.IllegalGeneration.Code
+		c.mu.Unlock()
 		return resp
 	}
 	c.armLocked(g, m)
-	switch g.state {
-	case statePreparing:
+	if g.state == statePreparing {
 		resp.ErrorCode = kerr.RebalanceInProgress.Code
-	case stateStable:
-		if c.resetSinceLocked(g) {
-			c.rejoinAfterResetLocked(g)
-			if g.member(m.id) == nil {
-				resp.ErrorCode = kerr.UnknownMemberID.Code
-			} else {
-				resp.ErrorCode = kerr.RebalanceInProgress.Code
-			}
-		}
+	}
+	if g.state != stateStable {
+		c.mu.Unlock()
+		return resp
+	}
+	// Ask Rewind for the group's generations without the mutex: a reset
+	// of the group holds its Rewind state across raft commands.
+	topics, base, gen := topicsLocked(g), maps.Clone(g.base), g.generation
+	c.mu.Unlock()
+	if !c.moved(g.name, topics, base) {
+		return resp
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups[g.name] == g && g.generation == gen && g.state == stateStable {
+		c.rejoinAfterResetLocked(g)
+	}
+	if g.member(m.id) == nil {
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+	} else if g.state == statePreparing {
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
 	}
 	return resp
 }
@@ -838,22 +880,41 @@ func (c *coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 				}
 				gen = g
 			}
+			offsets := map[uint32]uint64{}
 			for j, p := range t.Partitions {
 				if p.Offset < 0 || p.Partition < 0 {
 					codes[i][j] = kerr.OffsetOutOfRange.Code
 					continue
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					err := c.s.b.Commit(ctx, req.Group, t.Topic, gen, map[uint32]uint64{uint32(p.Partition): uint64(p.Offset)})
+				offsets[uint32(p.Partition)] = uint64(p.Offset)
+			}
+			if len(offsets) == 0 {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				commit := func(offsets map[uint32]uint64) int16 {
+					err := c.s.b.Commit(ctx, req.Group, t.Topic, gen, offsets)
 					var fe *partition.FencedError
 					if errors.As(err, &fe) || errors.Is(err, groups.ErrUnknownGeneration) {
 						fenced.Do(func() { c.fenced(req.Group) })
 					}
-					codes[i][j] = c.commitCode(err)
-				}()
-			}
+					return c.commitCode(err)
+				}
+				// The topic's partitions in one commit (Rewind runs them
+				// in parallel); on an error, one at a time, to give each
+				// its own code (a commit sets offsets: repeating one is
+				// harmless).
+				if commit(offsets) == 0 {
+					return
+				}
+				for j, p := range t.Partitions {
+					if off, ok := offsets[uint32(p.Partition)]; ok {
+						codes[i][j] = commit(map[uint32]uint64{uint32(p.Partition): off})
+					}
+				}
+			}()
 		}
 		wg.Wait()
 	}

@@ -245,6 +245,7 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.groups.close()
 }
 
 // serveConn serves one connection until it closes, sends something that
