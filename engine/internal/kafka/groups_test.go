@@ -792,3 +792,114 @@ func TestGroupRefusals(t *testing.T) {
 		t.Fatalf("rejoin: %s %+v, %s %+v; want protocol y", code(ja.ErrorCode), ja, code(jb.ErrorCode), jb)
 	}
 }
+
+// rawGroupCall sends req at its version on c and decodes the answer.
+func rawGroupCall(t *testing.T, c *rawConn, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(c.roundTrip(frameRequest(req), req.IsFlexible())); err != nil {
+		t.Fatalf("%s v%d: the response does not decode: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	return resp
+}
+
+// TestGroupAPIsAtEveryVersion sends every group API at every version it is
+// served at on one raw connection: requests without a group name are
+// refused with INVALID_GROUP_ID (or answered empty) without closing the
+// connection, and a member joins (with KIP-394's round trip from v4 on),
+// syncs, heartbeats and leaves at each JoinGroup version.
+func TestGroupAPIsAtEveryVersion(t *testing.T) {
+	n := startKafkaNode(t, engineKafka())
+	c := dialRaw(t, n.Kafka)
+	for _, key := range []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup,
+		kmsg.OffsetCommit, kmsg.OffsetFetch, kmsg.ListGroups, kmsg.DescribeGroups, kmsg.DeleteGroups} {
+		minV, maxV := servedRange(t, c, key)
+		for v := minV; v <= maxV; v++ {
+			req := kmsg.RequestForKey(key.Int16())
+			req.SetVersion(v)
+			resp := rawGroupCall(t, c, req)
+			var got int16
+			switch r := resp.(type) {
+			case *kmsg.FindCoordinatorResponse:
+				got = r.ErrorCode // v4+: no keys, no coordinators
+			case *kmsg.JoinGroupResponse:
+				got = r.ErrorCode
+			case *kmsg.SyncGroupResponse:
+				got = r.ErrorCode
+			case *kmsg.HeartbeatResponse:
+				got = r.ErrorCode
+			case *kmsg.LeaveGroupResponse:
+				got = r.ErrorCode
+			case *kmsg.OffsetFetchResponse:
+				got = r.ErrorCode
+			}
+			want := kerr.InvalidGroupID.Code
+			switch {
+			case key == kmsg.FindCoordinator && v >= 4, key == kmsg.OffsetCommit, key == kmsg.ListGroups,
+				key == kmsg.DescribeGroups, key == kmsg.DeleteGroups, key == kmsg.OffsetFetch && (v < 2 || v >= 8):
+				want = 0
+			}
+			if got != want {
+				t.Errorf("%s v%d without a group: %s, want %s", kmsg.NameForKey(key.Int16()), v, code(got), code(want))
+			}
+		}
+	}
+
+	for v := int16(0); v <= 9; v++ {
+		group := fmt.Sprintf("v%d", v)
+		join := kmsg.NewPtrJoinGroupRequest()
+		join.SetVersion(v)
+		join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = group, "consumer", 10_000, 10_000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", (&kmsg.ConsumerMemberMetadata{Topics: []string{"t"}}).AppendTo(nil)
+		join.Protocols = append(join.Protocols, p)
+		jr := rawGroupCall(t, c, join).(*kmsg.JoinGroupResponse)
+		if v >= 4 {
+			if jr.ErrorCode != kerr.MemberIDRequired.Code {
+				t.Fatalf("JoinGroup v%d without a member id: %s, want MEMBER_ID_REQUIRED", v, code(jr.ErrorCode))
+			}
+			join.MemberID = jr.MemberID
+			jr = rawGroupCall(t, c, join).(*kmsg.JoinGroupResponse)
+		}
+		if jr.ErrorCode != 0 || jr.Generation != 1 || jr.MemberID == "" || jr.LeaderID != jr.MemberID || len(jr.Members) != 1 {
+			t.Fatalf("JoinGroup v%d: %s, %+v", v, code(jr.ErrorCode), jr)
+		}
+		sync := kmsg.NewPtrSyncGroupRequest()
+		sync.SetVersion(min(v, 5))
+		sync.Group, sync.MemberID, sync.Generation = group, jr.MemberID, 1
+		if sr := rawGroupCall(t, c, sync).(*kmsg.SyncGroupResponse); sr.ErrorCode != 0 {
+			t.Fatalf("SyncGroup v%d: %s", sync.Version, code(sr.ErrorCode))
+		}
+		hb := kmsg.NewPtrHeartbeatRequest()
+		hb.SetVersion(min(v, 4))
+		hb.Group, hb.MemberID, hb.Generation = group, jr.MemberID, 1
+		if hr := rawGroupCall(t, c, hb).(*kmsg.HeartbeatResponse); hr.ErrorCode != 0 {
+			t.Fatalf("Heartbeat v%d: %s", hb.Version, code(hr.ErrorCode))
+		}
+		leave := kmsg.NewPtrLeaveGroupRequest()
+		leave.SetVersion(min(v, 5))
+		leave.Group, leave.MemberID = group, jr.MemberID
+		lm := kmsg.NewLeaveGroupRequestMember()
+		lm.MemberID = jr.MemberID
+		leave.Members = append(leave.Members, lm)
+		lr := rawGroupCall(t, c, leave).(*kmsg.LeaveGroupResponse)
+		if lr.ErrorCode != 0 || (leave.Version >= 3 && (len(lr.Members) != 1 || lr.Members[0].ErrorCode != 0)) {
+			t.Fatalf("LeaveGroup v%d: %+v", leave.Version, lr)
+		}
+	}
+}
+
+// servedRange is the versions of key the listener advertises.
+func servedRange(t *testing.T, c *rawConn, key kmsg.Key) (int16, int16) {
+	t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	resp := rawGroupCall(t, c, req).(*kmsg.ApiVersionsResponse)
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == key.Int16() {
+			return k.MinVersion, k.MaxVersion
+		}
+	}
+	t.Fatalf("%s is not advertised", kmsg.NameForKey(key.Int16()))
+	return 0, 0
+}
