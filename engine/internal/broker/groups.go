@@ -324,14 +324,17 @@ func (b *Broker) ResetGroup(ctx context.Context, name, topic string, target grou
 // subscribers cannot join it meanwhile, and a name with Rewind
 // subscribers cannot be held (see groups.Coordinator.Hold; both refusals
 // wrap groups.ErrHasMembers). by names the other protocol in the error.
-func (b *Broker) HoldGroup(name, by string) (release func(), err error) {
+//
+// members, if not nil, lists the holder's members of a topic for
+// DescribeGroup and ListGroups; it must not call the broker.
+func (b *Broker) HoldGroup(name, by string, members groups.Outside) (release func(), err error) {
 	if err := ValidateGroupName(name); err != nil {
 		return nil, err
 	}
 	if err := b.coordinates(); err != nil {
 		return nil, err
 	}
-	return b.groups.Hold(name, by)
+	return b.groups.Hold(name, by, members)
 }
 
 // GroupGeneration is the current generation of group name on topic (0 for
@@ -348,9 +351,6 @@ func (b *Broker) GroupGeneration(name, topic string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	li, err := b.groups.Live(name, lt.groupTopic())
-	if err != nil {
-		return 0, UnavailableUnlessTyped(err)
-	}
-	return li.Generation, nil
+	gen, err := b.groups.Generation(name, lt.groupTopic())
+	return gen, UnavailableUnlessTyped(err)
 }

@@ -66,8 +66,9 @@ type Coordinator struct {
 		// native counts the members joined (or joining) through Join, by
 		// group name; held counts the Hold calls not yet released. A name
 		// is in one of them at most: see Hold.
-		native map[string]int
-		held   map[string]int
+		native  map[string]int
+		held    map[string]int
+		outside map[string]Outside // of held names whose holder listed its members
 	}
 }
 
@@ -139,6 +140,7 @@ func New(cfg Config) *Coordinator {
 	c.mu.groups = make(map[key]*group)
 	c.mu.native = make(map[string]int)
 	c.mu.held = make(map[string]int)
+	c.mu.outside = make(map[string]Outside)
 	return c
 }
 
@@ -147,19 +149,29 @@ func New(cfg Config) *Coordinator {
 // It wraps ErrHasMembers, so edges answer it like a group in use.
 var ErrHeld = fmt.Errorf("%w: in use by members of another protocol", ErrHasMembers)
 
+// Outside lists the members of a held group on a topic (by name) that
+// this coordinator does not run, for Live. It is called without the
+// coordinator's locks and must not call back into the coordinator.
+type Outside func(topic string) []MemberInfo
+
 // Hold reserves group name for members this coordinator does not run
 // (the Kafka listener's consumer groups): while held, Join of the name is
 // refused with ErrHeld. A name with members joined through Join cannot be
 // held (ErrHeld). Holds nest; call release once per successful Hold.
-// Commits, resets, deletes and descriptions are not affected: the fences
-// of the partitions still order commits of both kinds.
-func (c *Coordinator) Hold(name, by string) (release func(), err error) {
+// outside, if not nil, lists the holder's members in Live until the last
+// hold of the name is released. Commits, resets, deletes and descriptions
+// are not affected: the fences of the partitions still order commits of
+// both kinds.
+func (c *Coordinator) Hold(name, by string, outside Outside) (release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n := c.mu.native[name]; n > 0 {
 		return nil, fmt.Errorf("%w: group %s has %d Rewind subscriber(s); %s members cannot join it until they leave", ErrHeld, echo.Quote(name), n, by)
 	}
 	c.mu.held[name]++
+	if outside != nil {
+		c.mu.outside[name] = outside
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -167,6 +179,7 @@ func (c *Coordinator) Hold(name, by string) (release func(), err error) {
 			defer c.mu.Unlock()
 			if c.mu.held[name]--; c.mu.held[name] <= 0 {
 				delete(c.mu.held, name)
+				delete(c.mu.outside, name)
 			}
 		})
 	}, nil

@@ -19,11 +19,17 @@ func TestHold(t *testing.T) {
 	c, ctx := h.c, context.Background()
 	spec := JoinSpec{Start: cursor.Start{Kind: cursor.Earliest}}
 
-	rel1, err := c.Hold("g", "Kafka")
+	kafka := func(topic string) []MemberInfo {
+		return []MemberInfo{{ID: "k1", ClientName: "kafka:x", Partitions: []uint32{0, 1}}}
+	}
+	rel1, err := c.Hold("g", "Kafka", kafka)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel2, err := c.Hold("g", "Kafka")
+	if li, err := c.Live("g", h.topic); err != nil || len(li.Members) != 1 || li.Members[0].ID != "k1" {
+		t.Fatalf("Live of a held group: %+v, %v; want the holder's member", li, err)
+	}
+	rel2, err := c.Hold("g", "Kafka", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,20 +42,23 @@ func TestHold(t *testing.T) {
 		t.Fatalf("join while one hold remains: %v, want ErrHeld", err)
 	}
 	rel2()
+	if li, err := c.Live("g", h.topic); err != nil || len(li.Members) != 0 {
+		t.Fatalf("Live once released: %+v, %v; want no members", li, err)
+	}
 	m, err := c.Join(ctx, "g", h.topic, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Hold("g", "Kafka"); !errors.Is(err, ErrHeld) {
+	if _, err := c.Hold("g", "Kafka", nil); !errors.Is(err, ErrHeld) {
 		t.Fatalf("hold of a name with members: %v, want ErrHeld", err)
 	}
-	if rel, err := c.Hold("other", "Kafka"); err != nil {
+	if rel, err := c.Hold("other", "Kafka", nil); err != nil {
 		t.Fatalf("hold of another name: %v", err)
 	} else {
 		rel()
 	}
 	c.Leave(m)
-	rel, err := c.Hold("g", "Kafka")
+	rel, err := c.Hold("g", "Kafka", nil)
 	if err != nil {
 		t.Fatalf("hold after the member left: %v", err)
 	}
@@ -62,7 +71,7 @@ func TestHold(t *testing.T) {
 	if err := c.Delete("g", true); err != nil {
 		t.Fatal(err)
 	}
-	if rel, err = c.Hold("g", "Kafka"); err != nil {
+	if rel, err = c.Hold("g", "Kafka", nil); err != nil {
 		t.Fatalf("hold after a forced delete: %v", err)
 	}
 	rel()
@@ -72,7 +81,7 @@ func TestHold(t *testing.T) {
 	}
 	c.CloseAll(errors.New("stepping down"))
 	c.Leave(m) // its stream ends after CloseAll: nothing to uncount
-	if rel, err = c.Hold("g", "Kafka"); err != nil {
+	if rel, err = c.Hold("g", "Kafka", nil); err != nil {
 		t.Fatalf("hold after CloseAll: %v", err)
 	}
 	rel()

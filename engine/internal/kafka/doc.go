@@ -70,6 +70,10 @@
 //   - broker.HoldGroup reserves the name while the Kafka group has
 //     members: Rewind subscribers cannot join it then, and a name with
 //     Rewind subscribers refuses Kafka joins (INCONSISTENT_GROUP_PROTOCOL).
+//     The hold lists the Kafka members (coordinator.outside) for Rewind's
+//     DescribeGroup and ListGroups; that callback takes the mutex, so the
+//     listener asks Rewind for generations with broker.GroupGeneration,
+//     which never calls it.
 //   - Commits carry the group's Rewind generation on the topic as it was
 //     when the Kafka group last became Stable (broker.GroupGeneration), so
 //     the partitions' fences refuse a commit from before a reset

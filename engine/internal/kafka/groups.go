@@ -87,6 +87,7 @@ type kgroup struct {
 // kmember is one member of a kgroup.
 type kmember struct {
 	id, clientID, host string
+	joined             time.Time
 	protocols          []kmsg.JoinGroupRequestProtocol
 	session, rebalance time.Duration
 	join               chan *kmsg.JoinGroupResponse // non-nil while a JoinGroup waits
@@ -146,6 +147,41 @@ func (c *coordinator) close() {
 		}
 	}
 	c.groups = map[string]*kgroup{}
+}
+
+// outside lists the Kafka members of group name reading topic, with the
+// partitions of their latest assignment, for Rewind's DescribeGroup and
+// ListGroups (broker.HoldGroup).
+func (c *coordinator) outside(name string) groups.Outside {
+	return func(topic string) []groups.MemberInfo {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		g := c.groups[name]
+		if g == nil {
+			return nil
+		}
+		var out []groups.MemberInfo
+		for _, m := range g.members {
+			var md kmsg.ConsumerMemberMetadata
+			subscribed := md.ReadFrom(metadataOf(m, g.protocol)) == nil && slices.Contains(md.Topics, topic)
+			var parts []uint32
+			var a kmsg.ConsumerMemberAssignment
+			if g.state == stateStable && a.ReadFrom(m.assignment) == nil {
+				for _, t := range a.Topics {
+					if t.Topic == topic {
+						for _, p := range t.Partitions {
+							parts = append(parts, uint32(p))
+						}
+					}
+				}
+			}
+			if subscribed || len(parts) > 0 {
+				slices.Sort(parts)
+				out = append(out, groups.MemberInfo{ID: m.id, ClientName: "kafka:" + m.clientID, JoinTime: m.joined.UnixNano(), Partitions: parts})
+			}
+		}
+		return out
+	}
 }
 
 // findCoordinator names this node for every group: the node serving the
@@ -259,14 +295,14 @@ func (c *coordinator) joinGroup(ctx context.Context, host, clientID string, req 
 			resp.MemberID = id
 			return fail(kerr.MemberIDRequired.Code)
 		}
-		m = &kmember{id: id}
+		m = &kmember{id: id, joined: now}
 	case m == nil:
 		if _, ok := g.pending[req.MemberID]; !ok {
 			c.forgetIfIdle(g)
 			c.mu.Unlock()
 			return fail(kerr.UnknownMemberID.Code)
 		}
-		m = &kmember{id: req.MemberID}
+		m = &kmember{id: req.MemberID, joined: now}
 	}
 	if !c.supportsLocked(g, m, req.Protocols) {
 		c.forgetIfIdle(g)
@@ -275,7 +311,7 @@ func (c *coordinator) joinGroup(ctx context.Context, host, clientID string, req 
 	}
 	if !slices.Contains(g.members, m) {
 		if len(g.members) == 0 {
-			release, err := c.s.b.HoldGroup(g.name, "Kafka consumer group")
+			release, err := c.s.b.HoldGroup(g.name, "Kafka consumer group", c.outside(g.name))
 			if err != nil {
 				c.forgetIfIdle(g)
 				c.mu.Unlock()
@@ -794,7 +830,7 @@ func (c *coordinator) commitCheck(req *kmsg.OffsetCommitRequest) (base map[strin
 		if req.Generation >= 0 { // no generation is current
 			return nil, nil, kerr.IllegalGeneration.Code
 		}
-		rel, err := c.s.b.HoldGroup(req.Group, "Kafka")
+		rel, err := c.s.b.HoldGroup(req.Group, "Kafka", nil)
 		if err != nil {
 			if errors.Is(err, groups.ErrHasMembers) {
 				c.s.log.Info("Kafka commit refused: the group has Rewind subscribers", "group", req.Group)

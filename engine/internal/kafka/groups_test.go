@@ -424,6 +424,22 @@ func TestFranzGoGroupConsumer(t *testing.T) {
 		}
 		return len(split["member-a"]) == 2 && len(split["member-b"]) == 2
 	})
+	// Rewind's DescribeGroup lists the Kafka members with their partitions.
+	desc, err := client.New(n.URL).DescribeGroup(ctx, "kgrp")
+	if err != nil || len(desc) != 1 || len(desc[0].Members) != 2 {
+		t.Fatalf("Rewind DescribeGroup during the split: %+v, %v; want the two Kafka members", desc, err)
+	}
+	for _, m := range desc[0].Members {
+		id := strings.TrimPrefix(m.ClientName, "kafka:")
+		if len(m.Partitions) != 2 || !slices.Equal(m.Partitions, sortedU32(split[id])) {
+			t.Fatalf("Rewind DescribeGroup member %s: partitions %v, want %v", m.ClientName, m.Partitions, split[id])
+		}
+	}
+	for _, p := range desc[0].Partitions {
+		if p.MemberID == "" {
+			t.Fatalf("Rewind DescribeGroup partition %d has no member", p.Partition)
+		}
+	}
 	if g := gotB.total(); g != 0 {
 		t.Fatalf("member b read %d records before new ones were produced, want 0 (it starts from a's commits)", g)
 	}
@@ -464,7 +480,7 @@ func TestFranzGoGroupConsumer(t *testing.T) {
 		}
 	}
 	native := client.New(n.URL)
-	desc, err := native.DescribeGroup(ctx, "kgrp")
+	desc, err = native.DescribeGroup(ctx, "kgrp")
 	if err != nil || len(desc) != 1 || len(desc[0].Partitions) != 4 {
 		t.Fatalf("Rewind DescribeGroup: %+v, %v", desc, err)
 	}
@@ -902,4 +918,13 @@ func servedRange(t *testing.T, c *rawConn, key kmsg.Key) (int16, int16) {
 	}
 	t.Fatalf("%s is not advertised", kmsg.NameForKey(key.Int16()))
 	return 0, 0
+}
+
+func sortedU32(ps []int32) []uint32 {
+	out := make([]uint32, len(ps))
+	for i, p := range ps {
+		out[i] = uint32(p)
+	}
+	slices.Sort(out)
+	return out
 }
