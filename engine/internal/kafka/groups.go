@@ -234,8 +234,10 @@ func (c *coordinator) holdCode(name string, err error) int16 {
 	case errors.Is(err, groups.ErrHasMembers):
 		c.s.log.Info("Kafka join refused: the group has Rewind subscribers", "group", name, "error", err)
 		return kerr.InconsistentGroupProtocol.Code
-	case errors.Is(err, broker.ErrUnavailable), errors.Is(err, broker.ErrNotReady), errors.Is(err, broker.ErrClosed):
+	case errors.As(err, new(*broker.NotCoordinatorError)):
 		return kerr.NotCoordinator.Code
+	case errors.Is(err, broker.ErrUnavailable), errors.Is(err, broker.ErrNotReady), errors.Is(err, broker.ErrClosed):
+		return kerr.CoordinatorNotAvailable.Code
 	}
 	return codeOf(err)
 }
@@ -978,6 +980,8 @@ func (c *coordinator) commitCode(err error) int16 {
 		return kerr.IllegalGeneration.Code
 	case errors.Is(err, cursor.ErrInvalid): // a partition the topic lacks
 		return kerr.UnknownTopicOrPartition.Code
+	case errors.As(err, new(*broker.NotCoordinatorError)): // another node coordinates groups
+		return kerr.NotCoordinator.Code
 	}
 	return codeOf(err)
 }
