@@ -318,3 +318,39 @@ func (b *Broker) ResetGroup(ctx context.Context, name, topic string, target grou
 	plan, err := b.groups.Reset(ctx, name, lt.groupTopic(), target, parts, dryRun, create)
 	return plan, UnavailableUnlessTyped(err)
 }
+
+// HoldGroup reserves group name for members of another protocol (the
+// Kafka listener's consumer groups) while they are live: Rewind
+// subscribers cannot join it meanwhile, and a name with Rewind
+// subscribers cannot be held (see groups.Coordinator.Hold; both refusals
+// wrap groups.ErrHasMembers). by names the other protocol in the error.
+//
+// members, if not nil, lists the holder's members of a topic for
+// DescribeGroup and ListGroups; it must not call the broker.
+func (b *Broker) HoldGroup(name, by string, members groups.Outside) (release func(), err error) {
+	if err := ValidateGroupName(name); err != nil {
+		return nil, err
+	}
+	if err := b.coordinates(); err != nil {
+		return nil, err
+	}
+	return b.groups.Hold(name, by, members)
+}
+
+// GroupGeneration is the current generation of group name on topic (0 for
+// a group never seen there): a commit at it is not fenced unless a reset
+// or a rebalance issues a newer one.
+func (b *Broker) GroupGeneration(name, topic string) (uint64, error) {
+	if err := ValidateGroupName(name); err != nil {
+		return 0, err
+	}
+	if err := b.coordinates(); err != nil {
+		return 0, err
+	}
+	lt, err := b.topic(topic)
+	if err != nil {
+		return 0, err
+	}
+	gen, err := b.groups.Generation(name, lt.groupTopic())
+	return gen, UnavailableUnlessTyped(err)
+}

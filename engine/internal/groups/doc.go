@@ -103,6 +103,16 @@
 // commit would be fenced), and drops commits due for a partition when it
 // sees replay_started, so it never undoes a reset.
 //
+// # Groups held by another protocol
+//
+// The Kafka listener runs Kafka's consumer group protocol itself and
+// stores its commits here (Commit, at Generation). While a Kafka group has
+// members it holds the name (Hold): Join of the name is refused with
+// ErrHeld, a name with members cannot be held, and Live lists the
+// holder's members (Outside) after this coordinator's. The counts of
+// members and holds per name are under Coordinator.mu, so a Join and a
+// Hold of one name never both succeed.
+//
 // # Caller's duties
 //
 //  1. Call Join with the topic's partitions and a start policy; the first

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rewind-io/rewind/engine/internal/assign"
 	"github.com/rewind-io/rewind/engine/internal/cursor"
+	"github.com/rewind-io/rewind/engine/internal/echo"
 	"github.com/rewind-io/rewind/engine/internal/partition"
 	"github.com/rewind-io/rewind/engine/internal/stream"
 )
@@ -62,6 +63,12 @@ type Coordinator struct {
 		sync.Mutex
 		groups map[key]*group
 		nextID uint64
+		// native counts the members joined (or joining) through Join, by
+		// group name; held counts the Hold calls not yet released. A name
+		// is in one of them at most: see Hold.
+		native  map[string]int
+		held    map[string]int
+		outside map[string]Outside // of held names whose holder listed its members
 	}
 }
 
@@ -131,7 +138,71 @@ func New(cfg Config) *Coordinator {
 	}
 	c := &Coordinator{cfg: cfg}
 	c.mu.groups = make(map[key]*group)
+	c.mu.native = make(map[string]int)
+	c.mu.held = make(map[string]int)
+	c.mu.outside = make(map[string]Outside)
 	return c
+}
+
+// ErrHeld refuses a Join of a group name held by another protocol's
+// members (Hold), and a Hold of a name with members joined through Join.
+// It wraps ErrHasMembers, so edges answer it like a group in use.
+var ErrHeld = fmt.Errorf("%w: in use by members of another protocol", ErrHasMembers)
+
+// Outside lists the members of a held group on a topic (by name) that
+// this coordinator does not run, for Live. It is called without the
+// coordinator's locks and must not call back into the coordinator.
+type Outside func(topic string) []MemberInfo
+
+// Hold reserves group name for members this coordinator does not run
+// (the Kafka listener's consumer groups): while held, Join of the name is
+// refused with ErrHeld. A name with members joined through Join cannot be
+// held (ErrHeld). Holds nest; call release once per successful Hold.
+// outside, if not nil, lists the holder's members in Live until the last
+// hold of the name is released. Commits, resets, deletes and descriptions
+// are not affected: the fences of the partitions still order commits of
+// both kinds.
+func (c *Coordinator) Hold(name, by string, outside Outside) (release func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.mu.native[name]; n > 0 {
+		return nil, fmt.Errorf("%w: group %s has %d Rewind subscriber(s); %s members cannot join it until they leave", ErrHeld, echo.Quote(name), n, by)
+	}
+	c.mu.held[name]++
+	if outside != nil {
+		c.mu.outside[name] = outside
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.mu.held[name]--; c.mu.held[name] <= 0 {
+				delete(c.mu.held, name)
+				delete(c.mu.outside, name)
+			}
+		})
+	}, nil
+}
+
+// joining counts a native member of name, unless the name is held.
+func (c *Coordinator) joining(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.held[name] > 0 {
+		return fmt.Errorf("%w: group %s has Kafka consumer group members; Rewind subscribers cannot join it until they leave (use another group name)", ErrHeld, echo.Quote(name))
+	}
+	c.mu.native[name]++
+	return nil
+}
+
+// left uncounts n native members of name.
+func (c *Coordinator) left(name string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.native[name] -= n; c.mu.native[name] <= 0 {
+		delete(c.mu.native, name)
+	}
 }
 
 func (c *Coordinator) group(name string, t Topic) *group {
@@ -192,6 +263,15 @@ func (c *Coordinator) Join(ctx context.Context, name string, t Topic, spec JoinS
 	if _, err := c.resolve(t, allParts(t), start); err != nil {
 		return nil, err
 	}
+	if err := c.joining(name); err != nil {
+		return nil, err
+	}
+	joined := false
+	defer func() {
+		if !joined {
+			c.left(name, 1)
+		}
+	}()
 	g := c.group(name, t)
 	c.mu.Lock()
 	c.mu.nextID++
@@ -214,6 +294,7 @@ func (c *Coordinator) Join(ctx context.Context, name string, t Topic, spec JoinS
 		g.members = g.members[:len(g.members)-1]
 		return nil, err
 	}
+	joined = true
 	return m, nil
 }
 
@@ -228,6 +309,7 @@ func (c *Coordinator) Leave(m *Member) {
 		return
 	}
 	g.members = slices.Delete(g.members, i, i+1)
+	c.left(g.name, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.rebalanceLocked(ctx, g); err != nil {

@@ -337,19 +337,40 @@ type LiveInfo struct {
 }
 
 // Live returns the coordinator's view of group name on topic t (loading its
-// generation from the partitions if needed).
+// generation from the partitions if needed): its members, those of a
+// holder's (Hold) after its own.
 func (c *Coordinator) Live(name string, t Topic) (LiveInfo, error) {
 	g := c.group(name, t)
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if err := g.loadLocked(); err != nil {
+		g.mu.Unlock()
 		return LiveInfo{}, err
 	}
 	li := LiveInfo{Generation: g.generation, Epoch: g.epoch}
 	for _, m := range g.members {
 		li.Members = append(li.Members, MemberInfo{ID: m.ID, ClientName: m.ClientName, JoinTime: m.JoinTime, Partitions: slices.Clone(m.parts)})
 	}
+	g.mu.Unlock()
+	c.mu.Lock()
+	outside := c.mu.outside[name]
+	c.mu.Unlock()
+	if outside != nil {
+		li.Members = append(li.Members, outside(t.Name)...)
+	}
 	return li, nil
+}
+
+// Generation is the current generation of group name on topic t (loading
+// it from the partitions if needed). Unlike Live it never calls a
+// holder's Outside, so a holder may call it under its own locks.
+func (c *Coordinator) Generation(name string, t Topic) (uint64, error) {
+	g := c.group(name, t)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.loadLocked(); err != nil {
+		return 0, err
+	}
+	return g.generation, nil
 }
 
 // Active returns the (group, topic id) pairs with live members.
@@ -396,6 +417,7 @@ func (c *Coordinator) Delete(name string, force bool) error {
 		for _, m := range g.members {
 			m.send(stream.Control{Close: fmt.Errorf("%w: %s", ErrDeleted, echo.Quote(name))})
 		}
+		c.left(g.name, len(g.members))
 		g.members = nil
 		g.mu.Unlock()
 	}
@@ -429,6 +451,7 @@ func (c *Coordinator) CloseAll(err error) {
 	c.mu.Lock()
 	gs := c.mu.groups
 	c.mu.groups = make(map[key]*group)
+	c.mu.native = make(map[string]int)
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()

@@ -168,6 +168,10 @@ func TestApiVersions(t *testing.T) {
 		kmsg.Produce.Int16(): {0, 11}, kmsg.Fetch.Int16(): {4, 12}, kmsg.ListOffsets.Int16(): {1, 6},
 		kmsg.Metadata.Int16(): {0, 12}, kmsg.ApiVersions.Int16(): {0, 4},
 		kmsg.CreateTopics.Int16(): {2, 7}, kmsg.DeleteTopics.Int16(): {1, 5},
+		kmsg.FindCoordinator.Int16(): {0, 4}, kmsg.JoinGroup.Int16(): {0, 9}, kmsg.SyncGroup.Int16(): {0, 5},
+		kmsg.Heartbeat.Int16(): {0, 4}, kmsg.LeaveGroup.Int16(): {0, 5}, kmsg.OffsetCommit.Int16(): {2, 8},
+		kmsg.OffsetFetch.Int16(): {1, 8}, kmsg.ListGroups.Int16(): {0, 4}, kmsg.DescribeGroups.Int16(): {0, 5},
+		kmsg.DeleteGroups.Int16(): {0, 2},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("advertised %v, want %v", got, want)

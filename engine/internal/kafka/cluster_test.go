@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rewind-io/rewind/engine"
 	"github.com/rewind-io/rewind/internal/enginetest"
@@ -51,4 +53,32 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("partition %d: end %d through a third member, want 30", part, end)
 		}
 	}
+
+	// Groups are coordinated by the metadata leader only: a join through
+	// it is served, through the others NOT_COORDINATOR.
+	eventually(t, "one member to serve a join and two to answer NOT_COORDINATOR", func() bool {
+		var served, refused int
+		for _, addr := range addrs {
+			conn := dialRaw(t, addr)
+			join := kmsg.NewPtrJoinGroupRequest()
+			join.SetVersion(3) // no KIP-394 round trip
+			join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "cg", "consumer", 10_000, 10_000
+			pr := kmsg.NewJoinGroupRequestProtocol()
+			pr.Name = "range"
+			join.Protocols = append(join.Protocols, pr)
+			jr := rawGroupCall(t, conn, join).(*kmsg.JoinGroupResponse)
+			switch jr.ErrorCode {
+			case 0:
+				served++
+				leave := kmsg.NewPtrLeaveGroupRequest()
+				leave.SetVersion(1)
+				leave.Group, leave.MemberID = "cg", jr.MemberID
+				rawGroupCall(t, conn, leave)
+			case kerr.NotCoordinator.Code:
+				refused++
+			}
+			conn.Close()
+		}
+		return served == 1 && refused == 2
+	})
 }

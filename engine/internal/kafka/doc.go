@@ -3,16 +3,19 @@
 // Rewind node's topics unchanged (docs/kafka.md). It is an edge, like
 // package api: it decodes requests, calls the broker in process
 // (publish, subscribe, topics) and maps the broker's errors to Kafka
-// error codes in one table (errors.go). It holds no state of its own
-// beyond a connection's buffers.
+// error codes in one table (errors.go). Its only state beyond a
+// connection's buffers is the consumer groups' membership (groups.go).
 //
 // # What is served
 //
-// ApiVersions, Metadata, Produce, Fetch, ListOffsets, CreateTopics and
-// DeleteTopics, at the versions versions.go lists with the reason for
-// each range. Nothing else is advertised: a client that needs consumer
-// groups, idempotence (InitProducerId) or transactions finds them
-// missing in ApiVersions and says so itself. Requests and responses are
+// ApiVersions, Metadata, Produce, Fetch, ListOffsets, CreateTopics,
+// DeleteTopics and the classic consumer group APIs (FindCoordinator,
+// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+// ListGroups, DescribeGroups, DeleteGroups), at the versions versions.go
+// lists with the reason for each range. Nothing else is advertised: a
+// client that needs idempotence (InitProducerId), KIP-848's consumer
+// protocol or transactions finds them missing in ApiVersions and says so
+// itself. Requests and responses are
 // franz-go's kmsg types (generated from Kafka's schemas, every version,
 // flexible versions and tagged fields); only the framing (frame.go) and
 // the record-batch payloads (batch.go in, encode.go out) are ours.
@@ -51,6 +54,36 @@
 //   - Metadata names this node as the leader of every partition: any node
 //     serves any partition, and the broker routes each request to the
 //     partition's raft leader inside the cluster.
+//
+// # Consumer groups
+//
+// groups.go runs Kafka's classic group protocol in memory, one
+// coordinator per listener under one mutex: members, generations, the
+// join and sync phases, session timers (time.AfterFunc) and rebalance
+// timeouts, with Kafka's error codes. A JoinGroup or a follower's
+// SyncGroup waits on a channel of its member until the rebalance answers
+// it (or Close). Everything durable is Rewind's: a Kafka group is the
+// Rewind group of the same name, its commits are groups.Coordinator
+// commits, and OffsetFetch, ListGroups, DescribeGroups and DeleteGroups
+// read and delete Rewind's rows. The two meet in two places:
+//
+//   - broker.HoldGroup reserves the name while the Kafka group has
+//     members: Rewind subscribers cannot join it then, and a name with
+//     Rewind subscribers refuses Kafka joins (INCONSISTENT_GROUP_PROTOCOL).
+//     The hold lists the Kafka members (coordinator.outside) for Rewind's
+//     DescribeGroup and ListGroups; that callback takes the mutex, so the
+//     listener asks Rewind for generations with broker.GroupGeneration,
+//     which never calls it.
+//   - Commits carry the group's Rewind generation on the topic as it was
+//     when the Kafka group last became Stable (broker.GroupGeneration), so
+//     the partitions' fences refuse a commit from before a reset
+//     (ILLEGAL_GENERATION); a heartbeat that finds the Rewind generation
+//     moved makes the members rejoin (REBALANCE_IN_PROGRESS, or removal
+//     for cooperative-sticky groups, whose members keep their positions
+//     across a rebalance) so they fetch the new offsets.
+//
+// Request fields of type []byte alias the connection's frame buffer:
+// member metadata and assignments kept past a request are copies.
 //
 // # Caller's duties
 //

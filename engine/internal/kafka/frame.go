@@ -22,6 +22,7 @@ type request struct {
 	key, version  int16
 	correlationID int32
 	clientID      *string
+	host          string // the client's address, for DescribeGroups
 	// msg is the decoded body; nil for an ApiVersions request at a
 	// version this listener does not know (answered with
 	// UNSUPPORTED_VERSION at v0, as Kafka does, so the client can retry

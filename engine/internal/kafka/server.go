@@ -95,6 +95,8 @@ type Server struct {
 	host string
 	port int32
 
+	groups *coordinator // the consumer groups (groups.go)
+
 	ctx    context.Context // ends at Close: cancels every request
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // Serve's connection goroutines
@@ -143,6 +145,7 @@ func New(b *broker.Broker, addr net.Addr, cfg Config) (*Server, error) {
 	}
 	s := &Server{b: b, cfg: cfg, log: cfg.Logger, node: brokerID(b.NodeID()), host: host, port: int32(p)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.groups = newCoordinator(s)
 	s.mu.conns = map[net.Conn]struct{}{}
 	return s, nil
 }
@@ -242,12 +245,14 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.groups.close()
 }
 
 // serveConn serves one connection until it closes, sends something that
 // is not a Kafka request this listener serves, or the server closes.
 func (s *Server) serveConn(c net.Conn) {
 	log := s.log.With("remote", c.RemoteAddr().String())
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
 	var frame []byte
@@ -268,6 +273,7 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Debug("closing connection", "error", err)
 			return
 		}
+		req.host = host
 		resp, release, err := s.handle(req)
 		if err != nil {
 			log.Error("closing connection", "error", err)
@@ -325,6 +331,30 @@ func (s *Server) handle(req *request) (_ kmsg.Response, release func(), _ error)
 		resp = s.createTopics(m)
 	case *kmsg.DeleteTopicsRequest:
 		resp = s.deleteTopics(m)
+	case *kmsg.FindCoordinatorRequest:
+		resp = s.findCoordinator(m)
+	case *kmsg.JoinGroupRequest:
+		clientID := ""
+		if req.clientID != nil {
+			clientID = *req.clientID
+		}
+		resp = s.groups.joinGroup(s.ctx, req.host, clientID, m)
+	case *kmsg.SyncGroupRequest:
+		resp = s.groups.syncGroup(s.ctx, m)
+	case *kmsg.HeartbeatRequest:
+		resp = s.groups.heartbeat(m)
+	case *kmsg.LeaveGroupRequest:
+		resp = s.groups.leaveGroup(m)
+	case *kmsg.OffsetCommitRequest:
+		resp = s.groups.offsetCommit(s.ctx, m)
+	case *kmsg.OffsetFetchRequest:
+		resp = s.groups.offsetFetch(m)
+	case *kmsg.ListGroupsRequest:
+		resp = s.groups.listGroups(m)
+	case *kmsg.DescribeGroupsRequest:
+		resp = s.groups.describeGroups(m)
+	case *kmsg.DeleteGroupsRequest:
+		resp = s.groups.deleteGroups(s.ctx, m)
 	default:
 		// served and this switch disagree: a bug of ours.
 		return nil, release, fmt.Errorf("kafka: %s is advertised but has no handler", kmsg.NameForKey(req.key))

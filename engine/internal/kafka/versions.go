@@ -11,7 +11,7 @@ type versionRange struct{ min, max int16 }
 
 // served is every API the listener serves, and its versions. Nothing else
 // is advertised: a client asks only for what ApiVersions lists, and an
-// API it would need (transactions, groups) is then refused by the client
+// API it would need (transactions, idempotence) is then refused by the client
 // itself with a clear message, instead of half working. The reasons
 // behind each range:
 //
@@ -26,14 +26,31 @@ type versionRange struct{ min, max int16 }
 //   - Metadata 0–12: v10+ carries topic ids, sent as the null UUID.
 //   - ListOffsets 1–6: v1 is the first with timestamps; v7 adds the
 //     max-timestamp query (−3), not built.
+//   - The group APIs (groups.go): FindCoordinator 0–4 (v5 and v6 are for
+//     transactions and share groups); JoinGroup 0–9 (v4+ with KIP-394's
+//     MEMBER_ID_REQUIRED round trip; static membership is not served);
+//     SyncGroup 0–5; Heartbeat 0–4; LeaveGroup 0–5; OffsetCommit 2–8 and
+//     OffsetFetch 1–8 (v2 and v1 are Kafka 4.0's minimums; v9 is KIP-848's
+//     member epochs, not served); ListGroups 0–4 (v5 filters by group
+//     type, KIP-848); DescribeGroups 0–5; DeleteGroups 0–2.
 var served = map[int16]versionRange{
-	kmsg.Produce.Int16():      {0, 11},
-	kmsg.Fetch.Int16():        {4, 12},
-	kmsg.ListOffsets.Int16():  {1, 6},
-	kmsg.Metadata.Int16():     {0, 12},
-	kmsg.ApiVersions.Int16():  {0, 4},
-	kmsg.CreateTopics.Int16(): {2, 7},
-	kmsg.DeleteTopics.Int16(): {1, 5},
+	kmsg.FindCoordinator.Int16(): {0, 4},
+	kmsg.JoinGroup.Int16():       {0, 9},
+	kmsg.SyncGroup.Int16():       {0, 5},
+	kmsg.Heartbeat.Int16():       {0, 4},
+	kmsg.LeaveGroup.Int16():      {0, 5},
+	kmsg.OffsetCommit.Int16():    {2, 8},
+	kmsg.OffsetFetch.Int16():     {1, 8},
+	kmsg.ListGroups.Int16():      {0, 4},
+	kmsg.DescribeGroups.Int16():  {0, 5},
+	kmsg.DeleteGroups.Int16():    {0, 2},
+	kmsg.Produce.Int16():         {0, 11},
+	kmsg.Fetch.Int16():           {4, 12},
+	kmsg.ListOffsets.Int16():     {1, 6},
+	kmsg.Metadata.Int16():        {0, 12},
+	kmsg.ApiVersions.Int16():     {0, 4},
+	kmsg.CreateTopics.Int16():    {2, 7},
+	kmsg.DeleteTopics.Int16():    {1, 5},
 }
 
 // apiVersions answers ApiVersions: every served API and its range, or
