@@ -142,8 +142,12 @@ func TestCheckersCatchInjectedBugs(t *testing.T) {
 		{"bug-follower-no-fsync", "power-loss-followers", "10s", false, []string{"log"}, nil},
 		{"", "power-loss-followers", "10s", false, nil, nil},
 		{"bug-skip-conditions", "lost-update", "6s", false, []string{"appends"}, nil},
-		{"bug-skip-apply-dedupe", "resend-new-leader", "12s", false, []string{"log"}, nil},
-		{"", "resend-new-leader", "12s", false, nil, nil},
+		// 20 s: three pauses. With the failure detector (failover in
+		// about half a second) the race fires less often per pause: 12 s
+		// (two pauses) let seed 1's mutant through once; 20 s caught it
+		// with 13 duplicates at seeds 1 and 4.
+		{"bug-skip-apply-dedupe", "resend-new-leader", "20s", false, []string{"log"}, nil},
+		{"", "resend-new-leader", "20s", false, nil, nil},
 		// Elections five times slower: the leader killed at 5 s leaves
 		// its partitions without an acknowledgement past the 3 s bound.
 		{"bug-slow-elections", "leader-kill-loop", "10s", true, []string{"liveness"}, nil},
