@@ -397,6 +397,11 @@ func Open(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if failpoint.Enabled(failpoint.BugSlowElections) {
+		// An injected bug: slow failover. The detector is how failover
+		// starts now; the election timeout is slowed in AddGroup.
+		cfg.FailureDetectTicks = -1
+	}
 	h := &Host{
 		cfg:    cfg,
 		db:     cfg.DB,

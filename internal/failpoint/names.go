@@ -122,8 +122,8 @@ const (
 	// acknowledged.
 	BugFollowerNoFsync = "bug-follower-no-fsync"
 	// BugSlowElections multiplies the raft election timeout by
-	// SlowElectionsFactor (raftlog): every failover takes that much
-	// longer.
+	// SlowElectionsFactor and turns the failure detector off (raftlog):
+	// every failover takes that much longer.
 	BugSlowElections = "bug-slow-elections"
 )
 
