@@ -100,6 +100,22 @@ func newCoordinator(s *Server) *coordinator {
 	return &coordinator{s: s, groups: map[string]*kgroup{}}
 }
 
+// memberAt finds member id of g (nil: no group) at generation gen, or
+// answers UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION. With c.mu held.
+func memberAt(g *kgroup, id string, gen int32) (*kmember, int16) {
+	var m *kmember
+	if g != nil {
+		m = g.member(id)
+	}
+	switch {
+	case m == nil:
+		return nil, kerr.UnknownMemberID.Code
+	case gen != g.generation:
+		return nil, kerr.IllegalGeneration.Code
+	}
+	return m, 0
+}
+
 func (g *kgroup) member(id string) *kmember {
 	for _, m := range g.members {
 		if m.id == id {
@@ -582,17 +598,11 @@ func (c *coordinator) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 	}
 	c.mu.Lock()
 	g := c.groups[req.Group]
-	var m *kmember
-	if g != nil {
-		m = g.member(req.MemberID)
-	}
+	m, code := memberAt(g, req.MemberID, req.Generation)
 	switch {
-	case m == nil:
+	case code != 0:
 		c.mu.Unlock()
-		return fail(kerr.UnknownMemberID.Code)
-	case req.Generation != g.generation:
-		c.mu.Unlock()
-		return fail(kerr.IllegalGeneration.Code)
+		return fail(code)
 	case req.ProtocolType != nil && *req.ProtocolType != consumerProtocol,
 		req.Protocol != nil && *req.Protocol != g.protocol:
 		c.mu.Unlock()
@@ -734,17 +744,9 @@ func (c *coordinator) heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespo
 	}
 	c.mu.Lock()
 	g := c.groups[req.Group]
-	var m *kmember
-	if g != nil {
-		m = g.member(req.MemberID)
-	}
-	switch {
-	case m == nil:
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-		c.mu.Unlock()
-		return resp
-	case req.Generation != g.generation:
-		resp.ErrorCode = kerr.IllegalGeneration.Code
+	m, code := memberAt(g, req.MemberID, req.Generation)
+	if code != 0 {
+		resp.ErrorCode = code
 		c.mu.Unlock()
 		return resp
 	}
@@ -842,15 +844,10 @@ func (c *coordinator) commitCheck(req *kmsg.OffsetCommitRequest) (base map[strin
 		}
 		return nil, rel, 0
 	}
-	var m *kmember
-	if g != nil {
-		m = g.member(req.MemberID)
-	}
+	m, code := memberAt(g, req.MemberID, req.Generation)
 	switch {
-	case m == nil:
-		return nil, nil, kerr.UnknownMemberID.Code
-	case req.Generation != g.generation:
-		return nil, nil, kerr.IllegalGeneration.Code
+	case code != 0:
+		return nil, nil, code
 	case g.state == stateCompleting:
 		return nil, nil, kerr.RebalanceInProgress.Code
 	}
