@@ -121,7 +121,10 @@ func TestServeStopsOnSIGTERMWhileAWriteWaitsForSpace(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // poll: the cluster elects
 	}
 	target := nodes[leader-1]
-	resp, err := http.PostForm(target.URL+"/debug/failpoints", neturl.Values{"enospc": {"on"}})
+	// Writes fail, but the disk reports free space: with "enospc" the
+	// free-space check could refuse the publish (and hand the leadership
+	// away) before it reached the WAL.
+	resp, err := http.PostForm(target.URL+"/debug/failpoints", neturl.Values{"enospc-writes": {"on"}})
 	if err != nil {
 		t.Fatal(err)
 	}

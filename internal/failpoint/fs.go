@@ -220,10 +220,16 @@ func (fs *FaultFS) Stat(name string) (vfs.FileInfo, error) {
 	return fs.statOverlay(h, fi), nil
 }
 
-// GetDiskUsage implements vfs.FS: with ENOSPC nothing is free.
+// filled is set when a write failed under ENOSPCWrites: from then on the
+// disk reports no free space while the failpoint is on, as a full disk
+// does once a write found it full.
+var filled atomic.Bool
+
+// GetDiskUsage implements vfs.FS: with ENOSPC (or ENOSPCWrites once a
+// write failed) nothing is free.
 func (fs *FaultFS) GetDiskUsage(path string) (vfs.DiskUsage, error) {
 	u, err := fs.FS.GetDiskUsage(path)
-	if err == nil && Enabled(ENOSPC) {
+	if err == nil && (Enabled(ENOSPC) || Enabled(ENOSPCWrites) && filled.Load()) {
 		u.UsedBytes += u.AvailBytes
 		u.AvailBytes = 0
 	}
@@ -409,7 +415,10 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *faultFile) write(p []byte, off int64) (int, error) {
-	if Enabled(ENOSPC) {
+	if Enabled(ENOSPC) || Enabled(ENOSPCWrites) {
+		if Enabled(ENOSPCWrites) {
+			filled.Store(true)
+		}
 		return 0, f.pathErr("write", syscall.ENOSPC)
 	}
 	if f.wal && len(p) > 1 && take(TornWrite) {

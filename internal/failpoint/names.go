@@ -40,6 +40,11 @@ const (
 	// with ResourceExhausted by the free-space check; a write that gets
 	// through anyway (a follower applying) fails and stops the node.
 	ENOSPC = "enospc"
+	// ENOSPCWrites is ENOSPC, except that the disk reports free space
+	// until a write has failed: the free-space check cannot refuse
+	// publishes first, so a write is sure to meet the full disk and wait
+	// (a test of that wait, which ENOSPC alone races against the check).
+	ENOSPCWrites = "enospc-writes"
 	// FsyncDelay delays every sync by its value, a Go duration (for
 	// example "200ms"; "on" means 200 ms), then syncs: a slow disk.
 	FsyncDelay = "fsync-delay"
@@ -175,7 +180,7 @@ func Names() []string {
 	return []string{
 		BitFlip, BugAcceptFencedCommit, BugAckBeforeFsync, BugDeliverTwice, BugFollowerNoFsync, BugSkipApplyDedupe, BugSkipConditions,
 		BugSkipDedupe, BugSkipReplayedRecord, BugSlowElections, BugSwapRecords,
-		ClockOffset, ENOSPC, FsyncDelay, FsyncEIO, PowerLoss, ResetFail, TierRecorded, TierRecording, TierTruncatedLocal,
+		ClockOffset, ENOSPC, ENOSPCWrites, FsyncDelay, FsyncEIO, PowerLoss, ResetFail, TierRecorded, TierRecording, TierTruncatedLocal,
 		TierTruncatingLocal, TierUploaded, TornWrite,
 	}
 }
