@@ -56,8 +56,7 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 	var (
 		mu       sync.Mutex
 		finished bool    // the first attempt has answered
-		started  bool    // the hedge has been sent
-		hc       *Client // where, once started
+		hc       *Client // where the hedge went, once sent
 	)
 	hedge := make(chan answer, 1)
 	t := time.AfterFunc(delay, func() {
@@ -66,8 +65,7 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 		if !finished {
 			other = c.nodes.other(cl.addr)
 		}
-		started = other != ""
-		if started {
+		if other != "" {
 			hc = c.at(other)
 		}
 		mu.Unlock()
@@ -84,10 +82,10 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 	v, err := try(actx, cl, k.bound, do)
 	mu.Lock()
 	finished = true
-	sent, other := started, hc
+	other := hc
 	mu.Unlock()
 	t.Stop()
-	if !sent || err == nil || ctx.Err() != nil {
+	if other == nil || err == nil || ctx.Err() != nil {
 		return v, cl, err
 	}
 	if actx.Err() == nil && final(err, cl, other) {

@@ -215,7 +215,6 @@ type conn struct {
 	mu      sync.Mutex
 	nextID  uint32
 	pending map[uint32]chan result
-	lastRun uint32 // a GoAway's id: calls above it were not run
 	// lastRead is when a frame last came (unix ns), for the health check.
 	lastRead atomic.Int64
 	goneErr  error // why the connection ended; nil while it serves
@@ -407,7 +406,7 @@ func (c *conn) goAway(last uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.goneErr == nil {
-		c.goneErr, c.lastRun = errNotRun, last
+		c.goneErr = errNotRun
 	}
 	for id, ch := range c.pending {
 		if id > last {
