@@ -10,7 +10,8 @@
 // write hand-off per frame on the server, for a request and an answer of
 // a hundred bytes each. An event store's load and conditional append, and
 // every small publish, pay it. The fast path carries the same calls at
-// less than half that cost (docs/benchmarks.md, "The fast path").
+// 1.8–2.3 times less (in process, on a busy 2-core machine;
+// docs/benchmarks.md, "The fast path").
 //
 // # The protocol
 //
