@@ -19,12 +19,12 @@ scenario "pause-leader" {
     every  = "12s"
   }
 
-  # The longest any partition waited for an acknowledgement in a fault was
-  # 2.03 s in the run of 2026-12-07 (--short, seed 1, a busy 2-core machine).
-  # TODO(issue 27): the failover target is 1 s; today a paused leader costs
-  # the 2 s client attempt timeout, then an election.
+  # The failover target: 1 s. The failure detector elects a new leader
+  # about 0.5 s into the pause, and the clients' hedges (0.5 s) take a
+  # publish waiting on the paused node elsewhere. docs/benchmarks.md,
+  # "Failover under a second", has every trial with each client.
   bounds {
-    failover_within    = "4s"
-    publish_p99_during = "2500ms"
+    failover_within    = "1s"
+    publish_p99_during = "1500ms"
   }
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -225,7 +226,8 @@ func connectMessage(err error) string {
 
 func (rw *resultWriter) write(r client.Result) error {
 	if rw.json {
-		m := map[string]any{"partition": r.Partition, "offset": r.Offset, "message_id": r.MessageID, "duplicate": r.Duplicate}
+		m := map[string]any{"partition": r.Partition, "offset": r.Offset, "message_id": r.MessageID, "duplicate": r.Duplicate,
+			"append_time": r.AppendTime.UTC().Format(time.RFC3339Nano)}
 		if r.HasKeyVersion {
 			m["key_version"] = r.KeyVersion
 		}

@@ -229,6 +229,8 @@ non-zero when a checker finds a violation.`,
 	f.BoolVar(&keep, "keep", false, "keep the temporary directory")
 	f.BoolVar(&keepData, "keep-data", false, "keep the nodes' data directories of passing runs too (a failed run's are always kept)")
 	f.StringVar(&o.Failpoints, "failpoints", "", "set these failpoints on every node from its start, as NAME=VALUE;NAME (a binary built with -tags failpoints; the injected bugs prove the checkers)")
+	f.StringVar(&o.Client, "client", "", "publish through a client with its own defaults, given every member: go (the Go client), ts (the TypeScript client in Node; needs --ts-client) or cli (a `rewind publish` run per record, sharing a node memory); default: one attempt per call, the publishers retrying (every attempt in the history)")
+	f.StringVar(&o.TSClient, "ts-client", "", "with --client ts: the TypeScript client's directory, built (sdk/ts after npm ci && npm run build)")
 	f.BoolVar(&o.SkipBounds, "skip-bounds", false, "do not check the scenario's liveness bounds (they depend on the machine's speed)")
 	f.DurationVar(&o.ConvergeWithin, "converge-within", 0, "how long the replicas may take to agree after the faults healed (default 1m)")
 	_ = f.MarkHidden("converge-within") // for the mutation tests: a broken build may never converge
@@ -252,7 +254,11 @@ func printRun(w io.Writer, h *history.History, verdicts []check.Verdict, st chec
 	if !passed {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "\nscenario %s (seed %d): %s in %s\n", h.Scenario, h.Seed, verdict, h.End.Sub(h.Start).Round(time.Millisecond))
+	through := ""
+	if h.Client != "" {
+		through = ", publishing through " + h.Client
+	}
+	fmt.Fprintf(w, "\nscenario %s (seed %d%s): %s in %s\n", h.Scenario, h.Seed, through, verdict, h.End.Sub(h.Start).Round(time.Millisecond))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECKER\tVERDICT\tVIOLATIONS\tNOTE")
 	for _, v := range verdicts {
@@ -271,7 +277,41 @@ func printRun(w io.Writer, h *history.History, verdicts []check.Verdict, st chec
 	fmt.Fprintf(w, "%d operations: %d publishes (%d acked, %d failed, %d unknown), %d reads, %d follows; lost %d, duplicated %d, reordered %d; %d faults, %s\n",
 		st.Operations, st.Publishes, st.Acked, st.Failed, st.Unknown, len(h.Reads), len(h.Follows), st.Lost, st.Duplicated, st.Reordered,
 		st.Faults, failoverText(st))
+	printFailovers(w, h, verdicts)
 	fmt.Fprintf(w, "report: %s (report.html, report.json, history.json, the nodes' logs)\n", dir)
+}
+
+// printFailovers prints a line per fault: its failover time on each
+// partition (the liveness checker's figures), the worst first. A fault
+// healed only after the workload ended is marked: it was measured up to
+// the workload's end.
+func printFailovers(w io.Writer, h *history.History, verdicts []check.Verdict) {
+	var stats map[string]float64
+	for _, v := range verdicts {
+		if v.Checker == "liveness" {
+			stats = v.Stats
+		}
+	}
+	for i, f := range h.Faults {
+		worst, ok := stats[fmt.Sprintf("fault%d.failover_s", i)]
+		if !ok {
+			continue
+		}
+		var parts []string
+		for _, t := range h.Topics[:min(1, len(h.Topics))] {
+			for p := range t.Partitions {
+				if d, ok := stats[fmt.Sprintf("fault%d.p%d.failover_s", i, p)]; ok {
+					parts = append(parts, fmt.Sprintf("p%d %.3f", p, d))
+				}
+			}
+		}
+		cut := ""
+		if !h.WorkloadEnd.IsZero() && !f.End.Before(h.WorkloadEnd) {
+			cut = ", outlasted the workload"
+		}
+		fmt.Fprintf(w, "fault %d %s %v at %.1fs for %.1fs%s: failover %.3f s (%s)\n", i, f.Kind, f.Targets,
+			f.Start.Sub(h.Start).Seconds(), f.End.Sub(f.Start).Seconds(), cut, worst, strings.Join(parts, ", "))
+	}
 }
 
 // failoverText says how long publishers waited during the faults.
@@ -323,6 +363,12 @@ func reproduce(s *spec.Scenario, o runner.Options) string {
 	}
 	if o.SkipBounds {
 		args = append(args, "--skip-bounds")
+	}
+	if o.Client != "" {
+		args = append(args, "--client", o.Client)
+		if o.TSClient != "" {
+			args = append(args, "--ts-client", o.TSClient)
+		}
 	}
 	if s.Failpoints {
 		args = append(args, "--binary", "rewind-failpoints")

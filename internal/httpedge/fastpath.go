@@ -137,6 +137,11 @@ func (f *Fastpath) upgrade(w http.ResponseWriter, r *http.Request) {
 	}
 	counters.fastpathStreams.Add(1)
 	defer func() {
+		// The response ends with this handler: nothing may write to it
+		// or set its deadlines afterwards (a Shutdown that listed the
+		// stream before it ended still calls goAway: net/http releases
+		// the response's writer, and a write then panics).
+		c.finish()
 		counters.fastpathStreams.Add(-1)
 		f.mu.Lock()
 		delete(f.conns, c)
@@ -165,12 +170,23 @@ type fconn struct {
 	idle   *time.Timer    // a GoAway after IdleTimeout without a call
 
 	wmu    sync.Mutex // one frame written at a time
-	broken bool       // a write failed
+	broken bool       // a write failed, or the handler returned: no more writes
 
 	mu      sync.Mutex
 	calls   map[uint32]context.CancelFunc // out, by id
 	lastID  uint32                        // the last request's id
 	closing bool                          // GoAway sent (or closed): no new call
+	done    bool                          // the handler returned: the response is gone
+}
+
+// finish marks the stream's response as gone, before its handler returns.
+func (c *fconn) finish() {
+	c.wmu.Lock()
+	c.broken = true
+	c.wmu.Unlock()
+	c.mu.Lock()
+	c.done, c.closing = true, true
+	c.mu.Unlock()
 }
 
 // serve reads frames until the stream ends, then waits for the calls out.
@@ -402,7 +418,7 @@ func (c *fconn) write(b []byte) {
 // once those have returned.
 func (c *fconn) goAway() {
 	c.mu.Lock()
-	if c.closing {
+	if c.closing { // done implies closing
 		c.mu.Unlock()
 		return
 	}
@@ -420,7 +436,9 @@ func (c *fconn) close() {
 	c.cancel()
 	c.mu.Lock()
 	c.closing = true
-	_ = c.rc.SetReadDeadline(time.Now())
+	if !c.done {
+		_ = c.rc.SetReadDeadline(time.Now())
+	}
 	c.mu.Unlock()
 }
 

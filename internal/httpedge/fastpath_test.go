@@ -403,3 +403,40 @@ func TestFastpathConcurrentCalls(t *testing.T) {
 		t.Fatalf("%d streams open, %d before: the calls did not share one", n, streams)
 	}
 }
+
+// TestFastpathShutdownAfterTheStreamEnded: a Shutdown lists the open
+// streams and then tells each to go away; a stream that ended in between
+// (its handler returned, and net/http released its response) must not be
+// written to. Found in a scenario run: a node panicked in goAway during
+// SIGTERM.
+func TestFastpathShutdownAfterTheStreamEnded(t *testing.T) {
+	url, fp := fastServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), BodyLimits{})
+	s := openRaw(t, url)
+	var c *fconn
+	for deadline := time.Now().Add(time.Minute); c == nil; {
+		fp.mu.Lock()
+		for k := range fp.conns {
+			c = k
+		}
+		fp.mu.Unlock()
+		if c == nil && time.Now().After(deadline) {
+			t.Fatal("the stream never registered")
+		}
+	}
+	s.nc.Close() // the client goes away: the handler returns
+	for deadline := time.Now().Add(time.Minute); ; {
+		fp.mu.Lock()
+		n := len(fp.conns)
+		fp.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stream's handler never returned")
+		}
+		time.Sleep(time.Millisecond) // poll
+	}
+	c.goAway() // as Shutdown would, with the stream listed before it ended
+	c.close()
+	c.write([]byte("late"))
+}

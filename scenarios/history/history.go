@@ -12,8 +12,12 @@ import "time"
 type History struct {
 	Scenario string
 	Seed     int64
-	Start    time.Time
-	End      time.Time
+	// Client is what the publishers published through: "" (one attempt
+	// per call, the publisher retrying), "go", "ts" or "cli"
+	// (runner.Options.Client).
+	Client string `json:",omitempty"`
+	Start  time.Time
+	End    time.Time
 	// WorkloadEnd is when the workload stopped (publishers, readers and
 	// groups), before the faults were healed and the replicas read back.
 	// Zero: unknown.
@@ -93,6 +97,9 @@ type Publish struct {
 	// Attempts is how many times it was sent (the same request each
 	// time); Failed means every attempt was refused with nothing stored.
 	Attempts int
+	// Failures are the first failed attempts' errors (at most 8), each
+	// after the time since Start: why a publish waited.
+	Failures []string `json:",omitempty"`
 	// Cond is set on a conditional append (the bank workload): what it
 	// expected of its key's history and what the server answered. Nil: a
 	// plain publish.

@@ -49,6 +49,13 @@ type Options struct {
 	// depend on the machine's speed (the test suite, on a busy machine,
 	// checks safety only).
 	SkipBounds bool
+	// Client is what the workload's publishers publish through: "" (one
+	// attempt per call, the publisher retrying), or ClientGo, ClientTS or
+	// ClientCLI with their own defaults, each given every member.
+	Client string
+	// TSClient is the directory of the TypeScript client (sdk/ts, built)
+	// for ClientTS.
+	TSClient string
 	// ConvergeWithin is how long the replicas may take to agree once the
 	// faults healed (0: a minute). A run with a broken build may never
 	// converge: the mutation tests shorten the wait.
@@ -59,6 +66,9 @@ type Options struct {
 // itself could not be carried out (the binary would not start, the
 // cluster never formed); what the checkers judge is in the history.
 func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, error) {
+	if err := checkClient(o); err != nil {
+		return nil, err
+	}
 	logf := func(format string, args ...any) {
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
@@ -100,7 +110,7 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 		return nil, err
 	}
 	defer c.close()
-	h := &history.History{Scenario: s.Name, Seed: o.Seed, Bounds: history.Bounds(s.Bounds)}
+	h := &history.History{Scenario: s.Name, Seed: o.Seed, Bounds: history.Bounds(s.Bounds), Client: o.Client}
 	if o.SkipBounds {
 		h.Bounds = history.Bounds{}
 	}
@@ -155,10 +165,18 @@ func Run(ctx context.Context, s *spec.Scenario, o Options) (*history.History, er
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x5eed))
 	var work sync.WaitGroup
 	spawn := func(f func()) { work.Add(1); go func() { defer work.Done(); f() }() }
-	for i := range s.Workload.Publishers {
-		pc := client.New(c.addrs(), client.WithPublishRetry(1, 0, 2*time.Second))
+	senders := make([]sender, s.Workload.Publishers)
+	for i := range senders {
+		pc, err := newSender(o.Client, c.addrs(), o)
+		if err != nil {
+			return nil, fmt.Errorf("publisher %d: %w", i, err)
+		}
+		defer pc.close() // after the workload: work.Wait below
+		senders[i] = pc
+	}
+	for i, pc := range senders {
 		spawn(func() {
-			publisher(wctx, pc, rec, topic.Name, topic.Partitions, i, s.Workload.Rate, s.Workload.ValueBytes, 15*time.Second)
+			publisher(wctx, pc, callTimeout(o.Client), rec, topic.Name, topic.Partitions, i, s.Workload.Rate, s.Workload.ValueBytes, 15*time.Second)
 		})
 	}
 	for i := range s.Workload.Replays {

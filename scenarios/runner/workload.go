@@ -123,12 +123,13 @@ func notStored(err error) bool {
 }
 
 // publisher sends one record at a time to partition id%partitions of
-// topic, each with a unique idempotency key, retrying an attempt that
-// failed (the same request) for up to retryFor; it records every record's
+// topic through c, each with a unique idempotency key, retrying a call
+// that failed (the same request; callFor bounds each) for up to retryFor;
+// it records every record's
 // outcome. The partition is named rather than left to the key's hash so
 // that publishers cover every partition (the liveness checker measures
 // each partition's failover).
-func publisher(ctx context.Context, c *client.Client, rec *recorder, topic string, partitions uint32, id int, rate float64, valueBytes int, retryFor time.Duration) {
+func publisher(ctx context.Context, c sender, callFor time.Duration, rec *recorder, topic string, partitions uint32, id int, rate float64, valueBytes int, retryFor time.Duration) {
 	key := fmt.Sprintf("pub-%d", id)
 	part := uint32(id) % max(partitions, 1)
 	next := time.Now()
@@ -155,16 +156,18 @@ func publisher(ctx context.Context, c *client.Client, rec *recorder, topic strin
 		backoff := 20 * time.Millisecond
 		for {
 			p.Attempts++
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-			res, err := c.Publish(actx, topic, msg)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callFor)
+			r, err := c.send(actx, topic, msg)
 			cancel()
 			if err == nil {
-				r := res[0]
 				p.Outcome, p.Partition, p.Offset, p.MessageID, p.Duplicate, p.Err = history.Acked, r.Partition, r.Offset, r.MessageID, r.Duplicate, ""
 				at = r.AppendTime
 				break
 			}
 			p.Err = err.Error()
+			if len(p.Failures) < 8 {
+				p.Failures = append(p.Failures, fmt.Sprintf("+%s %s", time.Since(p.Start).Round(time.Millisecond), p.Err))
+			}
 			if !notStored(err) {
 				stored = true
 			}
@@ -184,7 +187,7 @@ func publisher(ctx context.Context, c *client.Client, rec *recorder, topic strin
 			// A deliberate duplicate: the same record again, as a client
 			// that lost the answer would send it. It must come back as a
 			// duplicate of the first (the log checker holds it to that).
-			resend(ctx, c, rec, topic, p, msg)
+			resend(ctx, c, callFor, rec, topic, p, msg)
 		}
 	}
 }
@@ -194,17 +197,16 @@ const resendEvery = 10
 
 // resend publishes msg (acknowledged as first) once more and records the
 // answer as a publish of its own.
-func resend(ctx context.Context, c *client.Client, rec *recorder, topic string, first history.Publish, msg client.Message) {
+func resend(ctx context.Context, c sender, callFor time.Duration, rec *recorder, topic string, first history.Publish, msg client.Message) {
 	p := first
 	p.Start, p.Attempts, p.Err = time.Now(), 1, ""
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-	res, err := c.Publish(actx, topic, msg)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callFor)
+	r, err := c.send(actx, topic, msg)
 	cancel()
 	p.End = time.Now()
 	if err != nil {
 		return // not answered: it tells nothing
 	}
-	r := res[0]
 	p.Outcome, p.Partition, p.Offset, p.MessageID, p.Duplicate = history.Acked, r.Partition, r.Offset, r.MessageID, r.Duplicate
 	rec.publish(p, r.AppendTime)
 }

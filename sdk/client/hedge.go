@@ -33,8 +33,10 @@ func WithHedgeDelay(d time.Duration) Option {
 // has not answered within the policy's hedge delay, on another node too
 // (one not penalised, if the client knows one). It returns the first
 // answer that ends the call (final), else the last one, with the client
-// that gave it; the other attempt is cancelled. The node that was hedged
-// is penalised.
+// that gave it; the other attempt is cancelled. Any answer the hedge's
+// node gives ends the call (the first node was silent for the delay); a
+// hedge that could not reach its node leaves it to the first attempt. The
+// node that was hedged is penalised.
 //
 // The first attempt runs on the caller's goroutine and the hedge, when
 // there is one, on the timer's: the common call, answered before the
@@ -74,8 +76,14 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 		}
 		c.nodes.fail(cl.addr)
 		v, err := try(actx, hc, k.bound, do)
-		if final(err, hc, cl) {
-			cancel() // the answer: the first attempt has lost
+		if final(err, hc, cl) || !unreachable(err) {
+			// The answer: the first attempt has lost. A refusal without a
+			// useful hint ends the call too (its retry goes on elsewhere
+			// after the backoff): the first node has been silent for the
+			// hedge delay, and waiting for it cost a whole attempt (2 s)
+			// when the other member knew no leader yet. Only a hedge that
+			// could not reach its node leaves the call to the first.
+			cancel()
 		}
 		hedge <- answer{v, err, hc}
 	})

@@ -115,19 +115,32 @@ func (n *nodes) useUntried(tried map[string]bool) string {
 }
 
 // other returns a node to hedge a call to addr with: the first after it
-// in order that is not penalised, or "" when there is none.
+// in order that is not penalised, else the other one whose penalty ends
+// first, or "" when the client knows no other node. A penalty is a hint:
+// when the node asked is silent, a node that failed a few seconds ago
+// (refused a call while the cluster started, or during an election) is a
+// better bet than waiting out the attempt, and one that is still down
+// fails the hedge at once, which leaves the call to the first attempt.
 func (n *nodes) other(addr string) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.now()
 	start := max(0, slices.Index(n.mu.addrs, addr))
+	best, bestEnd := "", time.Time{}
 	for k := 1; k < len(n.mu.addrs); k++ {
 		a := n.mu.addrs[(start+k)%len(n.mu.addrs)]
-		if end, ok := n.mu.until[a]; a != addr && (!ok || !now.Before(end)) {
+		if a == addr {
+			continue
+		}
+		end, ok := n.mu.until[a]
+		if !ok || !now.Before(end) {
 			return a
 		}
+		if best == "" || end.Before(bestEnd) {
+			best, bestEnd = a, end
+		}
 	}
-	return ""
+	return best
 }
 
 // penalties returns a copy of the penalised nodes and when each penalty
@@ -167,6 +180,14 @@ func (n *nodes) fail(addr string) {
 	if n.mu.addrs[n.mu.cur] == addr {
 		n.mu.cur = (n.mu.cur + 1) % len(n.mu.addrs)
 	}
+}
+
+// penalised reports whether addr is penalised now.
+func (n *nodes) penalised(addr string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	end, ok := n.mu.until[addr]
+	return ok && n.now().Before(end)
 }
 
 // prefer makes addr, a leader some node named, the node in use (adding
@@ -228,8 +249,9 @@ func leaderHint(err error) (id uint64, addr string) {
 
 // moveOn handles a call to from that failed with err (badNode): it follows
 // the leader hint err carries, if the hint or the member list of from
-// names the leader's address (a hint naming from itself keeps the client
-// on from, unpenalised), else penalises from.
+// names the leader's address (a hint naming from itself, or a node
+// penalised now, keeps the client on from, unpenalised), else penalises
+// from.
 func (c *Client) moveOn(ctx context.Context, from *Client, err error) {
 	if id, addr := leaderHint(err); id != 0 {
 		if addr != "" {
@@ -240,6 +262,14 @@ func (c *Client) moveOn(ctx context.Context, from *Client, err error) {
 		if addr == from.addr {
 			// The node asked leads now (it was elected while it
 			// forwarded): resend there, without a penalty.
+			return
+		}
+		if addr != "" && c.nodes.penalised(addr) {
+			// This client could not reach the node named, or heard
+			// nothing from it, within its penalty: most likely dead or
+			// paused, named by a member whose raft has not noticed yet.
+			// The call stays on a node that answers, which forwards it to
+			// the next leader once it is elected.
 			return
 		}
 		if addr != "" {

@@ -1,8 +1,12 @@
 package client
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 )
 
 // TestNodePenalty: a node that failed is skipped until its penalty ends,
@@ -86,3 +90,49 @@ func TestPenaltiesCarryOver(t *testing.T) {
 
 // withClock sets the client's clock (penalties).
 func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// TestHintToAPenalisedNodeIsNotFollowed: a refusal naming as leader a node
+// this client could not reach a moment ago (a member whose raft has not
+// yet noticed that its leader died) keeps the client on the node that
+// answered, unpenalised; a hint naming a node in good standing moves it.
+func TestHintToAPenalisedNodeIsNotFollowed(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := New("a:1,b:2,c:3", withClock(func() time.Time { return now }))
+	hint := func(id, addr string) error {
+		e := connect.NewError(connect.CodeUnavailable, errors.New("forward failed"))
+		e.Meta().Set("Rewind-Leader", id)
+		e.Meta().Set("Rewind-Leader-Address", addr)
+		return e
+	}
+	c.nodes.fail("http://a:1") // a died: its dial was refused
+	b := c.at(c.nodes.use())
+	if b.addr != "http://b:2" {
+		t.Fatalf("using %s, want b:2", b.addr)
+	}
+	c.moveOn(context.Background(), b, hint("1", "a:1"))
+	if u := c.nodes.use(); u != "http://b:2" || c.nodes.penalised("http://b:2") || !c.nodes.penalised("http://a:1") {
+		t.Fatalf("after a hint to the penalised a: using %s, penalties %v; want b:2 in use, a alone penalised", u, c.Penalties())
+	}
+	c.moveOn(context.Background(), b, hint("3", "c:3"))
+	if u := c.nodes.use(); u != "http://c:3" {
+		t.Fatalf("after a hint to c: using %s, want c:3", u)
+	}
+}
+
+// TestHedgeGoesToAPenalisedNodeRatherThanNowhere: when every other node is
+// penalised (they refused calls while the cluster started), a hedge still
+// goes somewhere, to the one whose penalty ends first, instead of leaving
+// the call to wait out a silent node's attempt deadline.
+func TestHedgeGoesToAPenalisedNodeRatherThanNowhere(t *testing.T) {
+	now := time.Unix(1000, 0)
+	n := newNodes([]string{"a", "b", "c"}, 5*time.Second, func() time.Time { return now }, nil, "http://")
+	n.fail("c")
+	now = now.Add(time.Second)
+	n.fail("b")
+	if o := n.other("a"); o != "c" {
+		t.Fatalf("hedge of a goes to %q, want c (its penalty ends first)", o)
+	}
+	if o := newNodes([]string{"a"}, time.Second, time.Now, nil, "http://").other("a"); o != "" {
+		t.Fatalf("a lone node hedges to %q, want nowhere", o)
+	}
+}

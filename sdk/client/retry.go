@@ -23,8 +23,12 @@ const DefaultAttemptTimeout = 2 * time.Second
 // other. See WithRetryWindow.
 const DefaultRetryWindow = 5 * time.Second
 
-// maxBackoff caps the pause between retries.
-const maxBackoff = time.Second
+// maxBackoff caps the pause between retries: a quarter of a second, so a
+// call whose attempts are refused quickly during an election (about half
+// a second with the server's failure detector) goes out again within
+// 250 ms of the new leader, not up to a second later (Kafka clients retry
+// every 100 ms by default). A refusal costs the node little.
+const maxBackoff = 250 * time.Millisecond
 
 // retryPolicy retries calls whose outcome is unknown.
 type retryPolicy struct {
@@ -76,7 +80,7 @@ func WithPublishRetry(attempts int, backoff, attemptTimeout time.Duration) Optio
 // WithRetryWindow sets how long after its first attempt a call that may be
 // repeated is still retried once its attempts are used up (default
 // DefaultRetryWindow; 0: the attempts only). The pause between retries
-// doubles up to a second. Elections answer quickly with refusals that
+// doubles up to 250 ms. Elections answer quickly with refusals that
 // store nothing ("no leader known"), and four attempts 50, 100 and 200 ms
 // apart ran out before a new leader was elected on a busy machine: the
 // window makes the default outlast an election whatever the machine's

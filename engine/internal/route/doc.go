@@ -48,7 +48,12 @@
 //     the outcome unknown is never retried here (the client retries with
 //     its idempotency keys). Its error names whom a client should try
 //     (a *LeaderHintError): the election's winner, waited for up to
-//     Config.NewLeaderWait when raft moved, else the leader raft sees;
+//     Config.NewLeaderWait when raft moved or when the connection to the
+//     leader broke while raft still follows it (a dead leader, whom the
+//     failure detector replaces within about half a second), else the
+//     leader raft sees. A bind (an idempotency key's home partition)
+//     whose call failed mid-way counts as not stored: a bind sent again
+//     answers as the first, so it is retried like a refusal;
 //  4. the leader is unknown or unreachable: relay once through a member
 //     this node reaches (a replica first, never the leader nor the last
 //     leader), marked relayed. A relayed request is served, forwarded

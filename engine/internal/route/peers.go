@@ -314,7 +314,8 @@ func (p *Peers) StoredOffset(ctx context.Context, node uint64, addr string, topi
 
 // Bind binds idempotency keys in home partition home of topic topicID on
 // node, which must lead it (relay: a node that does not forwards them
-// once). An error that is ErrNotStored bound nothing.
+// once). An error that is ErrNotStored stored no record and may be sent
+// again (a bind is idempotent).
 func (p *Peers) Bind(ctx context.Context, node uint64, addr string, topicID uint64, home uint32, bs []partition.Binding, relay bool) ([]partition.Bound, error) {
 	if addr == "" {
 		return nil, fmt.Errorf("%w: %w: no address for node %d", ErrUnavailable, ErrNotStored, node)
@@ -333,7 +334,17 @@ func (p *Peers) Bind(ctx context.Context, node uint64, addr string, topicID uint
 			// Nothing reached the node: nothing was bound.
 			return nil, fmt.Errorf("%w: %w: bind on node %d: %w", ErrUnavailable, ErrNotStored, node, err)
 		}
-		return nil, readError(ctx, node, home, err)
+		err = readError(ctx, node, home, err)
+		if errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNotStored) {
+			// The node failed mid-call (it died, or the connection
+			// broke): it may have bound the keys, but a bind sent again
+			// answers as the first did (partition/bind.go), and no record
+			// was stored. So it counts as not stored: the router waits
+			// for the next leader and binds there, instead of failing the
+			// publish at once during an election.
+			err = fmt.Errorf("%w: %w", ErrNotStored, err)
+		}
+		return nil, err
 	}
 	if len(resp.GetBound()) != len(bs) {
 		return nil, fmt.Errorf("%w: node %d answered %d bindings for %d", ErrUnavailable, node, len(resp.GetBound()), len(bs))

@@ -361,7 +361,10 @@ func (r *Router) attempt(ctx context.Context, node uint64, changed <-chan struct
 //
 // A forward cut short because raft stopped seeing leader as the leader
 // mostly means an election is under way, and its winner is known a round
-// trip later: hintAfter waits for it up to NewLeaderWait, since hinting
+// trip later; a forward whose connection to the leader broke, raft still
+// following it, mostly means the leader died or stopped, and the failure
+// detector elects a successor soon. hintAfter waits for either up to
+// NewLeaderWait, since hinting
 // the old leader would send the client to a node that is likely dead or
 // paused, for a whole attempt (BenchmarkClusterGrayLatency measured 3.2 s
 // publishes before). No winner by then (this replica alone lost the
@@ -381,17 +384,21 @@ func (r *Router) hintAfter(ctx context.Context, local Leadership, leader uint64,
 	if local == nil {
 		return leader
 	}
-	if !errors.Is(err, errLeaderMoved) {
-		if now != 0 {
-			return now
-		}
-		return leader
+	// next is a leader worth naming: one raft knows, unless it is the
+	// leader just lost and the transport still cannot reach it.
+	next := func(now uint64) bool { return now != 0 && (now != leader || r.reachable(leader)) }
+	if !errors.Is(err, errLeaderMoved) && next(now) {
+		return now
 	}
+	// Raft moved (an election is under way), or the connection to the
+	// leader raft still follows broke (it died or stopped: the failure
+	// detector elects a successor within about half a second). Wait for
+	// the next leader.
 	wait := time.NewTimer(r.cfg.NewLeaderWait)
 	defer wait.Stop()
 	for {
 		now, changed := local.LeaderWatch()
-		if now != 0 {
+		if next(now) {
 			return now
 		}
 		select {

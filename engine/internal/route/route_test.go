@@ -536,6 +536,49 @@ func TestWriteStuckLeader(t *testing.T) {
 	})
 }
 
+// A leader that died mid-forward (its connection broke: the transport
+// counts it down) while raft here still follows it: the answer waits for
+// the next leader (up to NewLeaderWait) and names it, instead of naming
+// the dead one; no successor by then names the old leader after all.
+func TestWriteDeadLeaderHintsItsSuccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, bk := newRouter(3)
+		rep := newReplica(2)
+		died := func(context.Context, int, uint64, bool) error {
+			bk.mu.Lock()
+			bk.down[2] = true
+			bk.mu.Unlock()
+			return fmt.Errorf("%w: forward to node 2: connection reset by peer", ErrUnavailable)
+		}
+		p := &peers{answer: died}
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			rep.set(3) // the failure detector's election
+		}()
+		start := time.Now()
+		err := r.Write(t.Context(), part(rep), p.op(nil))
+		var lh *LeaderHintError
+		if !errors.As(err, &lh) || lh.Leader != 3 || errors.Is(err, ErrNotStored) {
+			t.Fatalf("%v: want an outcome-unknown hint to node 3", err)
+		}
+		if d := time.Since(start); d != 300*time.Millisecond {
+			t.Errorf("answered after %s, want at the successor's election (300ms)", d)
+		}
+
+		bk.mu.Lock()
+		bk.down[2] = false
+		bk.mu.Unlock()
+		start = time.Now()
+		err = r.Write(t.Context(), part(newReplica(2)), p.op(nil))
+		if !errors.As(err, &lh) || lh.Leader != 2 {
+			t.Fatalf("%v: want a hint to node 2", err)
+		}
+		if d := time.Since(start); d != newLeaderWait {
+			t.Errorf("answered after %s, want NewLeaderWait %s", d, newLeaderWait)
+		}
+	})
+}
+
 // A node alone never hops: a partition it does not lead (an election on a
 // single replica) waits for itself.
 func TestWriteAlone(t *testing.T) {

@@ -367,6 +367,11 @@ export class Client {
     return this.conn(this.#nodes[best]);
   }
 
+  /** @internal whether url is penalised now. */
+  penalised(url: string): boolean {
+    return (this.#penalty.get(url) ?? 0) > Date.now();
+  }
+
   /** @internal penalise url: calls skip it for the penalty. */
   fail(url: string): void {
     if (!this.#nodes.includes(url)) return;
@@ -419,15 +424,27 @@ export class Client {
         tried.add(cl.url);
         const leader = err.leaderAddress;
         avoid = !leader;
-        if (leader) to = this.conn(normalize(leader));
-        this.fail(cl.url);
+        if (leader && this.penalised(normalize(leader))) {
+          // This client could not reach the node named, or heard nothing
+          // from it, within its penalty: most likely dead or paused, named
+          // by a member whose raft has not noticed yet. The call stays on
+          // the node that answered, which forwards it to the next leader
+          // once it is elected.
+          to = cl;
+        } else {
+          if (leader) to = this.conn(normalize(leader));
+          this.fail(cl.url);
+        }
       }
       const again = notDone(err) || (kind.again && (bad || retryable(err)));
       if (!again && bad && !kind.again) throw toRewindError(err, true);
       if (!again || !(attempt < this.options.attempts || Date.now() - start < this.options.retryWindowMs)) throw err;
       await sleep(wait, signal);
       if (signal?.aborted) throw aborted(signal);
-      wait = Math.min(2 * wait, 1000);
+      // Capped at 250 ms: a call refused quickly during an election
+      // (about half a second with the server's failure detector) goes out
+      // again within 250 ms of the new leader. As the Go client.
+      wait = Math.min(2 * wait, 250);
     }
   }
 
