@@ -74,6 +74,7 @@ import {
   notDone,
   retryable,
   toRewindError,
+  unreachable,
 } from "./errors.js";
 import { resetTargetProto, startProto, toPosition, type PositionLike } from "./position.js";
 import { Subscription, type SubscribeOptions } from "./subscription.js";
@@ -503,7 +504,13 @@ export class Client {
         // is the node the other attempt waits on.
         const pending = a.i === 0 ? other.url : cl.url;
         const hint = err.leaderAddress;
-        if (badNode(err) && (!hint || normalize(hint) === pending)) return await (a.i === 0 ? second : first);
+        // Any answer of the hedge's node ends the attempt too (its retry
+        // goes on elsewhere after the backoff): the first node has been
+        // silent for the hedge delay, and waiting for it cost a whole
+        // attempt when the other member knew no leader yet. Only a hedge
+        // that could not reach its node leaves the call to the first.
+        const hedgeAnswered = a.i === 1 && !unreachable(err);
+        if (badNode(err) && (!hint || normalize(hint) === pending) && !hedgeAnswered) return await (a.i === 0 ? second : first);
       }
       return a.o;
     } finally {

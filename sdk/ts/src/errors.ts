@@ -262,6 +262,14 @@ export function broken(err: ConnectError): boolean {
   );
 }
 
+/** unreachable reports whether err's node could not be reached or its connection broke (a system error such as ECONNREFUSED in its causes), rather than an answer from the node. */
+export function unreachable(err: unknown): boolean {
+  return causes(err).some((e) => {
+    const code = (e as { code?: unknown } | undefined)?.code;
+    return typeof code === "string" && NETWORK.test(code);
+  });
+}
+
 /**
  * badNode reports whether err says the node is the problem, not the
  * request: it could not be reached, broke the connection, did not answer

@@ -34,3 +34,26 @@ test("a hint naming a node the client just failed to reach is not followed", asy
   assert.equal(r.offset, 7n);
   assert.deepEqual(calls, ["http://a", "http://b", "http://b"]);
 });
+
+test("a hedge that a member refuses ends the attempt instead of waiting for the silent node", { timeout: 30_000 }, async () => {
+  const calls: string[] = [];
+  const node = (url: string) =>
+    createRouterTransport(({ service }) => {
+      service(PublishService, {
+        publish(_req, ctx) {
+          calls.push(url);
+          if (url === "http://a") {
+            // Paused: it answers nothing until the client gives up on it.
+            return new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(new ConnectError("aborted", Code.Canceled))));
+          }
+          if (url === "http://b") throw new ConnectError("no leader known for partition 0", Code.Unavailable); // an election
+          return create(PublishResponseSchema, { results: [create(PublishResultSchema, { partition: 0, offset: 9n, messageId: "m" })] });
+        },
+      });
+    });
+  // An attempt deadline far beyond the test's timeout: waiting for a would fail it.
+  const client = createClient({ nodes: ["http://a", "http://b", "http://c"], transport: node, hedgeDelayMs: 50, attemptTimeoutMs: 600_000 });
+  const [r] = await client.publish("t", { value: "x", idempotencyKey: "k" });
+  assert.equal(r.offset, 9n);
+  assert.deepEqual(calls, ["http://a", "http://b", "http://c"]);
+});
