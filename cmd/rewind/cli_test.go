@@ -595,6 +595,7 @@ func TestCLI(t *testing.T) {
 			MessageID  string  `json:"message_id"`
 			Duplicate  *bool   `json:"duplicate"`
 			KeyVersion *uint64 `json:"key_version"`
+			AppendTime string  `json:"append_time"`
 		}
 		out := srv.ok(t, nil, "publish", "orders", "k2-note", "--key", "k2", "--format", "json")
 		dec := json.NewDecoder(strings.NewReader(out))
@@ -604,6 +605,9 @@ func TestCLI(t *testing.T) {
 		}
 		if jr.Partition == nil || *jr.Partition != keyPartition["k2"] || jr.Offset == nil || jr.Duplicate == nil || *jr.Duplicate || jr.MessageID == "" || jr.KeyVersion == nil {
 			t.Fatalf("publish --format json printed %s; want partition %d, an offset, duplicate false, a message_id", out, keyPartition["k2"])
+		}
+		if at, err := time.Parse(time.RFC3339Nano, jr.AppendTime); err != nil || time.Since(at) > time.Hour || at.After(time.Now().Add(time.Minute)) {
+			t.Fatalf("publish --format json printed append_time %q (%v); want the record's append time", jr.AppendTime, err)
 		}
 		pubs = append(pubs, published{partition: *jr.Partition, offset: *jr.Offset, id: jr.MessageID, key: "k2", value: []byte("k2-note")})
 
