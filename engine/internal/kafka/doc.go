@@ -8,8 +8,8 @@
 //
 // # What is served
 //
-// ApiVersions, Metadata, Produce, Fetch, ListOffsets, CreateTopics,
-// DeleteTopics and the classic consumer group APIs (FindCoordinator,
+// ApiVersions, Metadata, Produce, Fetch, ListOffsets,
+// OffsetForLeaderEpoch, CreateTopics, DeleteTopics and the classic consumer group APIs (FindCoordinator,
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 // ListGroups, DescribeGroups, DeleteGroups), at the versions versions.go
 // lists with the reason for each range. Nothing else is advertised: a
@@ -48,6 +48,9 @@
 //     every batch so (attribute bit 3, MaxTimestamp, CRC recomputed) and
 //     Produce returns it; ListOffsets by time is Rewind's exact time
 //     index.
+//   - Every partition has one leader epoch, 0 (epochs.go): Metadata,
+//     ListOffsets and fetched batches carry it, and OffsetForLeaderEpoch
+//     answers that it ends at the log end offset.
 //   - Fetch reads each partition with a stream (broker.Subscribe) from
 //     the fetch offset: history, then the live tail, so a long poll waits
 //     on the tail's notifications and never polls the store.

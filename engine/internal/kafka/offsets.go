@@ -37,7 +37,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResp
 		for i, p := range t.Partitions {
 			rp := &rt.Partitions[i]
 			*rp = kmsg.NewListOffsetsResponseTopicPartition()
-			rp.Partition, rp.LeaderEpoch = p.Partition, -1
+			rp.Partition, rp.LeaderEpoch = p.Partition, leaderEpoch
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
