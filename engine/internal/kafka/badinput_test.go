@@ -172,6 +172,7 @@ func TestApiVersions(t *testing.T) {
 		kmsg.Heartbeat.Int16(): {0, 4}, kmsg.LeaveGroup.Int16(): {0, 5}, kmsg.OffsetCommit.Int16(): {2, 8},
 		kmsg.OffsetFetch.Int16(): {1, 8}, kmsg.ListGroups.Int16(): {0, 4}, kmsg.DescribeGroups.Int16(): {0, 5},
 		kmsg.DeleteGroups.Int16(): {0, 2}, kmsg.OffsetForLeaderEpoch.Int16(): {0, 4},
+		kmsg.DescribeConfigs.Int16(): {0, 4},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("advertised %v, want %v", got, want)

@@ -9,7 +9,8 @@
 // # What is served
 //
 // ApiVersions, Metadata, Produce, Fetch, ListOffsets,
-// OffsetForLeaderEpoch, CreateTopics, DeleteTopics and the classic consumer group APIs (FindCoordinator,
+// OffsetForLeaderEpoch, CreateTopics, DeleteTopics, DescribeConfigs
+// (read-only, configs.go) and the classic consumer group APIs (FindCoordinator,
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 // ListGroups, DescribeGroups, DeleteGroups), at the versions versions.go
 // lists with the reason for each range. Nothing else is advertised: a

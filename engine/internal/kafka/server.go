@@ -329,6 +329,8 @@ func (s *Server) handle(req *request) (_ kmsg.Response, release func(), _ error)
 		resp = s.listOffsets(m)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		resp = s.offsetForLeaderEpoch(m)
+	case *kmsg.DescribeConfigsRequest:
+		resp = s.describeConfigs(m)
 	case *kmsg.CreateTopicsRequest:
 		resp = s.createTopics(m)
 	case *kmsg.DeleteTopicsRequest:

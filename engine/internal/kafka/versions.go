@@ -35,6 +35,8 @@ type versionRange struct{ min, max int16 }
 //     type, KIP-848); DescribeGroups 0–5; DeleteGroups 0–2.
 //   - OffsetForLeaderEpoch 0–4 (epochs.go): every version, all answered
 //     from the one epoch, 0, of every partition.
+//   - DescribeConfigs 0–4 (configs.go): topics and this broker, every
+//     entry read-only (AlterConfigs is not served).
 var served = map[int16]versionRange{
 	kmsg.FindCoordinator.Int16(): {0, 4},
 	kmsg.JoinGroup.Int16():       {0, 9},
@@ -55,6 +57,7 @@ var served = map[int16]versionRange{
 	kmsg.DeleteTopics.Int16():    {1, 5},
 
 	kmsg.OffsetForLeaderEpoch.Int16(): {0, 4},
+	kmsg.DescribeConfigs.Int16():      {0, 4},
 }
 
 // apiVersions answers ApiVersions: every served API and its range, or
