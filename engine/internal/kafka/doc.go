@@ -10,7 +10,7 @@
 //
 // ApiVersions, Metadata, Produce, Fetch, ListOffsets,
 // OffsetForLeaderEpoch, CreateTopics, DeleteTopics, DescribeConfigs
-// (read-only, configs.go) and the classic consumer group APIs (FindCoordinator,
+// (read-only, configs.go), DescribeCluster (cluster.go) and the classic consumer group APIs (FindCoordinator,
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 // ListGroups, DescribeGroups, DeleteGroups), at the versions versions.go
 // lists with the reason for each range. Nothing else is advertised: a

@@ -331,6 +331,8 @@ func (s *Server) handle(req *request) (_ kmsg.Response, release func(), _ error)
 		resp = s.offsetForLeaderEpoch(m)
 	case *kmsg.DescribeConfigsRequest:
 		resp = s.describeConfigs(m)
+	case *kmsg.DescribeClusterRequest:
+		resp = s.describeCluster(m)
 	case *kmsg.CreateTopicsRequest:
 		resp = s.createTopics(m)
 	case *kmsg.DeleteTopicsRequest:

@@ -37,6 +37,8 @@ type versionRange struct{ min, max int16 }
 //     from the one epoch, 0, of every partition.
 //   - DescribeConfigs 0–4 (configs.go): topics and this broker, every
 //     entry read-only (AlterConfigs is not served).
+//   - DescribeCluster 0–2 (cluster.go): v1's endpoint types and v2's
+//     fenced brokers (there are none) included.
 var served = map[int16]versionRange{
 	kmsg.FindCoordinator.Int16(): {0, 4},
 	kmsg.JoinGroup.Int16():       {0, 9},
@@ -58,6 +60,7 @@ var served = map[int16]versionRange{
 
 	kmsg.OffsetForLeaderEpoch.Int16(): {0, 4},
 	kmsg.DescribeConfigs.Int16():      {0, 4},
+	kmsg.DescribeCluster.Int16():      {0, 2},
 }
 
 // apiVersions answers ApiVersions: every served API and its range, or
