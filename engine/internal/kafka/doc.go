@@ -9,9 +9,10 @@
 // # What is served
 //
 // ApiVersions, Metadata, Produce, Fetch, ListOffsets,
-// OffsetForLeaderEpoch, CreateTopics, DeleteTopics, DescribeConfigs
-// (read-only, configs.go), DescribeCluster (cluster.go) and the classic consumer group APIs (FindCoordinator,
-// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+// OffsetForLeaderEpoch (epochs.go), CreateTopics, DeleteTopics,
+// DescribeConfigs (read-only, configs.go), DescribeCluster (cluster.go)
+// and the classic consumer group APIs (FindCoordinator, JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 // ListGroups, DescribeGroups, DeleteGroups), at the versions versions.go
 // lists with the reason for each range. Nothing else is advertised: a
 // client that needs idempotence (InitProducerId), KIP-848's consumer
