@@ -43,7 +43,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResp
 				defer wg.Done()
 				off, ts, err := s.locate(ctx, t.Topic, p.Partition, p.Timestamp)
 				if err != nil {
-					rp.ErrorCode, rp.Offset, rp.Timestamp = codeOf(err), -1, -1
+					rp.ErrorCode, rp.Offset, rp.Timestamp, rp.LeaderEpoch = codeOf(err), -1, -1, -1
 					return
 				}
 				rp.Offset, rp.Timestamp = off, ts
