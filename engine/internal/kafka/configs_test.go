@@ -15,8 +15,7 @@ import (
 	"github.com/rewind-io/rewind/sdk/client"
 )
 
-// configValues is a resource's configs as name → value and source, and
-// whether each is read-only (from the raw response).
+// configValues is a resource's configs as name → "value SOURCE".
 func configValues(rc kadm.ResourceConfig) map[string]string {
 	out := map[string]string{}
 	for _, c := range rc.Configs {
