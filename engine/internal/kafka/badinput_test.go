@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,7 +173,8 @@ func TestApiVersions(t *testing.T) {
 		kmsg.FindCoordinator.Int16(): {0, 4}, kmsg.JoinGroup.Int16(): {0, 9}, kmsg.SyncGroup.Int16(): {0, 5},
 		kmsg.Heartbeat.Int16(): {0, 4}, kmsg.LeaveGroup.Int16(): {0, 5}, kmsg.OffsetCommit.Int16(): {2, 8},
 		kmsg.OffsetFetch.Int16(): {1, 8}, kmsg.ListGroups.Int16(): {0, 4}, kmsg.DescribeGroups.Int16(): {0, 5},
-		kmsg.DeleteGroups.Int16(): {0, 2},
+		kmsg.DeleteGroups.Int16(): {0, 2}, kmsg.OffsetForLeaderEpoch.Int16(): {0, 4},
+		kmsg.DescribeConfigs.Int16(): {0, 4}, kmsg.DescribeCluster.Int16(): {0, 2},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("advertised %v, want %v", got, want)
@@ -261,4 +264,98 @@ func deref(s *string) string {
 // resign recomputes a raw batch's CRC32C after an edit.
 func resign(b []byte) {
 	binary.BigEndian.PutUint32(b[17:], crcOf(b[21:]))
+}
+
+// TestBadAdminRequests sends OffsetForLeaderEpoch, DescribeConfigs and
+// DescribeCluster frames whose bodies are cut short or garbage (each
+// closes the connection) and decodable requests with hostile values
+// (each answered with a per-resource error), at every served version;
+// the server goes on serving.
+func TestBadAdminRequests(t *testing.T) {
+	n := startKafkaNode(t, engineKafka())
+	for _, key := range []kmsg.Key{kmsg.OffsetForLeaderEpoch, kmsg.DescribeConfigs, kmsg.DescribeCluster} {
+		for v := int16(0); v <= kmsg.RequestForKey(key.Int16()).MaxVersion(); v++ {
+			req := kmsg.RequestForKey(key.Int16())
+			req.SetVersion(v)
+			switch r := req.(type) {
+			case *kmsg.OffsetForLeaderEpochRequest:
+				rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+				rt.Topic = "t"
+				rt.Partitions = append(rt.Partitions, kmsg.NewOffsetForLeaderEpochRequestTopicPartition())
+				r.Topics = append(r.Topics, rt)
+			case *kmsg.DescribeConfigsRequest:
+				rr := kmsg.NewDescribeConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, "t", []string{"retention.ms"}
+				r.Resources = append(r.Resources, rr)
+			}
+			good := frameRequest(req)
+			// A complete frame whose body ends early: the size prefix
+			// says what was sent.
+			cut := bytes.Clone(good[:len(good)-2])
+			binary.BigEndian.PutUint32(cut, uint32(len(cut)-4))
+			header := 18 // size, key, version, correlation id, "test"
+			if req.IsFlexible() {
+				header++ // the header's empty tags
+			}
+			garbage := bytes.Clone(good[:header])
+			garbage = append(garbage, bytes.Repeat([]byte{0x7f}, 24)...) // lengths past the frame
+			binary.BigEndian.PutUint32(garbage, uint32(len(garbage)-4))
+			for name, frame := range map[string][]byte{"truncated": cut, "garbage": garbage} {
+				t.Run(fmt.Sprintf("%s v%d %s", kmsg.NameForKey(key.Int16()), v, name), func(t *testing.T) {
+					c := dialRaw(t, n.Kafka)
+					if _, err := c.Write(frame); err != nil {
+						t.Fatal(err)
+					}
+					c.closedByServer()
+				})
+			}
+		}
+	}
+
+	c := dialRaw(t, n.Kafka)
+	// Hostile but decodable: resources and partitions that cannot exist.
+	oe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oe.Version = 4
+	for _, topic := range []string{"", strings.Repeat("x", 5000), "../.."} {
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = topic
+		for _, p := range []int32{-1, 0, 1 << 30} {
+			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			rp.Partition, rp.LeaderEpoch, rp.CurrentLeaderEpoch = p, -7, -9
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		oe.Topics = append(oe.Topics, rt)
+	}
+	oeResp := kmsg.NewPtrOffsetForLeaderEpochResponse()
+	oeResp.Version = 4
+	if err := oeResp.ReadFrom(c.roundTrip(frameRequest(oe), true)); err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range oeResp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode == 0 {
+				t.Errorf("OffsetForLeaderEpoch %.20q/%d: no error", rt.Topic, rp.Partition)
+			}
+		}
+	}
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.Version = 4
+	for _, typ := range []kmsg.ConfigResourceType{0, kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker, 127} {
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = typ, strings.Repeat("\x00", 300)
+		dc.Resources = append(dc.Resources, rr)
+	}
+	dcResp := kmsg.NewPtrDescribeConfigsResponse()
+	dcResp.Version = 4
+	if err := dcResp.ReadFrom(c.roundTrip(frameRequest(dc), true)); err != nil {
+		t.Fatal(err)
+	}
+	if len(dcResp.Resources) != len(dc.Resources) {
+		t.Fatalf("DescribeConfigs answered %d of %d resources", len(dcResp.Resources), len(dc.Resources))
+	}
+	for _, rr := range dcResp.Resources {
+		if rr.ErrorCode == 0 || len(rr.Configs) != 0 {
+			t.Errorf("DescribeConfigs type %d: error %d, %d configs; want an error and none", rr.ResourceType, rr.ErrorCode, len(rr.Configs))
+		}
+	}
 }

@@ -8,9 +8,11 @@
 //
 // # What is served
 //
-// ApiVersions, Metadata, Produce, Fetch, ListOffsets, CreateTopics,
-// DeleteTopics and the classic consumer group APIs (FindCoordinator,
-// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+// ApiVersions, Metadata, Produce, Fetch, ListOffsets,
+// OffsetForLeaderEpoch (epochs.go), CreateTopics, DeleteTopics,
+// DescribeConfigs (read-only, configs.go), DescribeCluster (cluster.go)
+// and the classic consumer group APIs (FindCoordinator, JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 // ListGroups, DescribeGroups, DeleteGroups), at the versions versions.go
 // lists with the reason for each range. Nothing else is advertised: a
 // client that needs idempotence (InitProducerId), KIP-848's consumer
@@ -48,6 +50,9 @@
 //     every batch so (attribute bit 3, MaxTimestamp, CRC recomputed) and
 //     Produce returns it; ListOffsets by time is Rewind's exact time
 //     index.
+//   - Every partition has one leader epoch, 0 (epochs.go): Metadata,
+//     ListOffsets and fetched batches carry it, and OffsetForLeaderEpoch
+//     answers that it ends at the log end offset.
 //   - Fetch reads each partition with a stream (broker.Subscribe) from
 //     the fetch offset: history, then the live tail, so a long poll waits
 //     on the tail's notifications and never polls the store.

@@ -128,7 +128,7 @@ func (w *batchWriter) close() {
 	rb := kmsg.RecordBatch{
 		FirstOffset:          int64(w.base),
 		Length:               int32(len(w.out) - w.start - batchLengthFrom),
-		PartitionLeaderEpoch: -1,
+		PartitionLeaderEpoch: leaderEpoch,
 		Magic:                2,
 		Attributes:           attrLogAppendTime,
 		LastOffsetDelta:      int32(w.last - w.base),

@@ -48,7 +48,7 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 		for p := range t.Partitions {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = int32(p)
-			mp.Leader, mp.LeaderEpoch = s.node, -1
+			mp.Leader, mp.LeaderEpoch = s.node, leaderEpoch
 			mp.Replicas, mp.ISR = []int32{s.node}, []int32{s.node}
 			mt.Partitions = append(mt.Partitions, mp)
 		}

@@ -37,13 +37,13 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResp
 		for i, p := range t.Partitions {
 			rp := &rt.Partitions[i]
 			*rp = kmsg.NewListOffsetsResponseTopicPartition()
-			rp.Partition, rp.LeaderEpoch = p.Partition, -1
+			rp.Partition, rp.LeaderEpoch = p.Partition, leaderEpoch
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				off, ts, err := s.locate(ctx, t.Topic, p.Partition, p.Timestamp)
 				if err != nil {
-					rp.ErrorCode, rp.Offset, rp.Timestamp = codeOf(err), -1, -1
+					rp.ErrorCode, rp.Offset, rp.Timestamp, rp.LeaderEpoch = codeOf(err), -1, -1, -1
 					return
 				}
 				rp.Offset, rp.Timestamp = off, ts

@@ -327,6 +327,12 @@ func (s *Server) handle(req *request) (_ kmsg.Response, release func(), _ error)
 		resp, release = s.fetch(m)
 	case *kmsg.ListOffsetsRequest:
 		resp = s.listOffsets(m)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		resp = s.offsetForLeaderEpoch(m)
+	case *kmsg.DescribeConfigsRequest:
+		resp = s.describeConfigs(m)
+	case *kmsg.DescribeClusterRequest:
+		resp = s.describeCluster(m)
 	case *kmsg.CreateTopicsRequest:
 		resp = s.createTopics(m)
 	case *kmsg.DeleteTopicsRequest:

@@ -33,6 +33,12 @@ type versionRange struct{ min, max int16 }
 //     OffsetFetch 1–8 (v2 and v1 are Kafka 4.0's minimums; v9 is KIP-848's
 //     member epochs, not served); ListGroups 0–4 (v5 filters by group
 //     type, KIP-848); DescribeGroups 0–5; DeleteGroups 0–2.
+//   - OffsetForLeaderEpoch 0–4 (epochs.go): every version, all answered
+//     from the one epoch, 0, of every partition.
+//   - DescribeConfigs 0–4 (configs.go): topics and this broker, every
+//     entry read-only (AlterConfigs is not served).
+//   - DescribeCluster 0–2 (cluster.go): v1's endpoint types and v2's
+//     fenced brokers (there are none) included.
 var served = map[int16]versionRange{
 	kmsg.FindCoordinator.Int16(): {0, 4},
 	kmsg.JoinGroup.Int16():       {0, 9},
@@ -51,6 +57,10 @@ var served = map[int16]versionRange{
 	kmsg.ApiVersions.Int16():     {0, 4},
 	kmsg.CreateTopics.Int16():    {2, 7},
 	kmsg.DeleteTopics.Int16():    {1, 5},
+
+	kmsg.OffsetForLeaderEpoch.Int16(): {0, 4},
+	kmsg.DescribeConfigs.Int16():      {0, 4},
+	kmsg.DescribeCluster.Int16():      {0, 2},
 }
 
 // apiVersions answers ApiVersions: every served API and its range, or
