@@ -177,12 +177,14 @@ func TestCheckersCatchInjectedBugs(t *testing.T) {
 		{"bug-follower-no-fsync", "power-loss-followers", "10s", false, []string{"log"}, nil},
 		{"", "power-loss-followers", "10s", false, nil, nil},
 		{"bug-skip-conditions", "lost-update", "6s", false, []string{"appends"}, nil},
-		// 20 s: three pauses. With the failure detector (failover in
+		// 30 s: four pauses. With the failure detector (failover in
 		// about half a second) the race fires less often per pause: 12 s
 		// (two pauses) let seed 1's mutant through once; 20 s caught it
-		// with 13 duplicates at seeds 1 and 4.
-		{"bug-skip-apply-dedupe", "resend-new-leader", "20s", false, []string{"log"}, nil},
-		{"", "resend-new-leader", "20s", false, nil, nil},
+		// with 5 to 16 duplicates on a quiet machine, but let it through
+		// once in CI after the clients' hedges began to end attempts a
+		// member refuses (session 37).
+		{"bug-skip-apply-dedupe", "resend-new-leader", "30s", false, []string{"log"}, nil},
+		{"", "resend-new-leader", "30s", false, nil, nil},
 		// Elections five times slower: the leader killed at 5 s leaves
 		// its partitions without an acknowledgement past the 1 s bound.
 		{"bug-slow-elections", "leader-kill-loop", "10s", true, []string{"liveness"}, nil},
