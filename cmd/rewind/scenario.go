@@ -281,8 +281,8 @@ func printRun(w io.Writer, h *history.History, verdicts []check.Verdict, st chec
 	fmt.Fprintf(w, "report: %s (report.html, report.json, history.json, the nodes' logs)\n", dir)
 }
 
-// printFailovers prints a line per fault: its failover time on each
-// partition (the liveness checker's figures), the worst first. A fault
+// printFailovers prints a line per fault: its worst failover time, then
+// each partition's (the liveness checker's figures). A fault
 // healed only after the workload ended is marked: it was measured up to
 // the workload's end.
 func printFailovers(w io.Writer, h *history.History, verdicts []check.Verdict) {

@@ -62,7 +62,11 @@ func newSender(kind, addrs string, o Options) (sender, error) {
 	case ClientTS:
 		return startTSSender(o.TSClient, addrs, o.Dir)
 	}
-	return nil, fmt.Errorf("unknown client %q (want %s, %s or %s)", kind, ClientGo, ClientTS, ClientCLI)
+	return nil, unknownClient(kind)
+}
+
+func unknownClient(kind string) error {
+	return fmt.Errorf("unknown client %q (want %s, %s or %s)", kind, ClientGo, ClientTS, ClientCLI)
 }
 
 // checkClient refuses an unknown client, or the TypeScript client
@@ -83,7 +87,7 @@ func checkClient(o Options) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown client %q (want %s, %s or %s)", o.Client, ClientGo, ClientTS, ClientCLI)
+	return unknownClient(o.Client)
 }
 
 // callTimeout bounds one send of kind: the single attempt of the default
@@ -242,10 +246,14 @@ func (s *tsSender) send(ctx context.Context, topic string, m client.Message) (cl
 	ch := make(chan tsAnswer, 1)
 	s.mu.Lock()
 	s.next++
-	q["id"] = s.next
-	s.waiting[s.next] = ch
+	id := s.next
+	q["id"] = id
+	s.waiting[id] = ch
 	b, _ := json.Marshal(q)
 	_, err := s.stdin.Write(append(b, '\n'))
+	if err != nil {
+		delete(s.waiting, id)
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return client.Result{}, fmt.Errorf("the TypeScript publisher: %w (%s)", err, s.stderr.String())
@@ -263,6 +271,9 @@ func (s *tsSender) send(ctx context.Context, topic string, m client.Message) (cl
 		ns, _ := strconv.ParseInt(a.AppendTimeNanos, 10, 64)
 		return client.Result{Partition: a.Partition, Offset: off, MessageID: a.MessageID, Duplicate: a.Duplicate, AppendTime: time.Unix(0, ns)}, nil
 	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.waiting, id) // a late answer is dropped by read
+		s.mu.Unlock()
 		return client.Result{}, ctx.Err()
 	case <-s.exited:
 		return client.Result{}, fmt.Errorf("the TypeScript publisher exited: %s", s.stderr.String())

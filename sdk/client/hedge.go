@@ -76,9 +76,9 @@ func hedged[T any](ctx context.Context, c *Client, cl *Client, k callKind, do fu
 		}
 		c.nodes.fail(cl.addr)
 		v, err := try(actx, hc, k.bound, do)
-		if final(err, hc, cl) || !unreachable(err) {
-			// The answer: the first attempt has lost. A refusal without a
-			// useful hint ends the call too (its retry goes on elsewhere
+		if !unreachable(err) {
+			// Any answer of the hedge's node is the call's, a refusal
+			// without a useful hint too (its retry goes on elsewhere
 			// after the backoff): the first node has been silent for the
 			// hedge delay, and waiting for it cost a whole attempt (2 s)
 			// when the other member knew no leader yet. Only a hedge that

@@ -565,6 +565,8 @@ func TestWriteDeadLeaderHintsItsSuccessor(t *testing.T) {
 			t.Errorf("answered after %s, want at the successor's election (300ms)", d)
 		}
 
+		// Node 2 reachable again, so the write forwards to it; it dies
+		// mid-call once more, and raft keeps following it: no successor.
 		bk.mu.Lock()
 		bk.down[2] = false
 		bk.mu.Unlock()
